@@ -1,0 +1,48 @@
+"""The only subpackage that imports sglang: one hook module per concern, one status table.
+
+Each module in HOOK_MODULES exposes `install() -> None`, which queues its hook(s) with SGLang
+(HookRegistry or a resolution-step hook) and records every hook's row in `hookstatus`. Modules are
+imported lazily so that `register()` stays cheap and one broken hook cannot stop the others.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from .. import hookstatus
+
+# Order matters only for readability of the status table.
+HOOK_MODULES = (
+    "cli_flag",  # --speculative-draft-context-policy on launch_server's parser
+    "context_policy",  # draft/target context-length reconciliation (issue 2)
+    "delegation",  # KimiK25ForConditionalGeneration EAGLE-3 delegation guarantee (issue 2)
+    "preflight_launch",  # fail-fast checks at launch, before any scheduler starts (issue 3)
+    "draft_head_kernels",  # Triton lm_head GEMV / draft top-k (issue 4)
+    "verify_kernels",  # Triton tree verification (issue 5)
+)
+
+
+def install_all() -> None:
+    for name in HOOK_MODULES:
+        try:
+            mod = importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"{__name__}.{name}":
+                hookstatus.record(name, "-", "skipped", "not built in this version")
+                continue
+            hookstatus.record(name, "-", "failed", f"import failed: {type(exc).__name__}: {exc}")
+            continue
+        except Exception as exc:
+            hookstatus.record(name, "-", "failed", f"import failed: {type(exc).__name__}: {exc}")
+            continue
+        try:
+            mod.install()
+        except Exception as exc:  # SGLang would swallow it; we record it instead
+            hookstatus.record(name, "-", "failed", f"{type(exc).__name__}: {exc}")
+
+
+def refresh_status():
+    """Confirm queued hooks against the live attributes (see registry.refresh)."""
+    from .registry import refresh
+
+    return refresh()

@@ -1,0 +1,85 @@
+"""Register our hooks with SGLang's HookRegistry and find out whether they really took effect.
+
+`HookRegistry.register` only queues a hook; `load_plugins()` applies the queue after every plugin
+ran, and logs-and-swallows any failure. So each hook is recorded as `registered` here, and
+`refresh()` later resolves the upstream attribute and walks its wrapper chain (`__wrapped__`, set by
+HookRegistry's wrappers) looking for our function: found -> `applied`, not found -> `failed` with
+the reason. `refresh()` runs wherever we next get control after `load_plugins()`: the launch-time
+preflight, `sglang-kimi-eagle3 status`, and the first call of any of our hooks.
+"""
+
+from __future__ import annotations
+
+import pkgutil
+
+from .. import hookstatus
+
+# hook name -> (target, our function)
+_PENDING: dict[str, tuple[str, object]] = {}
+
+
+def register(name: str, target: str, fn, hook_type: str) -> str:
+    """Queue `fn` on `target` (hook_type: "before" | "after" | "around" | "replace")."""
+    from sglang.srt.plugins.hook_registry import HookRegistry, HookType
+
+    HookRegistry.register(target, fn, HookType(hook_type))
+    _PENDING[name] = (target, fn)
+    hookstatus.record(name, target, "registered", f"{hook_type} hook queued for HookRegistry.apply_hooks")
+    return "registered"
+
+
+def _chain_contains(attr, fn) -> bool:
+    """True if `attr` is (a wrapper chain around) a HookRegistry wrapper that calls `fn`."""
+    seen = 0
+    while attr is not None and seen < 32:
+        func = getattr(attr, "__func__", attr)  # classmethod / staticmethod
+        for cell in getattr(func, "__closure__", None) or ():
+            try:
+                if cell.cell_contents is fn:
+                    return True
+            except ValueError:  # empty cell
+                continue
+        attr = getattr(func, "__wrapped__", None)
+        seen += 1
+    return False
+
+
+def _resolve(target: str):
+    obj_path, attr_name = target.rsplit(".", 1)
+    obj = pkgutil.resolve_name(obj_path)
+    raw = obj.__dict__.get(attr_name) if isinstance(obj, type) else None
+    return raw if raw is not None else getattr(obj, attr_name)
+
+
+def _plugins_loaded() -> bool:
+    import sglang.srt.plugins as plugins
+
+    return bool(getattr(plugins, "_plugins_loaded", False))
+
+
+def refresh() -> list[hookstatus.HookStatus]:
+    """Turn every `registered` row into `applied` or `failed` by looking at the live attribute."""
+    try:
+        from sglang.srt.plugins.hook_registry import HookRegistry
+    except Exception as exc:  # sglang missing or broken: say so on every pending row
+        for name, (target, _fn) in _PENDING.items():
+            hookstatus.record(name, target, "failed", f"cannot import sglang's HookRegistry: {exc}")
+        return hookstatus.rows()
+    for name, (target, fn) in _PENDING.items():
+        row = hookstatus.get(name)
+        if row is None or row.state not in ("registered", "failed"):
+            continue
+        try:
+            attr = _resolve(target)
+        except Exception as exc:
+            hookstatus.record(name, target, "failed", f"target not found on the installed sglang: {type(exc).__name__}: {exc}")
+            continue
+        if _chain_contains(attr, fn):
+            hookstatus.record(name, target, "applied", row.detail.replace(" queued for HookRegistry.apply_hooks", ""))
+        elif target in HookRegistry._patched:
+            hookstatus.record(name, target, "failed", "target was patched before our hook was queued (HookRegistry ignores late hooks)")
+        elif _plugins_loaded():
+            hookstatus.record(name, target, "failed", "HookRegistry.apply_hooks ran but did not patch it (SGLang logged 'Failed to apply hooks to ...')")
+        else:
+            hookstatus.record(name, target, "registered", "queued; load_plugins() has not applied hooks yet in this process")
+    return hookstatus.rows()

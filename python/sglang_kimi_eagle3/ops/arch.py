@@ -1,0 +1,119 @@
+"""Per-architecture launch tables and the kernel switch (pure: no sglang import).
+
+Launch configurations are data, not constants in launchers: `ops/configs/<name>.json`, one file per
+GPU architecture (`sm90.json`, `sm120.json`, ...) and optionally one per device name
+(`NVIDIA_H200.json`, written by `benchmark/tune_draft_head.py` on that GPU). A table is looked up
+by device name first, then by compute capability. File layout:
+
+    {
+      "arch": "sm90",                      # what the table is for
+      "device": "NVIDIA H200" | null,      # set when measured on that device
+      "source": "how the numbers were chosen (command, date) or 'compile-verified only'",
+      "ops": {
+        "<op>": {                          # e.g. "lm_head_gemv", "draft_topk", "verify_greedy"
+          "default": {...launch params...},
+          "rules": [ {"max_bs": 32, "min_rows": 0, ...match..., "config": {...}} , ...],
+          "wins": ["<shape key>", ...]      # shapes where our kernel beat SGLang's path in the
+                                           # benchmark; `auto` uses ours only there
+        }
+      }
+    }
+
+`SGLANG_KIMI_EAGLE3_KERNELS` = auto (default) | ours | upstream selects between our kernels and
+SGLang's at every kernel hook.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from functools import lru_cache
+from pathlib import Path
+
+from ..errors import UserError
+
+CONFIG_DIR = Path(__file__).parent / "configs"
+KERNEL_MODES = ("auto", "ours", "upstream")
+ENV_KERNELS = "SGLANG_KIMI_EAGLE3_KERNELS"
+
+
+def kernels_mode() -> str:
+    mode = os.environ.get(ENV_KERNELS, "auto").strip().lower() or "auto"
+    if mode not in KERNEL_MODES:
+        raise UserError(f"{ENV_KERNELS}={mode!r} is not one of {'|'.join(KERNEL_MODES)}; unset it or pick one")
+    return mode
+
+
+def device_file_name(device_name: str) -> str:
+    """'NVIDIA H200' -> 'NVIDIA_H200' (the file stem a tuned table is stored under)."""
+    return re.sub(r"[^A-Za-z0-9]+", "_", device_name).strip("_")
+
+
+@lru_cache(maxsize=None)
+def load_table(device_name: str | None, cc: tuple[int, int] | None) -> dict:
+    """The launch table for a device: by device name, else by compute capability, else {}."""
+    candidates = []
+    if device_name:
+        candidates.append(CONFIG_DIR / f"{device_file_name(device_name)}.json")
+    if cc is not None:
+        candidates.append(CONFIG_DIR / f"sm{cc[0]}{cc[1]}.json")
+        candidates.append(CONFIG_DIR / f"sm{cc[0]}0.json")  # sm121 -> sm120 family
+    for path in candidates:
+        if path.is_file():
+            try:
+                return json.loads(path.read_text())
+            except json.JSONDecodeError as exc:
+                raise UserError(f"{path}: malformed launch table ({exc.msg} at line {exc.lineno}); reinstall the package") from None
+    return {}
+
+
+def current_device() -> tuple[str | None, tuple[int, int] | None]:
+    """(device name, compute capability) of the current CUDA device, or (None, None) without one."""
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            idx = torch.cuda.current_device()
+            return torch.cuda.get_device_name(idx), tuple(torch.cuda.get_device_capability(idx))
+    except Exception:
+        pass
+    return None, None
+
+
+def op_config(op: str, match: dict, table: dict | None = None) -> dict:
+    """Launch params for `op`: the first rule whose bounds all hold for `match`, else the default.
+
+    A rule key `max_X` holds when match[X] <= value, `min_X` when match[X] >= value, any other
+    key when equal. Missing table/op -> {} (the launcher's own safe default applies).
+    """
+    if table is None:
+        table = load_table(*current_device())
+    spec = table.get("ops", {}).get(op, {})
+    for rule in spec.get("rules", []):
+        ok = True
+        for key, val in rule.items():
+            if key == "config":
+                continue
+            if key.startswith("max_"):
+                ok = match.get(key[4:], 0) <= val
+            elif key.startswith("min_"):
+                ok = match.get(key[4:], 0) >= val
+            else:
+                ok = match.get(key) == val
+            if not ok:
+                break
+        if ok:
+            return dict(rule.get("config", {}))
+    return dict(spec.get("default", {}))
+
+
+def use_ours(op: str, shape_key: str, table: dict | None = None) -> bool:
+    """Kernel switch: upstream -> False, ours -> True, auto -> only where the table records a win."""
+    mode = kernels_mode()
+    if mode != "auto":
+        return mode == "ours"
+    if table is None:
+        table = load_table(*current_device())
+    wins = table.get("ops", {}).get(op, {}).get("wins", [])
+    return "*" in wins or shape_key in wins
