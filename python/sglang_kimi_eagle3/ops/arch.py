@@ -1,9 +1,10 @@
 """Per-architecture launch tables and the kernel switch (pure: no sglang import).
 
-Launch configurations are data, not constants in launchers: `ops/configs/<name>.json`, one file per
-GPU architecture (`sm90.json`, `sm120.json`, ...) and optionally one per device name
-(`NVIDIA_H200.json`, written by `benchmark/tune_draft_head.py` on that GPU). A table is looked up
-by device name first, then by compute capability. File layout:
+Launch configurations are data, not constants in launchers: `ops/configs/<key>.<family>.json`, one
+file per GPU architecture and kernel family (`sm90.draft_head.json`, `sm120.verify.json`, ...) and
+optionally per device name (`NVIDIA_H200.draft_head.json`, written by `benchmark/tune_draft_head.py`
+on that GPU). The files of one key merge into one table; a table is looked up by device name
+first, then by compute capability. File layout:
 
     {
       "arch": "sm90",                      # what the table is for
@@ -52,20 +53,28 @@ def device_file_name(device_name: str) -> str:
 
 @lru_cache(maxsize=None)
 def load_table(device_name: str | None, cc: tuple[int, int] | None) -> dict:
-    """The launch table for a device: by device name, else by compute capability, else {}."""
-    candidates = []
-    if device_name:
-        candidates.append(CONFIG_DIR / f"{device_file_name(device_name)}.json")
+    """The merged launch table for a device; {} when nothing matches.
+
+    Per op, a device-name entry overrides the exact-capability entry, which overrides the family
+    entry (sm121 -> sm120).
+    """
+    stems = []
     if cc is not None:
-        candidates.append(CONFIG_DIR / f"sm{cc[0]}{cc[1]}.json")
-        candidates.append(CONFIG_DIR / f"sm{cc[0]}0.json")  # sm121 -> sm120 family
-    for path in candidates:
-        if path.is_file():
+        stems += [f"sm{cc[0]}0", f"sm{cc[0]}{cc[1]}"]
+    if device_name:
+        stems.append(device_file_name(device_name))
+    table: dict = {}
+    for stem in dict.fromkeys(stems):  # lowest priority first; later files override per op
+        plain = CONFIG_DIR / f"{stem}.json"
+        for path in sorted(CONFIG_DIR.glob(f"{stem}.*.json")) + ([plain] if plain.is_file() else []):
             try:
-                return json.loads(path.read_text())
+                data = json.loads(path.read_text())
             except json.JSONDecodeError as exc:
                 raise UserError(f"{path}: malformed launch table ({exc.msg} at line {exc.lineno}); reinstall the package") from None
-    return {}
+            ops = table.setdefault("ops", {})
+            table.update({k: v for k, v in data.items() if k != "ops"})
+            ops.update(data.get("ops", {}))
+    return table
 
 
 def current_device() -> tuple[str | None, tuple[int, int] | None]:

@@ -1,0 +1,64 @@
+"""Shared test helpers: fresh SGLang processes, bundled config paths."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PROFILES = ROOT / "python" / "sglang_kimi_eagle3" / "profiles"
+KIMI_K25 = PROFILES / "kimi-k2.5"
+KIMI_K2 = PROFILES / "kimi-k2-instruct"
+AQ_K2_DRAFT = PROFILES / "aq-medai" / "kimi-k2-eagle3"
+AQ_K25_DRAFT = PROFILES / "aq-medai" / "kimi-k25-eagle3"
+LLAMA_8B = PROFILES / "llama-3.1-8b-instruct"
+LLAMA_8B_DRAFT = PROFILES / "llama-3.1-8b-eagle3"
+
+# Environment every subprocess starts from: no inherited plugin or policy settings.
+_STRIP = ("SGLANG_KIMI_EAGLE3", "SGLANG_KIMI_EAGLE3_CONTEXT_POLICY", "SGLANG_KIMI_EAGLE3_PREFLIGHT",
+          "SGLANG_KIMI_EAGLE3_KERNELS", "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN", "SGLANG_PLUGINS",
+          "SGLANG_IS_IN_CI")
+
+
+def clean_env(**overrides: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in _STRIP}
+    env.update(overrides)
+    return env
+
+
+def run_python(code: str, timeout: float = 240, **env: str) -> subprocess.CompletedProcess:
+    """Run `code` in a fresh interpreter (so SGLang's load_plugins() really runs once, from scratch)."""
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                          timeout=timeout, env=clean_env(**env), cwd=str(ROOT))
+
+
+def run_json(code: str, timeout: float = 240, **env: str):
+    """Run `code`, which must print one JSON document as its last stdout line; return it parsed."""
+    cp = run_python(code, timeout=timeout, **env)
+    assert cp.returncode == 0, f"subprocess failed ({cp.returncode}):\n{cp.stdout[-3000:]}\n{cp.stderr[-6000:]}"
+    return json.loads(cp.stdout.strip().splitlines()[-1])
+
+
+def edited_copy(src: Path, dst_dir: Path, **changes) -> Path:
+    """Copy a bundled config folder and change top-level (or 'text_config.'-prefixed) fields.
+
+    A value of `...` (Ellipsis) deletes the field.
+    """
+    data = json.loads((src / "config.json").read_text())
+    for key, val in changes.items():
+        node, k = data, key
+        if "__" in key:  # text_config__max_position_embeddings -> data["text_config"]["max_position_embeddings"]
+            *parents, k = key.split("__")
+            for p in parents:
+                node = node[p]
+        if val is ...:
+            node.pop(k, None)
+        else:
+            node[k] = val
+    dst_dir.mkdir(parents=True, exist_ok=True)
+    (dst_dir / "config.json").write_text(json.dumps(data, indent=1))
+    return dst_dir
