@@ -19,17 +19,24 @@ ENV_ENABLE = "SGLANG_KIMI_EAGLE3"
 _registered = False
 
 
-def logger() -> logging.Logger:
-    """Our logger. SGLang configures logging only after load_plugins() in launch_server, so until
-    the root logger has a handler we print through our own (and do not propagate, to avoid doubles)."""
+class _Prefixed(logging.LoggerAdapter):
+    def process(self, msg, kwargs):
+        return f"sglang-kimi-eagle3: {msg}", kwargs
+
+
+def logger() -> logging.LoggerAdapter:
+    """Our logger (every line prefixed `sglang-kimi-eagle3:`). SGLang configures logging only after
+    load_plugins() in launch_server, so until the root logger has a handler we print through our own
+    (and do not propagate, to avoid doubles)."""
     log = logging.getLogger("sglang_kimi_eagle3")
     if not log.handlers and not logging.getLogger().handlers:
         h = logging.StreamHandler(sys.stderr)
-        h.setFormatter(logging.Formatter("[%(asctime)s] sglang-kimi-eagle3: %(message)s", "%Y-%m-%d %H:%M:%S"))
+        h.setFormatter(logging.Formatter("[%(asctime)s] %(message)s", "%Y-%m-%d %H:%M:%S"))
         log.addHandler(h)
-        log.setLevel(logging.INFO)
+        if log.level == logging.NOTSET:
+            log.setLevel(logging.INFO)
         log.propagate = False
-    return log
+    return _Prefixed(log, {})
 
 
 def enabled() -> bool:

@@ -201,3 +201,29 @@ def require_known_rope(info: ModelInfo) -> str:
             f"({', '.join(KNOWN_ROPE_TYPES)}); fix the config"
         )
     return rt
+
+
+def safetensors_shapes(folder: str | Path) -> dict[str, list[int]] | None:
+    """Tensor name -> shape from the safetensors headers in `folder` (no tensor data read).
+
+    None when the folder holds no weights (a config-only folder): checks that need weights then say
+    "not checked". A header that cannot be parsed is a one-line UserError naming the file.
+    """
+    folder = Path(folder)
+    files = sorted(folder.glob("*.safetensors"))
+    if not files:
+        return None
+    shapes: dict[str, list[int]] = {}
+    for f in files:
+        try:
+            with open(f, "rb") as fh:
+                n = int.from_bytes(fh.read(8), "little")
+                if not 0 < n < 100_000_000:
+                    raise ValueError(f"header length {n}")
+                header = json.loads(fh.read(n))
+        except (OSError, ValueError) as exc:
+            raise UserError(f"{f}: not a readable safetensors file ({exc}); re-download the drafter") from None
+        for name, meta in header.items():
+            if name != "__metadata__" and isinstance(meta, dict):
+                shapes[name] = list(meta.get("shape", []))
+    return shapes

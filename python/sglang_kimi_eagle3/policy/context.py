@@ -123,10 +123,11 @@ def decide(
                       f"'cap' or a longer-context drafter avoids that.")
 
     if policy in ("extend", "auto"):
-        why = " (auto chooses extend: exact outputs, draft unchanged inside its window, full context kept)" if policy == "auto" else ""
+        head = ("auto -> extend (exact outputs, draft unchanged inside its window, full context kept)"
+                if policy == "auto" else "extend")
         return ContextDecision(
             **base, action="extend", serve_len=target_len, draft_max_position_embeddings=extend_mpe,
-            explanation=(f"{policy}{why}: serving the target's {target_len} tokens; only {draft_name}'s limit "
+            explanation=(f"{head}: serving the target's {target_len} tokens; only {draft_name}'s limit "
                          f"({draft_len}) is lifted, its rotary cache sized to {extend_mpe} positions (target + "
                          f"{rope_margin} speculative margin). Outputs stay exact because the target verifies every "
                          f"drafted token.{window_note}{short_note} SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN is not "

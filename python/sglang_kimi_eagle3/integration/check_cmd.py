@@ -1,0 +1,232 @@
+"""`sglang-kimi-eagle3 check [launch_server flags]`: every problem of a deployment, at once.
+
+The flags are parsed by SGLang's own `prepare_server_args` (so they can never drift from
+launch_server's) after SGLang's `load_plugins()` (so this plugin's hooks are in place exactly as at
+launch), then resolved by SGLang's own `resolve_once()` as it would be on the *target* GPU - via
+SGLang's `override_platform(...)` - and checked by the same resolution-step hook that guards a real
+launch (preflight_launch.py), which here collects instead of raising.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import logging
+import re
+import sys
+import time
+import warnings
+
+from ..errors import UserError
+from ..preflight import GpuTarget, has_errors, run_checks, summary
+from ..profiles import DEFAULT_ARGV, DEFAULT_DEPLOYMENT_NAME, DEFAULT_GPU, profile_path
+
+OUR_FLAGS = ("--for-gpu", "--json", "--verbose")
+MODEL_FLAGS = ("--model-path", "--model", "--speculative-draft-model-path", "--speculative-draft-model")
+
+# Device names -> compute capability (sm = 10*major + minor).
+GPU_NAMES = [
+    (r"rtx\s*pro\s*[456]000|rtx\s*50[6-9]0|blackwell\s*workstation|rtx\s*pro\s*\d+\s*blackwell", 120),
+    (r"dgx\s*spark|gb10\b", 121),
+    (r"gb?300|b300", 103), (r"gb?200|b200|b100", 100),
+    (r"h100|h200|h800|h20\b|gh200", 90),
+    (r"l40s?|l4\b|rtx\s*40[6-9]0|rtx\s*6000\s*ada", 89), (r"a100|a800|a30\b|a10\b", 80),
+]
+HELP = """usage: sglang-kimi-eagle3 check [--for-gpu GPU] [--json] [--verbose] [launch_server flags ...]
+
+Checks a draft/target deployment the way launch_server would start it, and lists every problem at once.
+With no launch_server flags it checks the embedded default: the Kimi-K2.5 INT4 + AQ-MedAI drafter launch.
+
+  --for-gpu GPU   the GPU the deployment runs on: sm90 | sm100 | sm120 | a device name ("H200",
+                  "RTX PRO 6000"); default: this machine's GPU, else sm90 (H100/H200) and it says so
+  --json          machine-readable output
+  --verbose       keep SGLang's own log lines
+  --speculative-draft-context-policy auto|strict|extend|yarn|cap   (also SGLANG_KIMI_EAGLE3_CONTEXT_POLICY)
+Model paths may be local folders, Hugging Face repo ids in the local cache, or bundled profile names
+(`sglang-kimi-eagle3 profiles`). Exit: 0 no errors, 1 errors found, 2 unusable input."""
+
+
+def parse_gpu(value: str | None, how: str) -> GpuTarget:
+    if value is None:
+        try:
+            import torch
+
+            if torch.cuda.is_available():
+                major, minor = torch.cuda.get_device_capability()
+                return GpuTarget(torch.cuda.get_device_name(), 10 * major + minor, "local GPU")
+        except Exception:
+            pass
+        return GpuTarget("sm90 (assumed: H100/H200)", 90, "assumed: no local GPU and no --for-gpu")
+    v = value.strip().lower()
+    m = re.fullmatch(r"sm_?(\d{2,3})[af]?", v)
+    if m:
+        return GpuTarget(f"sm{m.group(1)}", int(m.group(1)), how)
+    for pat, sm in GPU_NAMES:
+        if re.search(pat, v):
+            return GpuTarget(value, sm, how)
+    raise UserError(f"--for-gpu {value!r}: unknown GPU; use sm90, sm100, sm120 or a device name such as H200, B200, "
+                    f"'RTX PRO 6000'")
+
+
+def platform_facts(sm: int) -> dict:
+    """SGLang platform facts (runtime_context.override_platform) for a CUDA GPU of this capability."""
+    major = sm // 10
+    return dict(is_cuda=True, is_hip=False, is_npu=False, is_xpu=False, is_musa=False, is_mps=False, has_amx=False,
+                has_flashinfer=True, is_sm90=major == 9, is_hopper_with_cuda_12_3=major == 9,
+                is_sm100=major == 10, is_sm110=major == 11, is_sm100_or_sm110=major in (10, 11), is_sm120=major == 12,
+                is_blackwell=major in (10, 11, 12), device_sm=sm, device_capability=(major, sm % 10))
+
+
+def _split(argv: list[str]) -> tuple[dict, list[str]]:
+    ours, rest, i = {"json": False, "verbose": False, "for_gpu": None}, [], 0
+    while i < len(argv):
+        a = argv[i]
+        if a in ("-h", "--help"):
+            ours["help"] = True
+        elif a == "--json":
+            ours["json"] = True
+        elif a == "--verbose":
+            ours["verbose"] = True
+        elif a == "--for-gpu" or a.startswith("--for-gpu="):
+            if "=" in a:
+                ours["for_gpu"] = a.split("=", 1)[1]
+            elif i + 1 < len(argv):
+                ours["for_gpu"] = argv[i + 1]
+                i += 1
+            else:
+                raise UserError("--for-gpu needs a value: sm90, sm100, sm120 or a device name")
+        else:
+            rest.append(a)
+        i += 1
+    return ours, rest
+
+
+def _resolve_model_paths(argv: list[str]) -> list[str]:
+    """Bundled profile names -> their folders; folders and cached repo ids checked now (exit 2 early)."""
+    from .preflight_inputs import LABELS, local_config_dir
+
+    out, i = [], 0
+    while i < len(argv):
+        a = argv[i]
+        flag, val = (a.split("=", 1) + [None])[:2] if a.startswith("--") and "=" in a else (a, None)
+        if flag in MODEL_FLAGS:
+            if val is None:
+                if i + 1 >= len(argv):
+                    raise UserError(f"{flag} needs a value")
+                val = argv[i + 1]
+                i += 1
+            prof = profile_path(val)
+            path = str(prof) if prof is not None else str(local_config_dir(val, flag))
+            LABELS[path] = val
+            from ..configs import read_config
+
+            read_config(path)  # missing / malformed config.json -> one-line error now
+            out += [flag, path]
+        else:
+            out.append(a)
+        i += 1
+    return out
+
+
+def _parse_with_sglang(argv: list[str]):
+    from sglang.srt.server_args import prepare_server_args
+
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            return prepare_server_args(argv)
+    except SystemExit:
+        lines = [ln for ln in err.getvalue().splitlines() if ln.strip()]
+        msg = next((ln for ln in reversed(lines) if "error:" in ln), lines[-1] if lines else "invalid arguments")
+        raise UserError(f"launch_server flags rejected by SGLang's parser: {msg.split('error:', 1)[-1].strip()}") from None
+
+
+def run(argv: list[str]) -> dict:
+    """Check a launch; returns {"title", "gpu", "findings", "hooks", "timing"} (no printing)."""
+    ours, rest = _split(argv)
+    embedded = not rest
+    title = f"the embedded default: {DEFAULT_DEPLOYMENT_NAME}" if embedded else "launch_server " + " ".join(rest)
+    if embedded:
+        rest = list(DEFAULT_ARGV)
+    gpu = parse_gpu(ours["for_gpu"] or (DEFAULT_GPU if embedded else None),
+                    "embedded default" if embedded and not ours["for_gpu"] else f"--for-gpu {ours['for_gpu']}")
+    rest = _resolve_model_paths(rest)
+    if not any(a == "--device" or a.startswith("--device=") for a in rest):
+        rest += ["--device", "cuda"]  # the target is a GPU server even when this machine has none
+    t0 = time.perf_counter()
+    from sglang.srt.plugins import load_plugins
+    from sglang.srt.runtime_context import override_platform
+
+    from . import preflight_launch
+    from .preflight_inputs import build_deployment
+    from .registry import refresh
+
+    if not ours["verbose"]:
+        logging.getLogger("sglang_kimi_eagle3").setLevel(logging.WARNING)
+    load_plugins()
+    t_import = time.perf_counter() - t0
+    server_args = _parse_with_sglang(rest)
+    if not ours["verbose"]:
+        logging.getLogger().setLevel(logging.ERROR)
+    preflight_launch.COLLECT = {"gpu": gpu}
+    sglang_error = None
+    t1 = time.perf_counter()
+    try:
+        with override_platform(**platform_facts(gpu.sm)):
+            server_args.resolve_once()
+    except UserError:
+        raise
+    except Exception as exc:
+        sglang_error = exc
+    t_resolve = time.perf_counter() - t1
+    collected, preflight_launch.COLLECT = preflight_launch.COLLECT, None
+    findings = collected.get("findings")
+    t2 = time.perf_counter()
+    if findings is None:  # SGLang stopped before our resolution step: check what we can
+        dep = build_deployment(server_args, gpu, sglang_error=f"{type(sglang_error).__name__}: {sglang_error}")
+        findings = run_checks(dep)
+    t_checks = time.perf_counter() - t2
+    return {"title": title, "gpu": gpu, "findings": findings, "hooks": refresh(),
+            "timing": {"sglang_import_s": t_import, "resolve_and_checks_s": t_resolve, "fallback_checks_s": t_checks}}
+
+
+def _print_human(res: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    con = Console(highlight=False, soft_wrap=False)
+    gpu = res["gpu"]
+    con.print(f"Checking {res['title']}")
+    con.print(f"Target GPU: {gpu.name} (sm{gpu.sm}; {gpu.how})")
+    con.print("Plugin hooks: " + ", ".join(f"{r.name}={r.state}" for r in res["hooks"]))
+    style = {"error": "bold red", "warning": "yellow", "info": "dim"}
+    table = Table(show_lines=True, expand=True)
+    table.add_column("severity", min_width=8, no_wrap=True)
+    table.add_column("check", min_width=12, overflow="fold")
+    for col, ratio in (("found", 7), ("expected", 4), ("fix", 4)):
+        table.add_column(col, ratio=ratio, overflow="fold")
+    for f in res["findings"]:
+        table.add_row(f"[{style[f.severity]}]{f.severity}[/]", f.check, f.found, f.expected, f.fix)
+    con.print(table)
+    verdict = "refuse to start" if has_errors(res["findings"]) else "start"
+    con.print(f"{summary(res['findings'])}: with this plugin, launch_server would {verdict}.")
+
+
+def main(argv: list[str]) -> int:
+    if any(a in ("-h", "--help") for a in argv):
+        print(HELP)
+        return 0
+    warnings.filterwarnings("ignore")
+    res = run(argv)
+    if "--json" in argv:
+        out = {"title": res["title"], "gpu": {"name": res["gpu"].name, "sm": res["gpu"].sm, "how": res["gpu"].how},
+               "errors": sum(f.severity == "error" for f in res["findings"]),
+               "findings": [f.as_dict() for f in res["findings"]],
+               "hooks": [{"name": r.name, "state": r.state, "target": r.target, "detail": r.detail} for r in res["hooks"]],
+               "timing": res["timing"]}
+        json.dump(out, sys.stdout, indent=1)
+        print()
+    else:
+        _print_human(res)
+    return 1 if has_errors(res["findings"]) else 0

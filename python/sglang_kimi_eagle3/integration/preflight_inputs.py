@@ -1,0 +1,122 @@
+"""Turn a launch, as SGLang parsed and resolved it, into a preflight `Deployment`.
+
+Reads: the record's raw input (`server_args._raw_input`, what the operator typed, kept by SGLang's
+resolution pipeline), its resolving view (backends SGLang chose), the two config.json files, the
+draft's safetensors headers if weights sit beside its config, the class SGLang will build for the
+target, and this plugin's hook table.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .. import hookstatus
+from ..configs import read_config, safetensors_shapes
+from ..errors import UserError
+from ..policy.context import resolve_policy, spec_rope_margin
+from ..preflight import Deployment, GpuTarget
+from .cli_flag import policy_of
+
+
+def local_config_dir(path: str | None, flag: str) -> Path:
+    """A local folder holding `config.json` for a model path (folder, or HF repo id in the local cache)."""
+    if not path:
+        raise UserError(f"{flag} is not set; give a model folder, a Hugging Face repo id or a bundled profile name")
+    p = Path(path).expanduser()
+    if p.is_dir():
+        return p
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        hit = try_to_load_from_cache(repo_id=path, filename="config.json")
+        if isinstance(hit, str):
+            return Path(hit).parent
+    except Exception:
+        pass
+    raise UserError(f"{flag} {path}: not a folder and not in the local Hugging Face cache (offline lookup of "
+                    f"config.json); download it first or pass a folder or a bundled profile name "
+                    f"(`sglang-kimi-eagle3 profiles`)")
+
+
+# folder -> the name the operator typed (a bundled profile name), for readable findings
+LABELS: dict[str, str] = {}
+
+
+def _label(path) -> str:
+    return LABELS.get(str(path), str(path))
+
+
+def _raw(server_args, name: str):
+    raw = getattr(server_args, "_raw_input", None)
+    if isinstance(raw, dict) and name in raw:
+        return raw[name]
+    return getattr(server_args, name, None)
+
+
+def target_class_methods(arch_list: list[str]) -> dict[str, bool] | None:
+    """Which EAGLE-3 target methods the class SGLang builds for these architectures has."""
+    from .delegation import METHODS, ensure_delegation, is_kimi_k25
+    from .. import enabled
+
+    try:
+        from sglang.srt.models.registry import ModelRegistry
+
+        cls, _ = ModelRegistry.resolve_model_cls(arch_list)
+    except Exception:
+        return None
+    if enabled() and is_kimi_k25(cls):
+        ensure_delegation(cls)  # what the plugin's hook does when the scheduler resolves the class
+    return {m: callable(getattr(cls, m, None)) for m in METHODS}
+
+
+def build_deployment(server_args, gpu: GpuTarget, *, sglang_error: str | None = None,
+                     check_target_class: bool = True) -> Deployment:
+    from sglang.srt.arg_groups.overrides import resolving_view
+
+    from .registry import refresh
+
+    cfg = resolving_view(server_args)
+    target_dir = local_config_dir(_raw(server_args, "model_path"), "--model-path")
+    target = read_config(target_dir, label=_label(_raw(server_args, "model_path")))
+    draft_path = _raw(server_args, "speculative_draft_model_path")
+    draft = None
+    shapes = None
+    if draft_path:
+        draft_dir = local_config_dir(draft_path, "--speculative-draft-model-path")
+        draft = read_config(draft_dir, label=_label(draft_path))
+        shapes = safetensors_shapes(draft_dir)
+    algo = _raw(server_args, "speculative_algorithm")
+    refresh()
+    cg_decode = str(getattr(cfg, "cuda_graph_backend_decode", "") or "")
+    return Deployment(
+        target=target, draft=draft,
+        algorithm=str(algo).upper() if algo else None,
+        steps=_raw(server_args, "speculative_num_steps"), topk=_raw(server_args, "speculative_eagle_topk"),
+        draft_tokens=_raw(server_args, "speculative_num_draft_tokens"),
+        tp=int(_raw(server_args, "tp_size") or 1),
+        context_length=_raw(server_args, "context_length"),
+        context_policy=resolve_policy(policy_of(server_args)),
+        gpu=gpu,
+        target_decode_backend=getattr(cfg, "decode_attention_backend", None) or getattr(cfg, "attention_backend", None),
+        target_prefill_backend=getattr(cfg, "prefill_attention_backend", None) or getattr(cfg, "attention_backend", None),
+        draft_backend_flag=getattr(cfg, "speculative_draft_attention_backend", None),
+        page_size=getattr(cfg, "page_size", None),
+        dtype=str(_raw(server_args, "dtype") or "auto"),
+        quantization=_raw(server_args, "quantization"),
+        draft_quantization=_raw(server_args, "speculative_draft_model_quantization"),
+        trust_remote_code=bool(_raw(server_args, "trust_remote_code")),
+        use_rejection_sampling=bool(getattr(cfg, "speculative_use_rejection_sampling", False)),
+        cuda_graph_disabled=bool(getattr(cfg, "disable_cuda_graph", False)) or cg_decode == "disabled",
+        custom_all_reduce_disabled=bool(getattr(cfg, "disable_custom_all_reduce", False)),
+        target_class_methods=target_class_methods([target.arch]) if check_target_class else None,
+        hook_states={r.name: (r.state, r.detail) for r in hookstatus.rows()},
+        draft_tensor_shapes=shapes,
+        sglang_error=sglang_error,
+        context_hook_active=hookstatus.get("context_policy") is not None
+        and hookstatus.get("context_policy").state in ("applied", "registered"),
+        global_override_set=os.environ.get("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN", "").strip().lower()
+        in ("1", "true", "yes", "on"),
+        rope_margin=spec_rope_margin(getattr(cfg, "speculative_num_steps", None),
+                                     getattr(cfg, "speculative_num_draft_tokens", None)),
+    )

@@ -1,0 +1,66 @@
+"""`sglang-kimi-eagle3 status`: this plugin's hook table, as a launch_server process would have it.
+
+Calls SGLang's own `load_plugins()` (entry-point discovery, our register(), HookRegistry.apply_hooks),
+then confirms every queued hook against the live attribute and checks the installed Kimi-K2.5 class.
+Exit 0 when no hook failed, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import warnings
+
+from .. import TESTED_SGLANG, __version__, hookstatus
+
+
+def collect(check_model_class: bool = True) -> list[hookstatus.HookStatus]:
+    from sglang.srt.plugins import load_plugins
+
+    from .. import enabled
+    from .registry import refresh
+
+    import logging
+
+    logging.getLogger("sglang_kimi_eagle3").setLevel(logging.WARNING)
+    load_plugins()
+    if check_model_class and enabled() and hookstatus.get("delegation") is not None:
+        from .delegation import ensure_for_installed_sglang
+
+        ensure_for_installed_sglang()
+    return refresh()
+
+
+def main(argv: list[str]) -> int:
+    if any(a in ("-h", "--help") for a in argv):
+        print("usage: sglang-kimi-eagle3 status [--json] [--no-model-class]\n\nLoads SGLang's plugins the way launch_server "
+              "does and prints every hook of this plugin: applied / skipped (why) / failed (error).")
+        return 0
+    warnings.filterwarnings("ignore")
+    rows = collect(check_model_class="--no-model-class" not in argv)
+    from importlib.metadata import version
+
+    sglang_version = version("sglang")
+    if "--json" in argv:
+        json.dump({"plugin": __version__, "sglang": sglang_version, "tested_sglang": TESTED_SGLANG,
+                   "hooks": hookstatus.as_dicts()}, sys.stdout, indent=1)
+        print()
+    else:
+        from rich.console import Console
+        from rich.table import Table
+
+        con = Console(highlight=False)
+        note = "" if sglang_version == TESTED_SGLANG else f"  (tested with {TESTED_SGLANG}: hooks may not match)"
+        con.print(f"sglang-kimi-eagle3 {__version__} on sglang {sglang_version}{note}")
+        if not rows:
+            con.print("[red]SGLang's load_plugins() did not run this plugin: is it installed in this environment, "
+                      "and not excluded by SGLANG_PLUGINS?[/]")
+            return 1
+        table = Table(show_lines=False)
+        for col in ("hook", "state", "upstream target", "detail"):
+            table.add_column(col, overflow="fold")
+        color = {"applied": "green", "skipped": "cyan", "failed": "bold red", "registered": "yellow"}
+        for r in rows:
+            table.add_row(r.name, f"[{color[r.state]}]{r.state}[/]", r.target, r.detail)
+        con.print(table)
+    return 1 if not rows or any(r.state == "failed" for r in rows) else 0
