@@ -19,6 +19,7 @@ Remove when: SGLang grows a draft-scoped context policy.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from .. import hookstatus, logger
 from ..policy.context import ContextDecision, decide, resolve_policy, spec_rope_margin
@@ -80,10 +81,13 @@ def decision_for(model_config, context_length: int) -> ContextDecision:
     """The decision for a draft ModelConfig under construction (no side effects)."""
     from sglang.srt.utils.hf_transformers.common import get_context_length
 
-    from ..configs import KNOWN_ROPE_TYPES
+    from ..configs import KNOWN_ROPE_TYPES, read_config, require_draft_context
     from ..errors import UserError
 
     hf = model_config.hf_text_config
+    folder = Path(str(model_config.model_path))
+    if (folder / "config.json").is_file():  # transformers fills a default for a missing field; the file tells
+        require_draft_context(read_config(folder))
     _rope, rope_type, theta = _rope_of(hf)
     if rope_type not in KNOWN_ROPE_TYPES:
         raise UserError(f"{model_config.model_path}/config.json: field 'rope_scaling.rope_type' = {rope_type!r} is not a "

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 from .. import hookstatus
-from ..configs import read_config, safetensors_shapes
+from ..configs import read_config, require_draft_context, require_known_rope, safetensors_shapes
 from ..errors import UserError
 from ..policy.context import resolve_policy, spec_rope_margin
 from ..preflight import Deployment, GpuTarget
@@ -85,6 +85,8 @@ def build_deployment(server_args, gpu: GpuTarget, *, sglang_error: str | None = 
     if draft_path:
         draft_dir = local_config_dir(draft_path, "--speculative-draft-model-path")
         draft = read_config(draft_dir, label=_label(draft_path))
+        require_draft_context(draft)
+        require_known_rope(draft)
         shapes = safetensors_shapes(draft_dir)
     algo = _raw(server_args, "speculative_algorithm")
     refresh()

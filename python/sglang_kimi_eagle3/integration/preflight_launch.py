@@ -106,6 +106,8 @@ def _preflight_step(server_args, previous) -> None:
         dep = build_deployment(server_args, gpu, sglang_error=str(sglang_error) if sglang_error else None)
         findings = run_checks(dep)
     except UserError as exc:
+        if collecting:
+            raise  # `check`: unusable input, one line, exit 2
         if sglang_error:
             raise sglang_error
         raise PreflightFailed(f"sglang-kimi-eagle3 preflight: {exc}") from None
