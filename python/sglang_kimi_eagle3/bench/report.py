@@ -1,0 +1,63 @@
+"""The bench document as a readable table (rich) and as JSON."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from rich.console import Console
+from rich.table import Table
+
+
+def _f(v, fmt: str = ".2f", none: str = "-") -> str:
+    return none if v is None else format(v, fmt)
+
+
+def _errors(s: dict | None) -> str:
+    if not s or not s["errors"]:
+        return "0"
+    return ", ".join(f"{k} {v}" for k, v in sorted(s["errors"].items()))
+
+
+def print_report(doc: dict, console: Console | None = None) -> None:
+    con = console or Console(highlight=False, width=None if sys.stdout.isatty() else 150)
+    info = doc.get("servers", {})
+    for role, i in info.items():
+        con.print(f"[bold]{role}[/bold] {doc.get('config', {}).get('urls', {}).get(role, '')}  "
+                  + ("  ".join(f"{k}={v}" for k, v in i.items() if v is not None) if i else "(no /server_info)"))
+    has_base = any(lv.get("baseline") for lv in doc["levels"])
+    depth = max((len(lv["spec"]["alpha"]) for lv in doc["levels"] if lv.get("spec")), default=0)
+    t = Table(title="per concurrency (tok/s per request = completion tokens / client latency, prefill included)",
+              title_justify="left")
+    for col in ["c", "ok/req", "errors", "no spec", "tok/s/req", "agg tok/s", "p50 s", "τ", "acc %"] + \
+               [f"α{i + 1}" for i in range(depth)] + (["base tok/s/req", "base agg", "speedup agg", "speedup/req"] if has_base else []):
+        t.add_column(col, justify="right")
+    for lv in doc["levels"]:
+        s, b, sp = lv.get("spec"), lv.get("baseline"), lv.get("speedup")
+        alphas = [_f(a, ".2f") for a in (s["alpha"] if s else [])] + [""] * (depth - len(s["alpha"] if s else []))
+        row = [str(lv["concurrency"]), f"{s['ok']}/{s['requests']}", _errors(s), str(s["no_spec"]),
+               _f(s["tok_s_per_req_mean"], ".1f"), _f(s["agg_tok_s"], ".1f"), _f(s["latency_p50_s"], ".2f"),
+               _f(s["tau"]), _f(s["accept_rate"] and 100 * s["accept_rate"], ".1f"), *alphas]
+        if has_base:
+            row += [_f(b and b["tok_s_per_req_mean"], ".1f"), _f(b and b["agg_tok_s"], ".1f"),
+                    _f(sp and sp["aggregate"]), _f(sp and sp["per_request"])]
+        t.add_row(*row)
+    con.print(t)
+    for lv in doc["levels"]:
+        for role in ("spec", "baseline"):
+            s = lv.get(role)
+            if s and s["first_error"]:
+                con.print(f"[red]c={lv['concurrency']} {role}: {sum(s['errors'].values())} failed[/red] (first: {s['first_error']})")
+            if s and role == "spec" and s["no_spec"]:
+                con.print(f"[yellow]c={lv['concurrency']}: {s['no_spec']} ok responses had no spec fields[/yellow] "
+                          "(speculation off, or finished before a verify); left out of τ and acceptance")
+    o = doc.get("overall")
+    if o and o.get("tau") is not None:
+        con.print(f"overall: τ {o['tau']:.2f} over {o['ok'] - o['no_spec']} requests, acceptance {100 * (o['accept_rate'] or 0):.1f}%, "
+                  f"per position {', '.join(_f(a) for a in o['alpha'])}")
+
+
+def write_json(doc: dict, path: str) -> str:
+    with open(path, "w") as f:
+        json.dump(doc, f, indent=1)
+    return path

@@ -1,0 +1,79 @@
+"""Per-concurrency summaries of RequestResults (pure).
+
+What enters which number:
+  throughput  ok requests only (errors are counted, never averaged in)
+  tau, acceptance, histogram   ok requests that carried spec fields only; ok requests without them
+              are counted as `no_spec` (speculation off, or finished before any verify)
+  tau         pooled: sum(completion tokens) / sum(verify passes) over those requests -- the same
+              ratio SGLang's spec_accept_length computes per request; `tau_mean_req` is the plain mean
+  alpha_i     per-position conditional acceptance from the pooled histogram (planner/acceptance.py)
+"""
+
+from __future__ import annotations
+
+import statistics
+
+from ..planner.acceptance import alphas_from_histogram, reach_from_histogram
+
+
+def _pct(xs: list[float], q: float) -> float | None:
+    if not xs:
+        return None
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))]
+
+
+def pooled_histogram(hists: list[list[int]]) -> list[int]:
+    out: list[int] = []
+    for h in hists:
+        out += [0] * (len(h) - len(out))
+        for k, v in enumerate(h):
+            out[k] += v
+    return out
+
+
+def summarize(results: list, wall_s: float, depth: int | None = None) -> dict:
+    """`depth`: draft positions to report (--speculative-num-steps; default: drafts per verify, right for topk 1)."""
+    ok = [r for r in results if r.ok]
+    errors: dict[str, int] = {}
+    for r in results:
+        if not r.ok:
+            errors[r.error] = errors.get(r.error, 0) + 1
+    spec = [r for r in ok if r.spec]
+    per_req = [r.completion_tokens / r.latency_s for r in ok if r.latency_s > 0 and r.completion_tokens]
+    tokens = sum(r.completion_tokens or 0 for r in ok)
+    s: dict = {
+        "requests": len(results), "ok": len(ok), "errors": errors, "no_spec": len(ok) - len(spec),
+        "first_error": next((f"{r.error}: {r.detail}" for r in results if not r.ok), None),
+        "wall_s": wall_s, "tokens": tokens,
+        "agg_tok_s": tokens / wall_s if wall_s > 0 and ok else None,
+        "tok_s_per_req_mean": statistics.fmean(per_req) if per_req else None,
+        "tok_s_per_req_median": statistics.median(per_req) if per_req else None,
+        "latency_p50_s": _pct([r.latency_s for r in ok], 0.5), "latency_p90_s": _pct([r.latency_s for r in ok], 0.9),
+        "prompt_tokens_mean": statistics.fmean(pt) if (pt := [r.prompt_tokens for r in ok if r.prompt_tokens]) else None,
+        "tau": None, "tau_mean_req": None, "accept_rate": None, "drafts_per_verify": None, "histogram": [], "alpha": [], "reach": [],
+    }
+    if not spec:
+        return s
+    verify = sum(r.spec["verify_ct"] for r in spec)
+    s["tau"] = sum(r.completion_tokens for r in spec) / verify
+    s["tau_mean_req"] = statistics.fmean(r.spec["accept_length"] for r in spec if r.spec["accept_length"] is not None)
+    proposed = sum(r.spec["num_proposed"] or 0 for r in spec)
+    s["accept_rate"] = sum(r.spec["num_correct"] or 0 for r in spec) / proposed if proposed else None
+    s["drafts_per_verify"] = round(proposed / verify) if proposed else None  # = draft tokens - 1 (= steps at topk 1)
+    hist = pooled_histogram([r.spec["histogram"] for r in spec if r.spec.get("histogram")])
+    s["histogram"] = hist
+    depth = depth or s["drafts_per_verify"] or max(len(hist) - 1, 0)
+    s["alpha"] = alphas_from_histogram(hist, depth) if hist else []
+    s["reach"] = reach_from_histogram(hist, depth) if hist else []
+    return s
+
+
+def speedup(spec: dict, base: dict) -> dict | None:
+    """Spec over baseline at one concurrency: aggregate tok/s ratio and mean per-request tok/s ratio."""
+    if not spec or not base or not spec.get("agg_tok_s") or not base.get("agg_tok_s"):
+        return None
+    out = {"aggregate": spec["agg_tok_s"] / base["agg_tok_s"], "per_request": None}
+    if spec.get("tok_s_per_req_mean") and base.get("tok_s_per_req_mean"):
+        out["per_request"] = spec["tok_s_per_req_mean"] / base["tok_s_per_req_mean"]
+    return out

@@ -1,0 +1,54 @@
+"""Turn per-batch-size predictions into SGLang's `--speculative-adaptive-config` JSON (pure).
+
+Format read by sglang/srt/speculative/adaptive_spec_params.py (`_load_adaptive_config`, 0.5.23):
+  {"<bs>": {"candidate_steps": [non-negative ints], ...optional hysteresis keys}, ...}
+  - keys that are not digit strings are ignored (we use one, "_generated_by", for provenance);
+  - a running batch is padded to a CUDA-graph size, then routed to the largest key <= it;
+  - within a slot SGLang moves between candidate steps on an EMA of accepted drafts
+    (up when EMA > steps - 0.5, down when EMA <= lower - 0.5 + down_hysteresis); 0 = no speculation;
+  - adaptive mode is topk 1 only and sets num_draft_tokens = steps + 1.
+So the planner's job per slot is to restrict the candidates to the steps worth running there:
+every topk-1 setting predicted within `tolerance` of the best one, and 0 when not speculating is
+itself that close (or when no setting beats 1.0).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .model import Prediction
+
+
+def candidate_steps(preds: list[Prediction], tolerance: float) -> list[int]:
+    chain = [p for p in preds if p.topk == 1]  # adaptive mode is topk 1 only; includes steps 0
+    best = max(p.speedup for p in chain)
+    if best <= 1.0:
+        return [0]
+    return sorted({p.steps for p in chain if p.speedup >= tolerance * best and (p.steps == 0 or p.speedup > 1.0)})
+
+
+def adaptive_config(plan: dict[int, tuple[list[Prediction], Prediction]], tolerance: float, provenance: dict) -> dict:
+    cfg: dict = {"_generated_by": provenance}
+    for bs in sorted(plan):
+        cfg[str(bs)] = {"candidate_steps": candidate_steps(plan[bs][0], tolerance)}
+    return cfg
+
+
+def launch_flags(cfg: dict, path: str) -> str:
+    """The launch_server flags that load `cfg`; the start value must be one of the candidates' union."""
+    union = sorted({s for k, v in cfg.items() if k.isdigit() for s in v["candidate_steps"]})
+    first = cfg[min((k for k in cfg if k.isdigit()), key=int)]["candidate_steps"]
+    start = max(first) or max(union)  # the small-batch slot's longest draft (SGLang's default: the union's middle)
+    if start == 0:
+        return f"(no batch size gains from speculation: launch without --speculative-algorithm; union {union})"
+    return (f"--speculative-algorithm EAGLE3 --speculative-eagle-topk 1 --speculative-adaptive "
+            f"--speculative-adaptive-config {path} --speculative-num-steps {start}")
+
+
+def write(cfg: dict, path: str) -> str:
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    lines = [f"  {json.dumps(k)}: {json.dumps(v)}" for k, v in cfg.items()]  # one slot a line
+    p.write_text("{\n" + ",\n".join(lines) + "\n}\n")
+    return str(p)

@@ -1,0 +1,81 @@
+"""Where acceptance comes from (pure): published presets, command-line numbers, or a bench JSON.
+
+Published numbers give one mean acceptance length, not a per-position curve; a preset turns it into
+the i.i.d. alpha with the same tau at the same depth (an assumption, stated in its label).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..errors import UserError
+from .acceptance import alpha_from_tau, alphas_from_histogram
+from .model import Acceptance
+
+# name -> (tau, at steps, source). tau counts the bonus token (SGLang's spec_accept_length).
+PRESETS: dict[str, tuple[float, int, str]] = {
+    "aq-medai-k25-gsm8k": (1 + 4 * 0.5178, 4, "vLLM #35966: 51.78% draft acceptance on GSM8K with 4 speculative tokens, "
+                           "AQ-MedAI/Kimi-K25-eagle3 on Kimi-K2.5 (shared/reference/published.md); tau = 1 + 4 x 0.5178"),
+    "lightseek-k25-mtbench": (2.69, 3, "lightseekorg/kimi-k2.5-eagle3, tau 2.69 on MT-Bench at steps 3 / topk 1 (published.md)"),
+    "lightseek-k25-gsm8k": (3.20, 3, "lightseekorg/kimi-k2.5-eagle3, tau 3.20 on GSM8K at steps 3 / topk 1 (published.md)"),
+    "eagle3-paper-llama31-8b": (6.23, 8, "EAGLE-3 paper (arXiv 2503.01840), LLaMA-3.1-8B, tau 6.23 at temperature 0 "
+                                "with a depth-8 tree; read here as a depth-8 chain (optimistic)"),
+}
+
+
+def from_preset(name: str) -> Acceptance:
+    if name not in PRESETS:
+        raise UserError(f"unknown acceptance preset {name!r}; presets: {', '.join(PRESETS)}")
+    tau, steps, src = PRESETS[name]
+    a = alpha_from_tau(tau, steps)
+    return Acceptance([a] * steps, f"preset {name}: i.i.d. alpha {a:.3f} (ASSUMPTION: equal at every position) "
+                           f"from tau {tau:.2f} at {steps} steps; {src}")
+
+
+def from_numbers(alphas: list[float]) -> Acceptance:
+    if not alphas or any(not 0.0 <= a <= 1.0 for a in alphas):
+        raise UserError(f"--acceptance wants per-position acceptance values in [0, 1], got {alphas}")
+    return Acceptance(list(alphas), f"given per position: {', '.join(f'{a:.3f}' for a in alphas)}")
+
+
+def load_bench(path: str) -> dict:
+    p = Path(path)
+    try:
+        doc = json.loads(p.read_text())
+    except FileNotFoundError:
+        raise UserError(f"bench JSON {path} not found (write one with `sglang-kimi-eagle3 bench --json {path}`)") from None
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{path}: not valid JSON ({exc})") from None
+    if not isinstance(doc, dict) or "levels" not in doc:
+        raise UserError(f"{path}: not a bench JSON (no 'levels'; written by `sglang-kimi-eagle3 bench --json`)")
+    return doc
+
+
+def bench_setting(doc: dict) -> tuple[int, int, int]:
+    """(steps, topk, draft tokens) the speculative server ran, from its /server_info or the histograms."""
+    info = (doc.get("servers") or {}).get("spec") or {}
+    steps = info.get("speculative_num_steps") or (doc.get("overall") or {}).get("drafts_per_verify")
+    topk = info.get("speculative_eagle_topk") or 1
+    n = info.get("speculative_num_draft_tokens") or (steps + 1 if steps else None)
+    if not steps:
+        raise UserError("bench JSON: the speculative server's steps are unknown (no /server_info and no spec fields)")
+    return int(steps), int(topk), int(n)
+
+
+def from_bench(doc: dict, path: str) -> Acceptance:
+    """Pool every speculative request's histogram (acceptance is a property of drafter and data, not of load)."""
+    steps, topk, n = bench_setting(doc)
+    hist: list[int] = []
+    for lv in doc["levels"]:
+        h = (lv.get("spec") or {}).get("histogram") or []
+        hist = [a + b for a, b in zip(hist + [0] * (len(h) - len(hist)), h + [0] * (len(hist) - len(h)))]
+    if not sum(hist):
+        raise UserError(f"{path}: no request carried spec_correct_drafts_histogram (speculation off on that server?)")
+    alphas = alphas_from_histogram(hist, steps)
+    measured = [a for a in alphas if a is not None]
+    alphas = measured + [0.0] * (steps - len(measured))  # a position never reached was never accepted
+    label = f"measured in {path}: {sum(hist)} verify passes at steps {steps} / topk {topk} / {n} draft tokens"
+    if topk == 1:
+        return Acceptance(alphas, label)
+    return Acceptance(None, label, {(steps, topk, n): alphas})

@@ -1,0 +1,74 @@
+"""The adaptive config: candidate selection, and SGLang 0.5.23's own loader accepting what we write."""
+
+import json
+
+import pytest
+
+from sglang_kimi_eagle3.cli import main as cli_main
+from sglang_kimi_eagle3.planner.adaptive import adaptive_config, candidate_steps, launch_flags, write
+from sglang_kimi_eagle3.planner.model import Prediction
+
+asp = pytest.importorskip("sglang.srt.speculative.adaptive_spec_params")  # the real installed sglang
+
+
+def P(steps, speedup, topk=1):
+    return Prediction(1, steps, topk, steps + 1, 1.0, 1.0, 1.0, speedup)
+
+
+def test_candidates_within_tolerance_and_no_spec_rules():
+    preds = [P(0, 1.0), P(1, 1.5), P(2, 1.9), P(3, 2.0), P(4, 1.95), P(3, 9.0, topk=4)]  # trees ignored
+    assert candidate_steps(preds, 0.97) == [3, 4]
+    assert candidate_steps(preds, 0.5) == [0, 1, 2, 3, 4]  # 1.0 >= 0.5 * 2.0: plain decode is close enough
+    assert candidate_steps([P(0, 1.0), P(1, 0.8), P(2, 0.6)], 0.97) == [0]  # nothing beats no speculation
+    assert candidate_steps([P(0, 1.0), P(1, 1.01)], 0.97) == [0, 1]
+
+
+def _plan(rows):
+    return {bs: ([P(0, 1.0)] + [P(s, v) for s, v in sp], None) for bs, sp in rows.items()}
+
+
+def test_written_config_loads_in_sglang_and_routes_by_batch_size(tmp_path):
+    plan = _plan({1: [(3, 2.0), (5, 2.05)], 8: [(1, 1.2), (3, 1.25)], 64: [(1, 0.9)]})
+    cfg = adaptive_config(plan, 0.97, {"command": "test"})
+    path = write(cfg, str(tmp_path / "adaptive.json"))
+    raw, slots = asp._load_adaptive_config(path)  # SGLang's validator
+    assert sorted(slots) == [1, 8, 64]
+    # slot 1: best 2.05 -> keep >= 1.99: [3, 5]; slot 8: best 1.25 -> keep >= 1.2125: [3]; slot 64: [0]
+    assert slots[8]["candidate_steps"] == [3]
+    assert asp.resolve_candidate_steps_from_config(path) == [0, 3, 5]
+    params = asp.AdaptiveSpeculativeParams(initial_steps=5, cfg_path=path)
+    assert params.get_steps_for_batch(1) == 5  # slot "1": candidates [3, 5]
+    assert params.get_steps_for_batch(100) == 0  # slot "64": [0] = no speculation
+    assert "--speculative-num-steps 5" in launch_flags(cfg, path)
+
+
+def test_all_zero_config_says_do_not_speculate(tmp_path):
+    cfg = adaptive_config(_plan({1: [(1, 0.9)], 8: [(1, 0.8)]}), 0.97, {})
+    assert launch_flags(cfg, "x.json").startswith("(no batch size gains")
+
+
+def test_plan_command_on_bundled_profile_writes_a_config_sglang_loads(tmp_path, capsys):
+    out, full = tmp_path / "cfg.json", tmp_path / "plan.json"
+    assert cli_main(["plan", "--profile", "kimi-k2.5_8xh200_tp8", "-o", str(out), "--json", str(full)]) == 0
+    printed = capsys.readouterr().out
+    assert "predicted speedup per batch size" in printed and "launch flags: --speculative-algorithm EAGLE3" in printed
+    _, slots = asp._load_adaptive_config(str(out))
+    assert sorted(slots) == [1, 2, 4, 8, 16, 32, 64, 128]
+    doc = json.loads(full.read_text())
+    best1 = doc["batch_sizes"]["1"]["best"]
+    assert best1["steps"] in slots[1]["candidate_steps"]
+    assert "_generated_by" in json.loads(out.read_text())
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["--steps", "0-2"], "positive integers"),
+    (["--profile", "nope"], "not found"),
+    (["--alpha", "0.5", "--preset", "lightseek-k25-mtbench"], "one acceptance source"),
+    (["--acceptance", "0.5,x"], "comma-separated"),
+    (["--preset", "nope"], "unknown acceptance preset"),
+    (["--bench", "/nonexistent/bench.json"], "not found"),
+])
+def test_plan_bad_input_is_one_line_exit_2(argv, needle, tmp_path, capsys):
+    assert cli_main(["plan", "-o", str(tmp_path / "x.json")] + argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert needle in err and "\n" not in err
