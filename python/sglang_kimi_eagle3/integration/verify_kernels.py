@@ -1,0 +1,169 @@
+"""Hooks: our Triton tree-verification kernels at SGLang 0.5.23's own boundaries (issue 5).
+
+Three AROUND hooks, each with SGLang's exact signature and return value; each falls through to the
+original whenever our kernel does not apply (not CUDA, a case outside the fast path, or the kernel
+switch says upstream for this shape). `SGLANG_KIMI_EAGLE3_KERNELS`: upstream -> no hook is queued
+(status `skipped`); ours -> ours on every CUDA call; auto (default) -> ours only for the (op, shape)
+entries where this device's launch table (ops/configs/<arch>.verify.json) records a measured win.
+All three are CUDA-graph safe: no host sync, allocations depend on shapes only.
+"""
+
+from __future__ import annotations
+
+import os
+
+from .. import hookstatus
+from ..ops import arch
+
+_BS_BUCKETS = (1, 8, 32, 64, 128, 256)
+_N_BUCKETS = (4, 16)
+
+
+def shape_key(bs: int, n: int) -> str:
+    """Benchmark grid point a call falls in: 'n4_bs32' (bs, N rounded up to the measured grid)."""
+    nb = next((x for x in _N_BUCKETS if n <= x), n)
+    bb = next((x for x in _BS_BUCKETS if bs <= x), _BS_BUCKETS[-1])
+    return f"n{nb}_bs{bb}"
+
+
+def _table(device):
+    from ..ops.verify_greedy import launch_table
+
+    return launch_table(device)
+
+
+def _ours(op: str, device, bs: int, n: int) -> bool:
+    """Kernel switch for one call. CUDA only, except that `ours` also runs on CPU tensors under the
+    Triton interpreter (TRITON_INTERPRET=1: tests and debugging; SGLang has no CPU kernel there)."""
+    if device.type == "cuda":
+        return arch.use_ours(op, shape_key(bs, n), _table(device))
+    return device.type == "cpu" and os.environ.get("TRITON_INTERPRET") == "1" and arch.kernels_mode() == "ours"
+
+
+# --- hook 1 ---------------------------------------------------------------------------------------
+# Upstream target: sglang.srt.speculative.eagle_utils.eagle_sample (eagle_utils.py:521-860).
+# Why: its greedy branch runs torch.argmax over fp32 logits [bs*N, V] and then the JIT CUDA
+#   verify_tree_greedy (one thread per request chasing pointers through global memory): 16 µs at
+#   bs 1 and 114 µs at bs 128 on the H200 against a 79 µs floor (docs/kernels-verify.md).
+# How: AROUND. When the call is the plain greedy verify (not idle, greedy per _verify_uses_greedy,
+#   no penalties / logit bias / grammar mask / watermark candidates, no SGLANG_SIMULATE_ACC_LEN, not
+#   HIP), run SGLang's own NaN sanitizer, then argmax_verify_greedy (split-vocab argmax feeding the
+#   tree walk, target_predict never materialised) into the buffers eagle_sample would allocate, and
+#   return the same (predict, accept_lens, accept_index). Anything else -> the original.
+# Upstream PR/issue: none yet (a fused argmax+verify would belong in kernels/ops/speculative).
+# Removable when SGLang's greedy verify reads logits directly at the memory floor.
+def eagle_sample_hook(orig, verify_input, batch, logits_output, grammar_mask=None, uno_target_max_top_k=None, *,
+                      watermark_state=None, watermark_full_mask=True):
+    import torch
+
+    from sglang.srt.speculative import eagle_utils, spec_utils
+
+    logits = logits_output.next_token_logits
+    info = batch.sampling_info
+    fast = (
+        logits is not None and grammar_mask is None and not batch.forward_mode.is_idle()
+        and not eagle_utils._is_hip and spec_utils.SIMULATE_ACC_LEN <= 0
+        and info.acc_additive_penalties is None and info.acc_scaling_penalties is None and info.logit_bias is None
+        and (watermark_state is None or not info.has_watermark_candidates)
+        # SGLang's own predicate; off HIP the rejection-sampling flag does not enter it
+        and eagle_utils._verify_uses_greedy(is_all_greedy=info.is_all_greedy, is_cpu=eagle_utils._is_cpu,
+                                            is_hip=False, is_xpu=eagle_utils._is_xpu, use_rejection_sampling=False)
+    )
+    n = verify_input.draft_token_num
+    bs = len(batch.seq_lens)
+    if not fast or not _ours("argmax_verify", logits.device, bs, n):
+        return orig(verify_input, batch, logits_output, grammar_mask, uno_target_max_top_k,
+                    watermark_state=watermark_state, watermark_full_mask=watermark_full_mask)
+    from sglang.srt.utils.async_probe import sanitize_nan_logits
+
+    from ..ops.argmax_verify import argmax_verify_greedy
+
+    sanitize_nan_logits(logits, "verify: target model logits")
+    device = batch.device
+    predict = torch.zeros(logits.shape[0], dtype=torch.int32, device=device)
+    accept_index = torch.full((bs, verify_input.max_tree_depth), -1, dtype=torch.int32, device=device)
+    num_correct_drafts = torch.empty((bs,), dtype=torch.int32, device=device)
+    try:  # our guards run before any launch: a layout we do not take goes to SGLang untouched
+        argmax_verify_greedy(predict, accept_index, num_correct_drafts, verify_input.draft_token.reshape(bs, n),
+                             verify_input.retrieve_index, verify_input.retrieve_next_token,
+                             verify_input.retrieve_next_sibling, logits)
+    except ValueError:
+        return orig(verify_input, batch, logits_output, grammar_mask, uno_target_max_top_k,
+                    watermark_state=watermark_state, watermark_full_mask=watermark_full_mask)
+    return predict, num_correct_drafts + 1, accept_index
+
+
+# --- hook 2 ---------------------------------------------------------------------------------------
+# Upstream target: sglang.kernels.ops.speculative.spec_tree.verify_tree_greedy_func
+#   (spec_tree.py:480-551; eagle_utils binds it by `from ... import`, HookRegistry re-binds that).
+# Why: the same walk when target_predict already exists (the sparse UNO sampling path, or a greedy
+#   call outside hook 1's fast path); SGLang's one-thread walk costs ~6 µs even at bs 1.
+# How: AROUND; CUDA tensors and the kernel switch -> ops.verify_greedy.verify_tree_greedy on the
+#   same buffers, returning (predicts, accept_index, accept_token_num) as upstream does.
+# Upstream PR/issue: none yet. Removable when SGLang's kernel loads rows at once (or with hook 1).
+def verify_tree_greedy_hook(orig, predicts, accept_index, accept_token_num, candidates, retrieve_index,
+                            retrieve_next_token, retrieve_next_sibling, target_predict, topk=-1):
+    import torch
+
+    fits = candidates.ndim == 2 and target_predict.dtype == torch.int64 and target_predict.numel() == candidates.numel()
+    if not fits or not _ours("verify_greedy", candidates.device, candidates.shape[0], candidates.shape[1]):
+        return orig(predicts, accept_index, accept_token_num, candidates, retrieve_index, retrieve_next_token,
+                    retrieve_next_sibling, target_predict, topk)
+    from ..ops.verify_greedy import verify_tree_greedy
+
+    try:  # guards run before the launch
+        verify_tree_greedy(predicts, accept_index, accept_token_num, candidates, retrieve_index, retrieve_next_token,
+                           retrieve_next_sibling, target_predict.contiguous())
+    except ValueError:
+        return orig(predicts, accept_index, accept_token_num, candidates, retrieve_index, retrieve_next_token,
+                    retrieve_next_sibling, target_predict, topk)
+    return predicts, accept_index, accept_token_num
+
+
+# --- hook 3 ---------------------------------------------------------------------------------------
+# Upstream target: sglang.kernels.ops.speculative.sampling.tree_speculative_sampling_target_only
+#   (sampling.py; bound by verify_sampling.py and then eagle_utils/dflash_utils, re-bound by
+#   HookRegistry's propagation or read patched when imported later).
+# Why: one 1024-thread block per request scans the whole 163840-entry row: 82.6 µs at bs 1.
+# How: AROUND; CUDA tensors and the kernel switch -> ops.tree_sampling.tree_speculative_sampling,
+#   the same walk (bit-identical accepts) with the residual draw split over the vocabulary.
+# Upstream PR/issue: none yet. Removable when SGLang's sampler parallelises over the vocabulary.
+def tree_sampling_hook(orig, predicts, accept_index, accept_token_num, candidates, retrive_index, retrive_next_token,
+                       retrive_next_sibling, uniform_samples, uniform_samples_for_final_sampling, target_probs,
+                       draft_probs, threshold_single=1.0, threshold_acc=1.0, deterministic=True):
+    args = (predicts, accept_index, accept_token_num, candidates, retrive_index, retrive_next_token,
+            retrive_next_sibling, uniform_samples, uniform_samples_for_final_sampling, target_probs, draft_probs,
+            threshold_single, threshold_acc, deterministic)
+    if not _ours("tree_sampling", candidates.device, candidates.shape[0], candidates.shape[1]):
+        return orig(*args)
+    from ..ops.tree_sampling import tree_speculative_sampling
+
+    try:  # guards run before the first launch
+        tree_speculative_sampling(*args)
+    except ValueError:
+        return orig(*args)
+
+
+HOOKS = (
+    ("verify_argmax_greedy", "sglang.srt.speculative.eagle_utils.eagle_sample", eagle_sample_hook, "argmax_verify"),
+    ("verify_tree_greedy", "sglang.kernels.ops.speculative.spec_tree.verify_tree_greedy_func", verify_tree_greedy_hook,
+     "verify_greedy"),
+    ("verify_tree_sampling", "sglang.kernels.ops.speculative.sampling.tree_speculative_sampling_target_only",
+     tree_sampling_hook, "tree_sampling"),
+)
+
+
+def install() -> None:
+    """Queue the three hooks (idempotent: HookRegistry applies a target once); record each row."""
+    from .registry import register
+
+    mode = arch.kernels_mode()
+    for name, target, fn, op in HOOKS:
+        if mode == "upstream":
+            hookstatus.record(name, target, "skipped", f"{arch.ENV_KERNELS}=upstream: SGLang's kernel")
+            continue
+        if hookstatus.get(name) is not None and hookstatus.get(name).state in ("registered", "applied"):
+            continue
+        register(name, target, fn, "around")
+        how = "ours on every CUDA call" if mode == "ours" else f"auto: ours where the device's launch table records a win for {op}"
+        hookstatus.record(name, target, "registered", f"around hook queued for HookRegistry.apply_hooks ({how})")

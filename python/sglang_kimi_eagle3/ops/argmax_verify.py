@@ -1,0 +1,157 @@
+"""Greedy verify straight from the target logits: split-vocabulary argmax feeding the tree walk.
+
+Same outputs and in-place writes as `verify_tree_greedy(..., target_predict=argmax(logits))`
+(SGLang's `eagle_sample` greedy branch), without materialising target_predict: two launches (the
+second a programmatic dependent launch on SM90+, so it starts while the first runs),
+  1. `_split_argmax_kernel`, grid (row blocks, vocab splits): each program reduces its slice of
+     logits [bs*N, V] to (key, first column of the maximum) per row -> partials [bs*N, splits];
+  2. `verify_greedy._verify_greedy_kernel` (FROM_PARTIALS): per request, combines the partials of
+     its rows (largest key, lowest column) and walks the tree.
+Numerics match torch.argmax: ties -> lowest index; NaN is the maximum (first NaN wins); -0.0 == +0.0.
+Splits (argmax_plan): enough programs to fill the GPU at small batch, slices of at most `chunk`
+columns at large batch (many short programs, so no half-empty last wave).
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from .arch import op_config
+from .verify_greedy import (_pow2, _verify_greedy_kernel, check_tree_inputs, launch_table, pdl_supported,
+                            verify_tree_greedy_ref, walk_config)
+
+
+@triton.jit
+def _f32_key(x):
+    """Order-preserving int32 key of a float32 value: a > b  <=>  key(a) > key(b).
+
+    NaN maps above +inf (torch.argmax treats NaN as the maximum) and -0.0 to +0.0's key (they
+    compare equal in torch, so the lower index must win between them)."""
+    bits = x.to(tl.int32, bitcast=True)
+    key = bits ^ ((bits >> 31) & 0x7FFFFFFF)  # negative floats: flip magnitude bits
+    key = tl.where(x == 0.0, 0, key)
+    return tl.where(x != x, 0x7FFFFFFF, key)
+
+
+@triton.jit
+def _split_argmax_kernel(
+    part_key_ptr,  # out [R, SP] int32: _f32_key of the slice maximum
+    part_idx_ptr,  # out [R, SP] int32: first column holding it
+    logits_ptr,  # [R, V] fp32/bf16/fp16, unit column stride
+    stride_row,
+    R,
+    V,
+    CH,  # columns per split (a multiple of BLOCK)
+    SP,
+    BR: tl.constexpr,
+    BLOCK: tl.constexpr,
+    EVEN: tl.constexpr,  # V % CH == 0 and R % BR == 0: no masks
+    USE_PDL: tl.constexpr,
+):
+    if USE_PDL:
+        tl.extra.cuda.gdc_launch_dependents()  # the verify kernel may start and load its tree now
+    r = tl.program_id(0).to(tl.int64) * BR + tl.arange(0, BR)
+    rm = r < R
+    lo = tl.program_id(1) * CH
+    lane = lo + tl.arange(0, BLOCK)
+    # per lane: the largest value seen and its first column; a lane of -inf keeps its first column
+    best = tl.full([BR, BLOCK], float("-inf"), tl.float32)
+    best_col = tl.zeros([BR, BLOCK], tl.int32) + lane[None, :]
+    base = logits_ptr + r[:, None] * stride_row
+    for start in range(lo, lo + CH, BLOCK):
+        cols = start + tl.arange(0, BLOCK)
+        if EVEN:
+            x = tl.load(base + cols[None, :]).to(tl.float32)
+        else:
+            m = rm[:, None] & (cols < V)[None, :]
+            x = tl.load(base + cols[None, :], mask=m, other=float("-inf")).to(tl.float32)
+        # strict '>' keeps the earlier of equal values (-0.0 == +0.0 as in torch); NaN is the maximum
+        # and the first NaN stays (nothing replaces a NaN best)
+        up = (x > best) | ((x != x) & (best == best))
+        best = tl.where(up, x, best)
+        best_col = tl.where(up, cols[None, :], best_col)
+    is_nan = best != best
+    any_nan = tl.max(is_nan.to(tl.int32), axis=1)
+    vmax = tl.max(tl.where(is_nan, float("-inf"), best), axis=1)
+    winner = tl.where(any_nan[:, None] != 0, is_nan, best == vmax[:, None])
+    col = tl.min(tl.where(winner, best_col, 2**30), axis=1)
+    key = tl.where(any_nan != 0, 0x7FFFFFFF, _f32_key(vmax))
+    tl.store(part_key_ptr + r * SP + tl.program_id(1), key, mask=rm)
+    tl.store(part_idx_ptr + r * SP + tl.program_id(1), col, mask=rm)
+
+
+def argmax_plan(rows: int, vocab: int, cfg: dict) -> tuple[int, int, int, int, int, bool]:
+    """(rows per program, BLOCK, columns per split, splits, num_warps, EVEN) for the split argmax.
+
+    Splits: enough for `min_programs` programs at small batch (latency), and slices of at most
+    `chunk` columns at large batch (many short programs: no half-empty last wave)."""
+    br = max(1, triton.next_power_of_2(int(cfg.get("rows_per_program", 1))))
+    block = int(cfg.get("block", 2048))
+    warps = int(cfg.get("num_warps", 8))
+    nblk = triton.cdiv(vocab, block)
+    want = int(cfg.get("splits", 0)) or max(triton.cdiv(vocab, int(cfg.get("chunk", 16384))),
+                                            triton.cdiv(int(cfg.get("min_programs", 528)), triton.cdiv(rows, br)))
+    per = triton.cdiv(nblk, max(1, min(want, nblk)))  # blocks per split
+    splits = triton.cdiv(nblk, per)
+    even = vocab % (per * block) == 0 and rows % br == 0
+    return br, block, per * block, splits, warps, even
+
+
+def argmax_verify_greedy(
+    predicts: torch.Tensor,  # mutable
+    accept_index: torch.Tensor,  # mutable
+    accept_token_num: torch.Tensor,  # mutable
+    candidates: torch.Tensor,
+    retrive_index: torch.Tensor,
+    retrive_next_token: torch.Tensor,
+    retrive_next_sibling: torch.Tensor,
+    logits: torch.Tensor,
+    config: dict | None = None,
+) -> None:
+    """verify_tree_greedy with target_predict = argmax(logits [bs*N, V], -1), fused.
+
+    Writes predicts, accept_index, accept_token_num exactly as SGLang's greedy path would. No host
+    sync; the only allocations are the two [bs*N, splits] partials (shape-dependent: CUDA-graph safe).
+    config (optional) overrides the table entry `argmax_verify`: rows_per_program, block,
+    num_warps, splits or chunk / min_programs, verify_rows_per_program / verify_num_warps, and pdl
+    (programmatic dependent launch of the verify kernel, SM90+: it loads its tree while the argmax
+    runs)."""
+    bs, n, s = check_tree_inputs(predicts, accept_index, accept_token_num, candidates, retrive_index,
+                                 retrive_next_token, retrive_next_sibling)
+    if logits.ndim != 2 or logits.shape[0] != bs * n or logits.dtype not in (torch.float32, torch.bfloat16, torch.float16):
+        raise ValueError(f"logits must be fp32/bf16/fp16 [{bs * n}, vocab], got {logits.dtype} {tuple(logits.shape)}")
+    if logits.shape[1] == 0 or (logits.shape[1] > 1 and logits.stride(1) != 1):
+        raise ValueError("logits must have a non-empty vocab dimension with unit stride")
+    if logits.device != candidates.device:
+        raise ValueError(f"logits on {logits.device}, tree tensors on {candidates.device}")
+    if bs == 0:
+        return
+    rows, vocab = logits.shape
+    cfg = dict(config) if config is not None else op_config(
+        "argmax_verify", {"rows": rows, "vocab": vocab, "bs": bs, "n": n}, launch_table(logits.device))
+    br, block, ch, splits, warps, even = argmax_plan(rows, vocab, cfg)
+    pdl = bool(cfg.get("pdl", True)) and pdl_supported(logits.device)
+    part_key = torch.empty((rows, splits), dtype=torch.int32, device=logits.device)
+    part_idx = torch.empty((rows, splits), dtype=torch.int32, device=logits.device)
+    _split_argmax_kernel[(triton.cdiv(rows, br), splits)](
+        part_key, part_idx, logits, logits.stride(0), rows, vocab, ch, splits, BR=br, BLOCK=block, EVEN=even,
+        USE_PDL=pdl, num_warps=warps)
+    vcfg = {"rows_per_program": cfg.get("verify_rows_per_program", 1)}
+    if "verify_num_warps" in cfg:
+        vcfg["num_warps"] = cfg["verify_num_warps"]
+    np_, bb, vwarps = walk_config("verify_greedy", n, bs, vcfg, logits.device)
+    _verify_greedy_kernel[(triton.cdiv(bs, bb),)](
+        predicts, accept_index, accept_token_num, candidates, retrive_index, retrive_next_token,
+        retrive_next_sibling, candidates, part_key, part_idx, bs, s, n, rows, splits,
+        NP=np_, BB=bb, SPP=_pow2(splits, 1), FROM_PARTIALS=True, USE_PDL=pdl, num_warps=vwarps, launch_pdl=pdl)
+
+
+def argmax_verify_greedy_ref(predicts, accept_index, accept_token_num, candidates, retrive_index,
+                             retrive_next_token, retrive_next_sibling, logits) -> None:
+    """Ground truth: torch.argmax (ties -> first, NaN -> first NaN) then SGLang's walk."""
+    bs, n = candidates.shape
+    target_predict = torch.argmax(logits, dim=-1).reshape(bs, n)
+    verify_tree_greedy_ref(predicts, accept_index, accept_token_num, candidates, retrive_index,
+                           retrive_next_token, retrive_next_sibling, target_predict)

@@ -1,0 +1,366 @@
+"""Target-only tree rejection sampling: SGLang 0.5.23's `tree_speculative_sampling_target_only`.
+
+Contract (N draft tokens, S = accept_index.shape[1], V vocab; uniform samples in, nothing random
+inside):
+  candidates, retrive_index, retrive_next_token, retrive_next_sibling  [bs, N] int64
+  uniform_samples [bs, N] f32, uniform_samples_for_final_sampling [bs] f32
+  target_probs [bs, N, V] f32, draft_probs [bs, N, V] f32 (mutable: see below)
+Walk, per request: coin = uniform_samples[b, node] of the last accepted node (the root first);
+prob_acc sums the target probability q of each child tried, in sibling order, and a child with
+q > 0 is accepted when coin < prob_acc / threshold_acc or q >= threshold_single (q is read from the
+last accepted node's row, at the child's token). Accepting resets prob_acc and moves on; a rejected
+child's draft_probs entry in that row is set to its q. After the walk (at most S-1 accepts), the
+last node's token is drawn from relu(target - draft) of its row (draft ignored after S-1 accepts:
+the bonus token has no draft), by inverse CDF with u = uniform_final * sum; ties of u with a CDF
+boundary go to the next positive entry; if none exceeds u, the last positive entry, else V-1.
+Outputs as SGLang: predicts[retrive_index of each accepted-path node] = the next accepted draft
+token, and the sampled token at the last node; accept_index; accept_token_num.
+
+Parallel over the vocabulary (SGLang runs one 1024-thread block per request over all V):
+  1. `_walk_kernel` (per request): the tree walk with every node's edge probability gathered in one
+     load; writes accept_index, accept_token_num, accepted predicts and the draft_probs side effect,
+     and which row/bonus flag/slot the final draw uses.
+  2. `_tile_sums_kernel`, grid (requests, tiles): per tile of G entries, the residual sum and its
+     last positive column.
+  3. `_sample_kernel` (per request): cumulative tile sums pick the tile holding u, one tile scan
+     picks the token.
+Floating-point order: fixed by G and the launch table's warp counts (which do not vary with the
+batch), never by the batch or the grid, so results are run-to-run deterministic (`deterministic` is accepted for SGLang compatibility; both modes are
+deterministic here). The accepted path is bit-identical to SGLang's (same fp32 operations in the same
+order, IEEE division); the final draw can differ from SGLang's CUB scan only where u lies within fp32
+rounding of a CDF boundary.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import triton
+import triton.language as tl
+
+from .arch import op_config
+from .verify_greedy import (_first_child, _pick, _pow2, _take, _tree_links, _walk, check_tree_inputs, launch_table,
+                            pdl_supported, walk_config)
+
+TILE = 4096  # G: residual tile, min(TILE, vocab rounded up to a power of two); it fixes the fp32
+# summation order per vocabulary size (never per batch or split), so keep it fixed per release
+
+
+@triton.jit
+def _walk_kernel(
+    predicts_ptr,  # mutable [bs*N] int32
+    accept_index_ptr,  # mutable [bs, S] int32
+    accept_num_ptr,  # mutable [bs] int32
+    draft_probs_ptr,  # mutable [bs, N, V] f32
+    work_ptr,  # out [bs, 3] int64: probs row of the last node, use-draft flag, predicts slot
+    cand_ptr,
+    ridx_ptr,
+    nxt_ptr,
+    sib_ptr,
+    coins_ptr,  # [bs, N] f32
+    target_probs_ptr,  # [bs, N, V] f32
+    threshold_single,
+    threshold_acc,
+    bs,
+    S,
+    N,
+    V,
+    NP: tl.constexpr,
+    BB: tl.constexpr,
+    USE_PDL: tl.constexpr,
+):
+    if USE_PDL:
+        tl.extra.cuda.gdc_launch_dependents()  # the tile-sum kernel may get its SMs now
+    b = tl.program_id(0).to(tl.int64) * BB + tl.arange(0, BB)
+    bm = b < bs
+    offs = tl.arange(0, NP)
+    nm = bm[:, None] & (offs[None, :] < N)
+    row = b[:, None] * N + offs[None, :]
+    cand = tl.load(cand_ptr + row, mask=nm, other=-1)
+    ridx = tl.load(ridx_ptr + row, mask=nm, other=-1)
+    nxt = tl.load(nxt_ptr + row, mask=nm, other=-1).to(tl.int32)
+    sib = tl.load(sib_ptr + row, mask=nm, other=-1).to(tl.int32)
+    coins = tl.load(coins_ptr + row, mask=nm, other=0.0)
+    par, prev, rank = _tree_links(nxt, sib, offs, NP)
+    # q of each edge: target prob of the child's token in its parent's row, all gathered at once
+    em = nm & (par >= 0) & (cand >= 0) & (cand < V)
+    qoff = (b[:, None] * N + par) * V + cand
+    q = tl.load(target_probs_ptr + qoff, mask=em, other=0.0)
+    # prob_acc along each sibling chain in chain order: acc_k = acc_(k-1) + q_k (fp32, as CUDA)
+    acc = q
+    k = 1
+    max_rank = tl.max(rank)
+    while k <= max_rank:
+        acc = tl.where(rank == k, _take(acc, prev, offs) + q, acc)
+        k += 1
+    coin = _take(coins, par, offs)  # the coin of the parent (the last accepted node when tried)
+    # q: target prob of the draft token, acc: running sum over the siblings tried (one coin per parent);
+    # accept when coin < acc / threshold_acc (IEEE division, as nvcc without fast-math) or q >= single
+    ok = em & (q > 0) & ((coin < tl.math.div_rn(acc, threshold_acc)) | (q >= threshold_single))
+    accd = _first_child(par, rank, ok, offs, NP)
+    pos, n, cur = _walk(accd, offs, S)
+    onp = nm & (pos >= 0)
+    tl.store(accept_index_ptr + b[:, None] * S + pos, ridx.to(tl.int32), mask=onp)
+    # path nodes before the last predict the draft token accepted after them
+    tl.store(predicts_ptr + ridx, _take(cand, accd, offs).to(tl.int32), mask=onp & (pos < n[:, None]))
+    tl.store(accept_num_ptr + b, n, mask=bm)
+    # rejected children: those tried before the accepted one, or all children of the last node when
+    # the walk stopped on a rejection (not after S-1 accepts); SGLang sets draft_probs = q there
+    ppos = _take(pos + 1, par, offs) - 1
+    tried = (ppos >= 0) & ((ppos < n[:, None]) | (n[:, None] < S - 1))
+    pacc = _take(accd + 1, par, offs) - 1  # the accepted sibling, if any
+    arank = _take(rank + 1, pacc, offs) - 1
+    rej = em & tried & ((pacc < 0) | (rank < arank))
+    tl.store(draft_probs_ptr + qoff, q, mask=rej)
+    tl.store(work_ptr + b * 3, b * N + cur, mask=bm)
+    tl.store(work_ptr + b * 3 + 1, (n != S - 1).to(tl.int64), mask=bm)
+    tl.store(work_ptr + b * 3 + 2, _pick(ridx, offs, cur), mask=bm)
+
+
+@triton.jit
+def _per_request(v, BB: tl.constexpr):
+    """A per-request [BB, 1] value; a scalar when BB == 1. Uniform scalars broadcast over a tile as
+    they are, whereas a [1, 1] tensor can get a one-row-per-thread layout whose broadcast to a
+    [1, G] tile costs G registers and a shared-memory round trip per thread (seen: 60 us)."""
+    if BB == 1:
+        return tl.sum(tl.sum(v, axis=1), axis=0)
+    else:
+        return v
+
+
+@triton.jit
+def _residual(target_probs_ptr, draft_probs_ptr, prow, use_p, cols, m, V):
+    """relu(q - p) of rows prow [BB, 1] at cols [BB, G]; p only where use_p. NaN -> 0 (CUDA fmaxf)."""
+    off = prow * V + cols
+    q = tl.load(target_probs_ptr + off, mask=m, other=0.0)
+    p = tl.load(draft_probs_ptr + off, mask=m & (use_p != 0), other=0.0)
+    x = q - p
+    return tl.where(x > 0, x, 0.0)
+
+
+@triton.jit
+def _tile_sums_kernel(
+    tile_sum_ptr,  # out [bs, T] f32
+    tile_last_ptr,  # out [bs, T] int32: last column with a positive residual, -1 if none
+    target_probs_ptr,
+    draft_probs_ptr,
+    work_ptr,
+    bs,
+    V,
+    T,
+    TPS,  # tiles per program
+    BB: tl.constexpr,
+    G: tl.constexpr,
+    USE_PDL: tl.constexpr,  # programmatic dependent of _walk_kernel
+):
+    if USE_PDL:
+        tl.extra.cuda.gdc_launch_dependents()
+        tl.extra.cuda.gdc_wait()  # work rows and the draft_probs writes come from the walk
+    # per-request values stay [BB, 1] (keep_dims) so that broadcasting them over a tile never
+    # builds a tile in a one-row-per-thread layout
+    b = tl.program_id(0).to(tl.int64) * BB + tl.arange(0, BB)[:, None]
+    bm = b < bs
+    prow = tl.load(work_ptr + b * 3, mask=bm, other=0)
+    use_p = tl.load(work_ptr + b * 3 + 1, mask=bm, other=0)
+    t0 = tl.program_id(1) * TPS
+    for t in range(t0, t0 + TPS):
+        cols = t * G + tl.arange(0, G)[None, :]
+        m = bm & (cols < V)
+        x = _residual(target_probs_ptr, draft_probs_ptr, prow, use_p, cols, m, V)
+        tm = bm & (t < T)
+        tl.store(tile_sum_ptr + b * T + t, tl.sum(x, axis=1, keep_dims=True), mask=tm)
+        tl.store(tile_last_ptr + b * T + t, tl.max(tl.where(x > 0, cols, -1), axis=1, keep_dims=True), mask=tm)
+
+
+@triton.jit
+def _sample_kernel(
+    predicts_ptr,  # mutable [bs*N] int32
+    tile_sum_ptr,
+    tile_last_ptr,
+    target_probs_ptr,
+    draft_probs_ptr,
+    work_ptr,
+    coin_ptr,  # [bs] f32 uniform_samples_for_final_sampling
+    bs,
+    V,
+    T,
+    BB: tl.constexpr,
+    TP: tl.constexpr,
+    G: tl.constexpr,
+    USE_PDL: tl.constexpr,  # programmatic dependent of _tile_sums_kernel
+):
+    if USE_PDL:
+        tl.extra.cuda.gdc_wait()
+    b = tl.program_id(0).to(tl.int64) * BB + tl.arange(0, BB)[:, None]
+    bm = _per_request((b < bs).to(tl.int32), BB) != 0
+    b = _per_request(b, BB)
+    prow = tl.load(work_ptr + b * 3, mask=bm, other=0)
+    use_p = tl.load(work_ptr + b * 3 + 1, mask=bm, other=0)
+    slot = tl.load(work_ptr + b * 3 + 2, mask=bm, other=0)
+    coin = tl.load(coin_ptr + b, mask=bm, other=0.0)
+    tt = tl.arange(0, TP)[None, :]
+    tm = bm & (tt < T)
+    cum = tl.cumsum(tl.load(tile_sum_ptr + b * T + tt, mask=tm, other=0.0), axis=1)
+    u = coin * _per_request(tl.sum(tl.where(tt == T - 1, cum, 0.0), axis=1, keep_dims=True), BB)  # coin * total
+    # first tile whose cumulative sum exceeds u (cum is non-decreasing)
+    tstar = _per_request(tl.sum((tm & (cum <= u)).to(tl.int32), axis=1, keep_dims=True), BB)
+    before = _per_request(tl.sum(tl.where(tt == tstar - 1, cum, 0.0), axis=1, keep_dims=True), BB)  # 0 for tile 0
+    cols = tstar * G + tl.arange(0, G)[None, :]
+    m = bm & (tstar < T) & (cols < V)
+    x = _residual(target_probs_ptr, draft_probs_ptr, prow, use_p, cols, m, V)
+    cdf = tl.cumsum(x, axis=1)
+    hit = m & (x > 0) & (cdf + before > u)
+    j = _per_request(tl.min(tl.where(hit, cols, 2**30), axis=1, keep_dims=True), BB)
+    # nothing above u (rounding): the last positive entry among the tiles scanned, else V-1
+    lastcol = tl.load(tile_last_ptr + b * T + tt, mask=tm, other=-1)
+    last = _per_request(tl.max(tl.where(tm & (tt <= tstar), lastcol, -1), axis=1, keep_dims=True), BB)
+    tok = tl.where(j < 2**30, j, tl.where(last >= 0, last, V - 1))
+    tl.store(predicts_ptr + slot, tok.to(tl.int32), mask=bm)
+
+
+def tree_speculative_sampling(
+    predicts: torch.Tensor,  # mutable
+    accept_index: torch.Tensor,  # mutable
+    accept_token_num: torch.Tensor,  # mutable
+    candidates: torch.Tensor,
+    retrive_index: torch.Tensor,
+    retrive_next_token: torch.Tensor,
+    retrive_next_sibling: torch.Tensor,
+    uniform_samples: torch.Tensor,
+    uniform_samples_for_final_sampling: torch.Tensor,
+    target_probs: torch.Tensor,
+    draft_probs: torch.Tensor,  # mutable
+    threshold_single: float = 1.0,
+    threshold_acc: float = 1.0,
+    deterministic: bool = True,
+    config: dict | None = None,
+) -> None:
+    """SGLang's tree_speculative_sampling_target_only, parallel over the vocabulary.
+
+    Writes predicts, accept_index, accept_token_num and (rejected entries of) draft_probs. No host
+    sync; allocations are shape-dependent workspaces only (CUDA-graph safe). config (optional)
+    overrides the table entry `tree_sampling` (keys: see sampling_plan). On SM90+ the second and
+    third kernels are programmatic dependent launches (they start while the previous one runs)."""
+    del deterministic  # both modes are deterministic here (see module docstring)
+    bs, n, s = check_tree_inputs(predicts, accept_index, accept_token_num, candidates, retrive_index,
+                                 retrive_next_token, retrive_next_sibling)
+    f32 = torch.float32
+    if not (target_probs.ndim == 3 and target_probs.shape[:2] == (bs, n) and target_probs.dtype == f32
+            and target_probs.is_contiguous()):
+        raise ValueError(f"target_probs must be a contiguous fp32 [{bs}, {n}, vocab] tensor, "
+                         f"got {target_probs.dtype} {tuple(target_probs.shape)}")
+    if draft_probs.shape != target_probs.shape or draft_probs.dtype != f32 or not draft_probs.is_contiguous():
+        raise ValueError(f"draft_probs must be a contiguous fp32 tensor shaped like target_probs {tuple(target_probs.shape)}")
+    if tuple(uniform_samples.shape) != (bs, n) or uniform_samples.dtype != f32 or not uniform_samples.is_contiguous():
+        raise ValueError(f"uniform_samples must be a contiguous fp32 [{bs}, {n}] tensor")
+    if tuple(uniform_samples_for_final_sampling.shape) != (bs,) or uniform_samples_for_final_sampling.dtype != f32:
+        raise ValueError(f"uniform_samples_for_final_sampling must be fp32 [{bs}]")
+    if not (0 <= threshold_single <= 1 and 0 <= threshold_acc <= 1):
+        raise ValueError(f"threshold_single ({threshold_single}) and threshold_acc ({threshold_acc}) must lie in [0, 1]")
+    vocab = target_probs.shape[2]
+    if vocab <= 0:
+        raise ValueError("vocab must be positive")
+    if bs == 0:
+        return
+    dev = candidates.device
+    cfg = dict(config) if config is not None else op_config(
+        "tree_sampling", {"bs": bs, "n": n, "vocab": vocab}, launch_table(dev))
+    # SGLang's kernel takes float thresholds (threshold_acc clamped to >= 1e-9 to avoid 0/0)
+    thr_single = float(np.float32(threshold_single))
+    thr_acc = float(max(np.float32(threshold_acc), np.float32(1e-9)))
+    pl = sampling_plan(bs, n, vocab, cfg)
+    pdl = bool(cfg.get("pdl", True)) and pdl_supported(dev)
+    work = torch.empty((bs, 3), dtype=torch.int64, device=dev)
+    _walk_kernel[(triton.cdiv(bs, pl["walk_bb"]),)](
+        predicts, accept_index, accept_token_num, draft_probs, work, candidates, retrive_index,
+        retrive_next_token, retrive_next_sibling, uniform_samples, target_probs, thr_single, thr_acc,
+        bs, s, n, vocab, NP=pl["np"], BB=pl["walk_bb"], USE_PDL=pdl, num_warps=pl["walk_warps"])
+    tiles, g = pl["tiles"], pl["G"]
+    tile_sum = torch.empty((bs, tiles), dtype=torch.float32, device=dev)
+    tile_last = torch.empty((bs, tiles), dtype=torch.int32, device=dev)
+    _tile_sums_kernel[(triton.cdiv(bs, pl["sum_bb"]), triton.cdiv(tiles, pl["tps"]))](
+        tile_sum, tile_last, target_probs, draft_probs, work, bs, vocab, tiles, pl["tps"], BB=pl["sum_bb"], G=g,
+        USE_PDL=pdl, num_warps=pl["sum_warps"], launch_pdl=pdl)
+    _sample_kernel[(triton.cdiv(bs, pl["sample_bb"]),)](
+        predicts, tile_sum, tile_last, target_probs, draft_probs, work, uniform_samples_for_final_sampling,
+        bs, vocab, tiles, BB=pl["sample_bb"], TP=pl["TP"], G=g, USE_PDL=pdl, num_warps=pl["sample_warps"],
+        launch_pdl=pdl)
+
+
+def sampling_plan(bs: int, n: int, vocab: int, cfg: dict) -> dict:
+    """Launch parameters of the three kernels for one call (pure: used by the launcher and the
+    SM120 compile test). cfg keys: walk_rows_per_program, walk_num_warps, rows_per_program,
+    num_warps, tiles_per_program (tile sums), sample_rows_per_program, sample_num_warps, pdl."""
+    wcfg = {"rows_per_program": cfg.get("walk_rows_per_program", 1)}
+    if "walk_num_warps" in cfg:
+        wcfg["num_warps"] = cfg["walk_num_warps"]
+    np_, walk_bb, walk_warps = walk_config("tree_sampling", n, bs, wcfg, None)
+    g = min(TILE, _pow2(vocab, 16))
+    tiles = triton.cdiv(vocab, g)
+    sum_bb = max(1, triton.next_power_of_2(int(cfg.get("rows_per_program", 1))))
+    tps = max(1, min(int(cfg.get("tiles_per_program", 1)), tiles))
+    return {"np": np_, "walk_bb": walk_bb, "walk_warps": walk_warps, "G": g, "tiles": tiles, "TP": _pow2(tiles, 1),
+            "sum_bb": sum_bb, "tps": tps, "sum_warps": int(cfg.get("num_warps", 8)),
+            "sample_bb": max(1, triton.next_power_of_2(int(cfg.get("sample_rows_per_program", 1)))),
+            "sample_warps": int(cfg.get("sample_num_warps", 8))}
+
+
+def tree_speculative_sampling_ref(
+    predicts: torch.Tensor,  # mutable
+    accept_index: torch.Tensor,  # mutable
+    accept_token_num: torch.Tensor,  # mutable
+    candidates: torch.Tensor,
+    retrive_index: torch.Tensor,
+    retrive_next_token: torch.Tensor,
+    retrive_next_sibling: torch.Tensor,
+    uniform_samples: torch.Tensor,
+    uniform_samples_for_final_sampling: torch.Tensor,
+    target_probs: torch.Tensor,
+    draft_probs: torch.Tensor,  # mutable
+    threshold_single: float = 1.0,
+    threshold_acc: float = 1.0,
+    deterministic: bool = True,
+) -> None:
+    """Ground truth: SGLang's sequential walk per request (fp32 scalar arithmetic as the CUDA kernel),
+    then inverse-CDF sampling of relu(q - p) with the CDF in float64 (exact for dyadic inputs)."""
+    f32 = np.float32
+    bs, n = candidates.shape
+    s = accept_index.shape[1]
+    vocab = target_probs.shape[2]
+    thr_single, thr_acc = f32(threshold_single), max(f32(threshold_acc), f32(1e-9))
+    cand, ridx = candidates.tolist(), retrive_index.tolist()
+    nxt, sib = retrive_next_token.tolist(), retrive_next_sibling.tolist()
+    tp = target_probs.numpy() if target_probs.device.type == "cpu" else target_probs.cpu().numpy()
+    coins = uniform_samples.cpu().numpy()
+    for b in range(bs):
+        prob_acc, row, coin = f32(0), 0, coins[b, 0]
+        last = ridx[b][0]
+        accept_index[b, 0] = last
+        n_acc, cur = 0, 0
+        for _ in range(1, s):
+            cur = nxt[b][cur]
+            while cur != -1:
+                tok = cand[b][cur]
+                q = f32(tp[b, row, tok])
+                prob_acc = f32(prob_acc + q)
+                # q: target prob of the draft token; accept with the running sum against one coin
+                if q > 0 and (coin < f32(prob_acc / thr_acc) or q >= thr_single):
+                    prob_acc, row, coin = f32(0), cur, coins[b, cur]
+                    predicts[last] = tok
+                    n_acc += 1
+                    accept_index[b, n_acc] = ridx[b][cur]
+                    last = ridx[b][cur]
+                    break
+                draft_probs[b, row, tok] = float(q)  # rejected: its mass leaves the residual
+                cur = sib[b][cur]
+            if cur == -1:
+                break
+        accept_token_num[b] = n_acc
+        q = target_probs[b, row].double()
+        p = draft_probs[b, row].double() if n_acc != s - 1 else torch.zeros_like(q)  # no draft for the bonus
+        x = torch.where(q - p > 0, q - p, torch.zeros_like(q))  # relu, NaN -> 0
+        cdf = torch.cumsum(x, 0)
+        u = float(f32(uniform_samples_for_final_sampling[b].item()) * f32(cdf[-1].item()))
+        above = torch.nonzero((cdf > u) & (x > 0))
+        pos = torch.nonzero(x > 0)
+        predicts[last] = int(above[0]) if len(above) else (int(pos[-1]) if len(pos) else vocab - 1)

@@ -1,0 +1,128 @@
+"""argmax_verify_greedy (split argmax + walk) against argmax_verify_greedy_ref (torch.argmax + SGLang's walk)."""
+
+import random
+
+import pytest
+import torch
+
+from sglang_kimi_eagle3.ops.argmax_verify import argmax_verify_greedy, argmax_verify_greedy_ref
+from sglang_kimi_eagle3.ops.verify_greedy import random_tree_parents, tree_from_parents
+
+SENTINEL = -7  # predicts entries the walk must not touch keep this
+
+
+def outputs(bs, n, s):
+    return (torch.full((bs * n,), SENTINEL, dtype=torch.int32), torch.full((bs, s), -1, dtype=torch.int32),
+            torch.full((bs,), SENTINEL, dtype=torch.int32))
+
+
+def assert_same(ref, ours):
+    for name, a, b in zip(("predicts", "accept_index", "accept_token_num"), ref, ours):
+        assert torch.equal(a, b), f"{name} differs:\nref  {a.tolist()}\nours {b.tolist()}"
+
+# split argmax configs: several splits, splits that do not divide the vocab, several rows per program
+CONFIGS = [
+    {"block": 16, "splits": 1},
+    {"block": 16, "splits": 3, "rows_per_program": 4},
+    {"block": 32, "min_programs": 64, "rows_per_program": 2, "verify_rows_per_program": 4},
+]
+
+
+def case(seed, bs, n, topk, depth, vocab, dtype=torch.float32, p_match=0.7):
+    """Tree + logits; candidates follow the parent's argmax with p_match (so paths get accepted)."""
+    rng = random.Random(seed)
+    g = torch.Generator().manual_seed(seed)
+    parents = [random_tree_parents(rng, n, topk, depth) for _ in range(bs)]
+    ridx, nxt, sib = tree_from_parents(parents)
+    logits = (torch.randn(bs * n, vocab, generator=g) * 3).to(dtype)
+    am = torch.argmax(logits, -1)
+    cand = torch.tensor([[int(am[b * n + parents[b][i]]) if i and rng.random() < p_match else rng.randrange(vocab)
+                          for i in range(n)] for b in range(bs)], dtype=torch.int64)
+    return cand, ridx, nxt, sib, logits, depth + 1
+
+
+def run_both(cand, ridx, nxt, sib, logits, s, config):
+    bs, n = cand.shape
+    ref, ours = outputs(bs, n, s), outputs(bs, n, s)
+    argmax_verify_greedy_ref(*ref, cand, ridx, nxt, sib, logits)
+    argmax_verify_greedy(*ours, cand, ridx, nxt, sib, logits, config=config)
+    return ref, ours
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+@pytest.mark.parametrize("bs,n,topk,depth,vocab", [(1, 4, 1, 3, 100), (5, 4, 1, 3, 77), (3, 16, 4, 4, 131), (2, 64, 8, 8, 40)])
+def test_random_trees_match_ref(config, bs, n, topk, depth, vocab):
+    c = case(bs * 1000 + n, bs, n, topk, depth, vocab)
+    assert_same(*run_both(*c, config))
+
+
+def all_accept_chain(logits, n):
+    """A chain whose candidates are the previous row's argmax: every row ends on the path, so
+    predicts holds argmax(row) for every row and the test sees each one."""
+    rows = logits.shape[0]
+    bs = rows // n
+    ridx, nxt, sib = tree_from_parents([[-1] + list(range(n - 1))] * bs)
+    am = torch.argmax(logits, -1).reshape(bs, n)
+    cand = torch.zeros((bs, n), dtype=torch.int64)
+    cand[:, 1:] = am[:, :-1]
+    return cand, ridx, nxt, sib
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("config", CONFIGS[:2])
+def test_argmax_semantics_ties_nan_inf_signed_zero(dtype, config):
+    n, vocab = 4, 70
+    x = torch.randn(3 * n, vocab, generator=torch.Generator().manual_seed(1))
+    x[0, 5] = x[0, 50] = 9.0  # tie across splits -> 5
+    x[1, 20] = x[1, 21] = 9.0  # tie in one split -> 20
+    x[2, 33] = float("nan")  # NaN is the maximum
+    x[3, 10], x[3, 60] = float("nan"), float("nan")  # first NaN -> 10
+    x[4] = float("-inf")  # all -inf -> 0
+    x[5, 44] = float("inf")
+    x[5, 66] = float("inf")  # first +inf -> 44
+    x[6] = -1.0
+    x[6, 17] = -0.0
+    x[6, 3] = 0.0  # -0.0 == +0.0: the lower index (3) wins
+    x[7] = -1.0
+    x[7, 2] = -0.0
+    x[7, 40] = 0.0  # -> 2
+    x[8, vocab - 1] = 50.0  # last column (vocab not a multiple of the block)
+    x[9] = float("nan")  # all NaN -> 0
+    logits = x.to(dtype)
+    cand, ridx, nxt, sib = all_accept_chain(logits, n)
+    ref, ours = outputs(3, n, n), outputs(3, n, n)
+    argmax_verify_greedy_ref(*ref, cand, ridx, nxt, sib, logits)
+    argmax_verify_greedy(*ours, cand, ridx, nxt, sib, logits, config=config)
+    assert_same(ref, ours)
+    got = ours[0].tolist()
+    assert got[:10] == [5, 20, 33, 10, 0, 44, 3, 2, vocab - 1, 0]
+    assert ours[2].tolist() == [3, 3, 3]
+
+
+def test_strided_rows_and_bs0():
+    c = case(9, 3, 4, 1, 3, 64)
+    wide = torch.zeros(12, 80)
+    wide[:, :64] = c[4]
+    view = wide[:, :64]  # row stride 80
+    ref, ours = outputs(3, 4, 4), outputs(3, 4, 4)
+    argmax_verify_greedy_ref(*ref, *c[:4], view)
+    argmax_verify_greedy(*ours, *c[:4], view, config=CONFIGS[1])
+    assert_same(ref, ours)
+    e = torch.empty((0, 4), dtype=torch.int64)
+    argmax_verify_greedy(*outputs(0, 4, 4), e, e, e, e, torch.empty((0, 64)))
+
+
+def test_untouched_entries_keep_their_values():
+    c = case(4, 4, 8, 2, 3, 50, p_match=0.0)  # nothing accepted: only the root slots are written
+    ref, ours = run_both(*c, CONFIGS[0])
+    assert_same(ref, ours)
+    written = (ours[0] != SENTINEL).nonzero().flatten().tolist()
+    assert written == [0, 8, 16, 24]
+
+
+def test_guards():
+    c = case(1, 2, 4, 1, 3, 20)
+    with pytest.raises(ValueError, match="logits"):
+        argmax_verify_greedy(*outputs(2, 4, 4), *c[:4], c[4][:7])
+    with pytest.raises(ValueError, match="logits"):
+        argmax_verify_greedy(*outputs(2, 4, 4), *c[:4], c[4].double())
