@@ -91,9 +91,11 @@ def derived_context_length(info: ModelInfo) -> int:
     return 2048
 
 
-def _read_json(file: Path) -> dict:
+def read_json(file: Path, missing_hint: str = "point the flag at a folder that holds the model's config.json") -> dict:
+    """A JSON object from `file`, or a one-line UserError naming the file (missing, malformed, not an object)."""
+    file = Path(file)
     if not file.is_file():
-        raise UserError(f"{file}: not found; point the flag at a folder that holds the model's config.json")
+        raise UserError(f"{file}: not found; {missing_hint}")
     try:
         data = json.loads(file.read_text())
     except json.JSONDecodeError as exc:
@@ -135,7 +137,7 @@ def read_config(path: str | Path, *, label: str | None = None) -> ModelInfo:
     """Read `<path>/config.json` (or a config.json path itself)."""
     p = Path(path)
     file = p if p.suffix == ".json" else p / "config.json"
-    outer = _read_json(file)
+    outer = read_json(file)
     text = outer.get("text_config") if isinstance(outer.get("text_config"), dict) else outer
     archs = outer.get("architectures") or []
     if not archs or not isinstance(archs, list):

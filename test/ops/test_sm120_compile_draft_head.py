@@ -8,26 +8,20 @@ be meaningless.
 """
 
 import json
-import os
-import re
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 triton = pytest.importorskip("triton")
-from triton.backends.compiler import GPUTarget  # noqa: E402
-from triton.compiler import ASTSource  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # test/ (also when run as a script)
+from sm120_compile import assert_fits_sm120, compile_kernel, compiled_in_subprocess, ptxas_report  # noqa: E402
 
 from sglang_kimi_eagle3.ops import draft_topk as dt  # noqa: E402
 from sglang_kimi_eagle3.ops import lm_head_gemv as gemv  # noqa: E402
 from sglang_kimi_eagle3.ops import lm_head_topk as lt  # noqa: E402
 from sglang_kimi_eagle3.ops.arch import CONFIG_DIR  # noqa: E402
 
-SMEM_LIMIT = 99 * 1024
-TARGET = GPUTarget("cuda", 120, 32)
-PTXAS = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas-blackwell"  # what Triton uses for sm >= 100
 TABLE = json.loads((CONFIG_DIR / "sm120.draft_head.json").read_text())
 
 
@@ -48,12 +42,8 @@ def _configs(op, launch_config, *extra):
 
 
 def _compile(fn, types, constexprs, divisible, num_warps, num_stages=3, maxnreg=None):
-    names = fn.arg_names
-    sig = {n: types.get(n, "constexpr") for n in names}
-    assert all(sig[n] != "constexpr" or n in constexprs for n in names), f"missing arg types for {fn.__name__}"
-    attrs = {(names.index(n),): [["tt.divisibility", 16]] for n in divisible}
-    return triton.compile(ASTSource(fn, sig, constexprs, attrs), target=TARGET,
-                          options={"num_warps": num_warps, "num_stages": num_stages, **({"maxnreg": maxnreg} if maxnreg else {})})
+    return compile_kernel(fn, types, constexprs, divisible, {"num_warps": num_warps, "num_stages": num_stages,
+                                                             **({"maxnreg": maxnreg} if maxnreg else {})})
 
 
 def _gemv_cases():
@@ -104,42 +94,20 @@ CASES = list(_gemv_cases()) + list(_topk_fused_cases()) + list(_row_topk_cases()
 
 
 def compile_all(workdir: str) -> dict:
-    """name -> {shared, wgmma, ptxas_rc, spills, log}; run without TRITON_INTERPRET (see test)."""
-    out = {}
-    for name, fn, types, ce, div, cfg in CASES:
-        kernel = _compile(fn, types, ce, div, cfg["num_warps"], cfg.get("num_stages", 3), cfg.get("maxnreg"))
-        ptx = kernel.asm["ptx"]
-        target = re.search(r"^\.target\s+(\S+)", ptx, re.M).group(1)
-        src = Path(workdir) / f"{name}.ptx"
-        src.write_text(ptx)
-        res = subprocess.run([str(PTXAS), "-v", f"--gpu-name={target}", str(src), "-o", str(src.with_suffix(".cubin"))],
-                             capture_output=True, text=True, timeout=120)
-        out[name] = {"shared": kernel.metadata.shared, "mma": sorted(set(re.findall(r"\b(wgmma|tcgen05|mma\.sync)", ptx))),
-                     "target": target, "ptxas_rc": res.returncode,
-                     "spills": [int(n) for n in re.findall(r"(\d+) bytes spill (?:stores|loads)", res.stderr)],
-                     "log": res.stderr[-1500:]}
-    return out
+    """name -> ptxas report (sm120_compile.ptxas_report); run without TRITON_INTERPRET (see fixture)."""
+    return {name: ptxas_report(_compile(fn, types, ce, div, cfg["num_warps"], cfg.get("num_stages", 3), cfg.get("maxnreg")),
+                               name, workdir)
+            for name, fn, types, ce, div, cfg in CASES}
 
 
 @pytest.fixture(scope="module")
 def compiled(tmp_path_factory):
-    # The test session runs Triton in interpreter mode (conftest), where kernels cannot be compiled:
-    # compile in a fresh interpreter without TRITON_INTERPRET.
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    work = tmp_path_factory.mktemp("sm120")
-    res = subprocess.run([sys.executable, __file__, str(work)], capture_output=True, text=True, env=env, timeout=900)
-    assert res.returncode == 0, f"compile run failed:\n{res.stdout[-2000:]}\n{res.stderr[-4000:]}"
-    return json.loads(res.stdout.strip().splitlines()[-1])
+    return compiled_in_subprocess(__file__, tmp_path_factory.mktemp("sm120"))
 
 
 @pytest.mark.parametrize("name", [c[0] for c in CASES])
 def test_compiles_for_sm120(name, compiled):
-    r = compiled[name]
-    assert r["target"].startswith("sm_120"), r["target"]
-    assert r["shared"] <= SMEM_LIMIT, f"{name}: {r['shared']} B shared > {SMEM_LIMIT}"
-    assert "wgmma" not in r["mma"] and "tcgen05" not in r["mma"], f"{name}: {r['mma']} in SM120 PTX"
-    assert r["ptxas_rc"] == 0, f"{name}: ptxas failed:\n{r['log']}"
-    assert r["spills"] and not any(r["spills"]), f"{name}: register spills (or no ptxas -v report):\n{r['log']}"
+    assert_fits_sm120(name, compiled[name])
 
 
 if __name__ == "__main__":

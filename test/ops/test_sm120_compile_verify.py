@@ -8,26 +8,20 @@ would launch there. Arguments get the 16-byte divisibility a real launch gets.
 """
 
 import json
-import os
-import re
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 triton = pytest.importorskip("triton")
-from triton.backends.compiler import GPUTarget  # noqa: E402
-from triton.compiler import ASTSource  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # test/ (also when run as a script)
+from sm120_compile import assert_fits_sm120, compile_kernel, compiled_in_subprocess, ptxas_report  # noqa: E402
 
 from sglang_kimi_eagle3.ops import argmax_verify as av  # noqa: E402
 from sglang_kimi_eagle3.ops import tree_sampling as ts  # noqa: E402
 from sglang_kimi_eagle3.ops import verify_greedy as vg  # noqa: E402
 from sglang_kimi_eagle3.ops.arch import CONFIG_DIR, op_config  # noqa: E402
 
-SMEM_LIMIT = 99 * 1024
-TARGET = GPUTarget("cuda", 120, 32)
-PTXAS = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas-blackwell"  # Triton's ptxas for sm >= 100
 TABLE = json.loads((CONFIG_DIR / "sm120.verify.json").read_text())
 VOCAB = 163840
 SHAPES = [(bs, n) for bs in (1, 8, 64, 256) for n in (4, 16, 64)]
@@ -102,42 +96,19 @@ def test_every_table_rule_is_reached():
 
 
 def compile_all(workdir: str) -> dict:
-    """name -> {shared, target, ptxas_rc, spills, log}; run without TRITON_INTERPRET (see fixture)."""
-    out = {}
-    for name, (_, fn, types, ce, div, warps) in CASES.items():
-        sig = {a: types.get(a, "constexpr") for a in fn.arg_names}
-        assert all(sig[a] != "constexpr" or a in ce for a in fn.arg_names), f"{name}: missing argument types"
-        attrs = {(fn.arg_names.index(a),): [["tt.divisibility", 16]] for a in div}
-        kernel = triton.compile(ASTSource(fn, sig, ce, attrs), target=TARGET, options={"num_warps": warps})
-        ptx = kernel.asm["ptx"]
-        target = re.search(r"^\.target\s+(\S+)", ptx, re.M).group(1)
-        src = Path(workdir) / f"{name}.ptx"
-        src.write_text(ptx)
-        res = subprocess.run([str(PTXAS), "-v", f"--gpu-name={target}", str(src), "-o", str(src.with_suffix(".cubin"))],
-                             capture_output=True, text=True, timeout=120)
-        out[name] = {"shared": kernel.metadata.shared, "target": target, "ptxas_rc": res.returncode,
-                     "spills": [int(x) for x in re.findall(r"(\d+) bytes spill (?:stores|loads)", res.stderr)],
-                     "log": res.stderr[-1500:]}
-    return out
+    """name -> ptxas report (sm120_compile.ptxas_report); run without TRITON_INTERPRET (see fixture)."""
+    return {name: ptxas_report(compile_kernel(fn, types, ce, div, {"num_warps": warps}), name, workdir)
+            for name, (_, fn, types, ce, div, warps) in CASES.items()}
 
 
 @pytest.fixture(scope="module")
 def compiled(tmp_path_factory):
-    # conftest runs Triton in interpreter mode, where kernels cannot be compiled: use a fresh interpreter
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    work = tmp_path_factory.mktemp("sm120_verify")
-    res = subprocess.run([sys.executable, __file__, str(work)], capture_output=True, text=True, env=env, timeout=900)
-    assert res.returncode == 0, f"compile run failed:\n{res.stdout[-2000:]}\n{res.stderr[-4000:]}"
-    return json.loads(res.stdout.strip().splitlines()[-1])
+    return compiled_in_subprocess(__file__, tmp_path_factory.mktemp("sm120_verify"))
 
 
 @pytest.mark.parametrize("name", list(CASES))
 def test_compiles_for_sm120(name, compiled):
-    r = compiled[name]
-    assert r["target"].startswith("sm_120"), r["target"]
-    assert r["shared"] <= SMEM_LIMIT, f"{name}: {r['shared']} B shared > {SMEM_LIMIT}"
-    assert r["ptxas_rc"] == 0, f"{name}: ptxas failed:\n{r['log']}"
-    assert r["spills"] and not any(r["spills"]), f"{name}: register spills (or no ptxas -v report):\n{r['log']}"
+    assert_fits_sm120(name, compiled[name])
 
 
 if __name__ == "__main__":

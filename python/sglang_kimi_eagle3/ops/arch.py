@@ -26,12 +26,12 @@ SGLang's at every kernel hook.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from functools import lru_cache
 from pathlib import Path
 
+from ..configs import read_json
 from ..errors import UserError
 
 CONFIG_DIR = Path(__file__).parent / "configs"
@@ -67,10 +67,7 @@ def load_table(device_name: str | None, cc: tuple[int, int] | None) -> dict:
     for stem in dict.fromkeys(stems):  # lowest priority first; later files override per op
         plain = CONFIG_DIR / f"{stem}.json"
         for path in sorted(CONFIG_DIR.glob(f"{stem}.*.json")) + ([plain] if plain.is_file() else []):
-            try:
-                data = json.loads(path.read_text())
-            except json.JSONDecodeError as exc:
-                raise UserError(f"{path}: malformed launch table ({exc.msg} at line {exc.lineno}); reinstall the package") from None
+            data = read_json(path, "reinstall the package")
             ops = table.setdefault("ops", {})
             table.update({k: v for k, v in data.items() if k != "ops"})
             ops.update(data.get("ops", {}))

@@ -6,10 +6,10 @@ the loader refuses a number without one, so a profile always says where each fig
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..configs import read_json
 from ..errors import UserError
 
 DIR = Path(__file__).parent / "profiles"
@@ -90,10 +90,7 @@ def load(name_or_path: str) -> Profile:
         p = Path(name_or_path)
     if not p.is_file():
         raise UserError(f"hardware profile {name_or_path!r} not found; bundled: {', '.join(names())} (or pass a JSON path)")
-    try:
-        doc = json.loads(p.read_text())
-    except json.JSONDecodeError as exc:
-        raise UserError(f"{p}: not valid JSON ({exc})") from None
+    doc = read_json(p)
     prov: dict[str, str] = {}
     path = str(p)
     try:

@@ -6,9 +6,9 @@ the i.i.d. alpha with the same tau at the same depth (an assumption, stated in i
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from ..configs import read_json
 from ..errors import UserError
 from .acceptance import alpha_from_tau, alphas_from_histogram
 from .model import Acceptance
@@ -40,14 +40,8 @@ def from_numbers(alphas: list[float]) -> Acceptance:
 
 
 def load_bench(path: str) -> dict:
-    p = Path(path)
-    try:
-        doc = json.loads(p.read_text())
-    except FileNotFoundError:
-        raise UserError(f"bench JSON {path} not found (write one with `sglang-kimi-eagle3 bench --json {path}`)") from None
-    except json.JSONDecodeError as exc:
-        raise UserError(f"{path}: not valid JSON ({exc})") from None
-    if not isinstance(doc, dict) or "levels" not in doc:
+    doc = read_json(Path(path), f"write one with `sglang-kimi-eagle3 bench --json {path}`")
+    if "levels" not in doc:
         raise UserError(f"{path}: not a bench JSON (no 'levels'; written by `sglang-kimi-eagle3 bench --json`)")
     return doc
 
