@@ -67,10 +67,8 @@ def copy_bandwidth(nbytes: int = 2**30) -> float:
     return 2 * nbytes / (ms / 1e3)
 
 
-def graph_time_us(fn, warmup_ms: int = 50, rep_ms: int = 300) -> dict:
-    """Median and 20/80 quantiles (µs) of CUDA-graph replays of `fn` (captured once after warm-up)."""
-    from triton.testing import do_bench
-
+def capture_graph(fn) -> "torch.cuda.CUDAGraph":
+    """`fn` warmed up on a side stream (compiles, allocator pools), then captured once into a CUDA graph."""
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
@@ -81,6 +79,15 @@ def graph_time_us(fn, warmup_ms: int = 50, rep_ms: int = 300) -> dict:
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
         fn()
+    torch.cuda.synchronize()
+    return g
+
+
+def graph_time_us(fn, warmup_ms: int = 50, rep_ms: int = 300) -> dict:
+    """Median and 20/80 quantiles (µs) of CUDA-graph replays of `fn` (captured once after warm-up)."""
+    from triton.testing import do_bench
+
+    g = capture_graph(fn)
     q = do_bench(lambda: g.replay(), warmup=warmup_ms, rep=rep_ms, quantiles=[0.5, 0.2, 0.8])
     return {"us": q[0] * 1e3, "p20_us": q[1] * 1e3, "p80_us": q[2] * 1e3}
 

@@ -31,26 +31,13 @@ import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "kernels"))
+from harness import capture_graph as graph_of  # noqa: E402  (no do_bench: ranks must replay equal counts)
 from sglang_kimi_eagle3.ops.lm_head_topk import LocalTopK, combine, lm_head_topk  # noqa: E402
 
 V, H = 32000, 7168
 BS, KS = (1, 8, 32, 64, 128), (1, 4)
 ROUNDS, REPLAYS = 30, 20
-
-
-def graph_of(fn):
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(s)
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        fn()
-    torch.cuda.synchronize()
-    return g
 
 
 def replay_us(g) -> float:
