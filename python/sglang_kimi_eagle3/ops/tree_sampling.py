@@ -39,7 +39,7 @@ import triton
 import triton.language as tl
 
 from .arch import op_config
-from .verify_greedy import (_first_child, _pick, _pow2, _take, _tree_links, _walk, check_tree_inputs, launch_table,
+from .verify_greedy import (_first_child, _load_tree_block, _pick, _pow2, _take, _tree_links, _walk, check_tree_inputs, launch_table,
                             pdl_supported, walk_config)
 
 TILE = 4096  # G: residual tile, min(TILE, vocab rounded up to a power of two); it fixes the fp32
@@ -71,15 +71,7 @@ def _walk_kernel(
 ):
     if USE_PDL:
         tl.extra.cuda.gdc_launch_dependents()  # the tile-sum kernel may get its SMs now
-    b = tl.program_id(0).to(tl.int64) * BB + tl.arange(0, BB)
-    bm = b < bs
-    offs = tl.arange(0, NP)
-    nm = bm[:, None] & (offs[None, :] < N)
-    row = b[:, None] * N + offs[None, :]
-    cand = tl.load(cand_ptr + row, mask=nm, other=-1)
-    ridx = tl.load(ridx_ptr + row, mask=nm, other=-1)
-    nxt = tl.load(nxt_ptr + row, mask=nm, other=-1).to(tl.int32)
-    sib = tl.load(sib_ptr + row, mask=nm, other=-1).to(tl.int32)
+    b, bm, offs, nm, row, cand, ridx, nxt, sib = _load_tree_block(cand_ptr, ridx_ptr, nxt_ptr, sib_ptr, bs, N, NP, BB)
     coins = tl.load(coins_ptr + row, mask=nm, other=0.0)
     par, prev, rank = _tree_links(nxt, sib, offs, NP)
     # q of each edge: target prob of the child's token in its parent's row, all gathered at once

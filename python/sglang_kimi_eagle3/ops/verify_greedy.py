@@ -170,6 +170,22 @@ def _walk(acc, offs, S):
 
 
 @triton.jit
+def _load_tree_block(cand_ptr, ridx_ptr, nxt_ptr, sib_ptr, bs, N, NP: tl.constexpr, BB: tl.constexpr):
+    """This program's BB requests x NP node slots: candidates, retrive_index/next_token/next_sibling.
+    Masked slots (past bs or N) read -1. Request ids in int64 (row offsets may pass 2**31)."""
+    b = tl.program_id(0).to(tl.int64) * BB + tl.arange(0, BB)
+    bm = b < bs
+    offs = tl.arange(0, NP)
+    nm = bm[:, None] & (offs[None, :] < N)
+    row = b[:, None] * N + offs[None, :]
+    cand = tl.load(cand_ptr + row, mask=nm, other=-1)
+    ridx = tl.load(ridx_ptr + row, mask=nm, other=-1)
+    nxt = tl.load(nxt_ptr + row, mask=nm, other=-1).to(tl.int32)
+    sib = tl.load(sib_ptr + row, mask=nm, other=-1).to(tl.int32)
+    return b, bm, offs, nm, row, cand, ridx, nxt, sib
+
+
+@triton.jit
 def _verify_greedy_kernel(
     predicts_ptr,  # mutable [bs*N] int32
     accept_index_ptr,  # mutable [bs, S] int32
@@ -192,15 +208,7 @@ def _verify_greedy_kernel(
     FROM_PARTIALS: tl.constexpr,
     USE_PDL: tl.constexpr,  # launched as a programmatic dependent of _split_argmax_kernel
 ):
-    b = tl.program_id(0).to(tl.int64) * BB + tl.arange(0, BB)
-    bm = b < bs
-    offs = tl.arange(0, NP)
-    nm = bm[:, None] & (offs[None, :] < N)
-    row = b[:, None] * N + offs[None, :]
-    cand = tl.load(cand_ptr + row, mask=nm, other=-1)
-    ridx = tl.load(ridx_ptr + row, mask=nm, other=-1)
-    nxt = tl.load(nxt_ptr + row, mask=nm, other=-1).to(tl.int32)
-    sib = tl.load(sib_ptr + row, mask=nm, other=-1).to(tl.int32)
+    b, bm, offs, nm, row, cand, ridx, nxt, sib = _load_tree_block(cand_ptr, ridx_ptr, nxt_ptr, sib_ptr, bs, N, NP, BB)
     rok = nm & (ridx >= 0) & (ridx < R)
     if USE_PDL:
         tl.extra.cuda.gdc_wait()  # the tree is loaded; the partials need the argmax grid finished
