@@ -35,6 +35,15 @@ from ..configs import read_json
 from ..errors import UserError
 
 CONFIG_DIR = Path(__file__).parent / "configs"
+
+
+class Unsupported(ValueError):
+    """A launcher's guard: this call lies outside the op's fast path (layout, dtype, shape, device).
+
+    The one exception a kernel hook may catch to hand the call to SGLang's own function. Every other
+    error (a broken launch table, a Triton compile error, a bug) propagates, so it is seen instead of
+    silently falling back on every decode step. Subclasses ValueError for callers of the ops API.
+    """
 KERNEL_MODES = ("auto", "ours", "upstream")
 ENV_KERNELS = "SGLANG_KIMI_EAGLE3_KERNELS"
 
