@@ -41,6 +41,12 @@ def _usage() -> str:
 def _profiles(argv: list[str]) -> int:
     from .profiles import PROFILES, profile_path
 
+    if any(a in ("-h", "--help") for a in argv):
+        print("usage: sglang-kimi-eagle3 profiles\n\nLists the bundled model configs (config.json only, no weights) "
+              "usable wherever a model path is:\n  sglang-kimi-eagle3 check --model-path kimi-k2.5 ...")
+        return 0
+    if argv:
+        raise UserError(f"profiles: unknown argument {argv[0]!r}; profiles takes no arguments (see --help)")
     for name, (_folder, ckpt, source) in PROFILES.items():
         print(f"{name:28s} {ckpt}  [{source}]  {profile_path(name)}")
     return 0

@@ -8,10 +8,14 @@ for flat configs (Kimi-K2, Llama, EAGLE-3 drafters). Every malformed input is a 
 from __future__ import annotations
 
 import json
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import UserError
+from .validate import (MISSING, check_float, check_int, check_str, dict_field, float_field, int_field, list_field,
+                       read_json_object, show, str_field)
 
 # SGLang 0.5.23 sglang/srt/utils/hf_transformers/common.py:677-697 (get_context_length): the first
 # of these keys present wins; rope_scaling.factor multiplies it unless the dict has
@@ -76,7 +80,10 @@ class ModelInfo:
 
 
 def derived_context_length(info: ModelInfo) -> int:
-    """What SGLang derives as the model's context length (see CONTEXT_LENGTH_KEYS)."""
+    """What SGLang derives as the model's context length (see CONTEXT_LENGTH_KEYS); always >= 1.
+
+    read_config has checked every key used here (positive integers, a positive finite factor).
+    """
     text = info.raw
     rs = info.rope_scaling
     factor = 1.0
@@ -87,102 +94,131 @@ def derived_context_length(info: ModelInfo) -> int:
     for key in CONTEXT_LENGTH_KEYS:
         val = text.get(key)
         if val is not None:
-            return int(factor * val)
+            return max(1, int(factor * val))
     return 2048
 
 
 def read_json(file: Path, missing_hint: str = "point the flag at a folder that holds the model's config.json") -> dict:
-    """A JSON object from `file`, or a one-line UserError naming the file (missing, malformed, not an object)."""
-    file = Path(file)
-    if not file.is_file():
-        raise UserError(f"{file}: not found; {missing_hint}")
-    try:
-        data = json.loads(file.read_text())
-    except json.JSONDecodeError as exc:
-        raise UserError(f"{file}: malformed JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}); fix the file") from None
-    except OSError as exc:
-        raise UserError(f"{file}: unreadable ({exc.strerror}); check the path and its permissions") from None
-    if not isinstance(data, dict):
-        raise UserError(f"{file}: expected a JSON object at the top level, found {type(data).__name__}")
-    return data
+    """A JSON object from `file`, or a one-line UserError naming the file (missing, unreadable, not UTF-8,
+    malformed, too deep, not an object): validate.read_json_object."""
+    return read_json_object(file, missing_hint)
 
 
-def _int(d: dict, key: str, file: Path, *, default=None, required=True):
-    val = d.get(key, default)
-    if val is None:
-        if required:
-            raise UserError(f"{file}: field {key!r} is missing; a model config needs it")
+def _int(d: dict, key: str, file, pre: str = "", *, default=None, required=True, lo=1):
+    """A positive (by default) integer field `pre + key` ("text_config." for nested configs)."""
+    return int_field(d, pre + key, str(file), default=default if default is not None else MISSING,
+                     required=required, lo=lo, fix="fix the config")
+
+
+def _token_ids(d: dict, key: str, where: str):
+    v = d.get(key)
+    if v is None:
         return None
-    if isinstance(val, bool) or not isinstance(val, (int, float)) or int(val) != val:
-        raise UserError(f"{file}: field {key!r} = {val!r} is not an integer")
-    return int(val)
+    if isinstance(v, list):
+        return [check_int(x, where, f"{key}[{i}]", lo=0) for i, x in enumerate(v)]
+    return check_int(v, where, key, lo=0, fix="a token id or a list of token ids")
 
 
-def _quantization(text: dict) -> tuple[str | None, bool]:
-    qc = text.get("quantization_config")
-    if not isinstance(qc, dict):
+def _quantization(d: dict, where: str, pre: str = "") -> tuple[str | None, bool]:
+    q = pre + "quantization_config"
+    qc = dict_field(d, q, where, required=False)
+    if qc is None:
         return None, False
-    method = str(qc.get("quant_method", "unknown"))
+    method = str_field(qc, f"{q}.quant_method", where, default="unknown")
     desc = method
-    for group in (qc.get("config_groups") or {}).values():
-        w = (group or {}).get("weights") or {}
+    groups = dict_field(qc, f"{q}.config_groups", where, required=False) or {}
+    for name, group in groups.items():
+        if not isinstance(group, dict):
+            raise UserError(f"{where}: field '{q}.config_groups.{name}' = {show(group)}; expected an object")
+        w = dict_field(group, f"{q}.config_groups.{name}.weights", where, required=False) or {}
         if w:
             desc = f"{method} {w.get('type', '')}{w.get('num_bits', '')} (group {w.get('group_size')})"
             break
-    ignores = qc.get("ignore") or qc.get("modules_to_not_convert") or []
+    key = "ignore" if qc.get("ignore") is not None else "modules_to_not_convert"
+    ignores = list_field(qc, f"{q}.{key}", where, required=False, what="a list of module names") or []
     return desc, any("lm_head" in str(x) for x in ignores)
 
 
+def _rope_scaling(text: dict, where: str, pre: str) -> dict | None:
+    key = "rope_scaling" if text.get("rope_scaling") is not None else "rope_parameters"
+    rs = text.get(key)
+    if rs is None:
+        return None
+    key = pre + key
+    if not isinstance(rs, dict):
+        raise UserError(f"{where}: field {key!r} = {show(rs)}; expected null or an object")
+    for k in ("rope_type", "type"):
+        str_field(rs, f"{key}.{k}", where, required=False)
+    float_field(rs, f"{key}.factor", where, required=False, lo=0, lo_open=True, fix="fix the config")
+    int_field(rs, f"{key}.original_max_position_embeddings", where, required=False, lo=1)
+    float_field(rs, f"{key}.rope_theta", where, required=False, lo=0, lo_open=True)
+    return rs
+
+
 def read_config(path: str | Path, *, label: str | None = None) -> ModelInfo:
-    """Read `<path>/config.json` (or a config.json path itself)."""
+    """Read `<path>/config.json` (or a config.json path itself). Every field used is type- and range-checked."""
     p = Path(path)
     file = p if p.suffix == ".json" else p / "config.json"
     outer = read_json(file)
-    text = outer.get("text_config") if isinstance(outer.get("text_config"), dict) else outer
-    archs = outer.get("architectures") or []
-    if not archs or not isinstance(archs, list):
-        raise UserError(f"{file}: field 'architectures' is missing or empty; SGLang picks the model class from it")
-    text_archs = text.get("architectures") or archs
-    eagle = outer.get("eagle_config") if isinstance(outer.get("eagle_config"), dict) else {}
-    aux = eagle.get("eagle_aux_hidden_state_layer_ids")
-    if aux is not None and (not isinstance(aux, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in aux)):
-        raise UserError(f"{file}: field 'eagle_config.eagle_aux_hidden_state_layer_ids' = {aux!r} is not a list of layer indices")
-    rope_scaling = text.get("rope_scaling", text.get("rope_parameters"))
-    if rope_scaling is not None and not isinstance(rope_scaling, dict):
-        raise UserError(f"{file}: field 'rope_scaling' = {rope_scaling!r} is neither null nor an object")
+    where = str(file)
+    text = outer.get("text_config", outer)
+    if not isinstance(text, dict):
+        raise UserError(f"{file}: field 'text_config' = {show(text)}; expected an object (the language model's config)")
+    pre = "text_config." if text is not outer else ""
+    names = dict(what="a list of class names", item=check_str)
+    archs = list_field(outer, "architectures", where, nonempty=True, **names)
+    text_archs = list_field(text, pre + "architectures", where, required=False, nonempty=True, **names) or archs
+    eagle = dict_field(outer, "eagle_config", where, required=False) or {}
+    aux = list_field(eagle, "eagle_config.eagle_aux_hidden_state_layer_ids", where, required=False,
+                     what="a list of layer indices", item=lambda v, w, k: check_int(v, w, k, lo=0))
+    rope_scaling = _rope_scaling(text, where, pre)
     rope_theta = text.get("rope_theta", (rope_scaling or {}).get("rope_theta"))
-    quant, ignores_head = _quantization(text)
-    if quant is None:
-        quant, ignores_head = _quantization(outer)
-    heads = _int(text, "num_attention_heads", file)
-    info = ModelInfo(
+    if rope_theta is not None:
+        rope_theta = check_float(rope_theta, where, pre + "rope_theta", lo=0, lo_open=True, fix="fix the config")
+    for key in CONTEXT_LENGTH_KEYS:  # whichever SGLang picks must be a positive integer
+        _int(text, key, file, pre, required=False)
+    quant, ignores_head = _quantization(text, where, pre)
+    if quant is None and text is not outer:
+        quant, ignores_head = _quantization(outer, where)
+    heads = _int(text, "num_attention_heads", file, pre)
+    dtype = text.get("torch_dtype") or outer.get("torch_dtype") or text.get("dtype") or outer.get("dtype")
+    if dtype is not None and not isinstance(dtype, str):
+        raise UserError(f"{file}: field 'torch_dtype' = {show(dtype)}; expected a dtype name such as \"bfloat16\"")
+    tie = text.get("tie_word_embeddings", outer.get("tie_word_embeddings", False))
+    if tie is not None and not isinstance(tie, bool):
+        raise UserError(f"{file}: field 'tie_word_embeddings' = {show(tie)}; expected true or false")
+    model_type = text.get("model_type") or outer.get("model_type") or ""
+    if not isinstance(model_type, str):
+        raise UserError(f"{file}: field 'model_type' = {show(model_type)}; expected a string")
+    vocab = outer.get("vocab_size") if text.get("vocab_size") is None else None
+    ids = {k: _token_ids(text, k, where) if k in text else _token_ids(outer, k, where) for k in ("bos_token_id", "eos_token_id")}
+    return ModelInfo(
         path=str(label or path),
-        file=str(file),
-        arch=str(archs[0]),
-        text_arch=str(text_archs[0]),
-        model_type=str(text.get("model_type") or outer.get("model_type") or ""),
-        hidden_size=_int(text, "hidden_size", file),
-        num_hidden_layers=_int(text, "num_hidden_layers", file),
-        vocab_size=_int(text, "vocab_size", file, default=outer.get("vocab_size")),
+        file=where,
+        arch=archs[0],
+        text_arch=text_archs[0],
+        model_type=model_type,
+        hidden_size=_int(text, "hidden_size", file, pre),
+        num_hidden_layers=_int(text, "num_hidden_layers", file, pre),
+        vocab_size=_int(text, "vocab_size", file, pre, default=vocab),
         num_attention_heads=heads,
-        num_key_value_heads=_int(text, "num_key_value_heads", file, default=heads),
-        max_position_embeddings=_int(text, "max_position_embeddings", file, required=False),
-        rope_theta=float(rope_theta) if rope_theta is not None else None,
+        num_key_value_heads=_int(text, "num_key_value_heads", file, pre, default=heads),
+        max_position_embeddings=_int(text, "max_position_embeddings", file, pre, required=False),
+        rope_theta=rope_theta,
         rope_scaling=rope_scaling,
-        bos_token_id=text.get("bos_token_id", outer.get("bos_token_id")),
-        eos_token_id=text.get("eos_token_id", outer.get("eos_token_id")),
-        torch_dtype=text.get("torch_dtype") or outer.get("torch_dtype") or text.get("dtype") or outer.get("dtype"),
+        bos_token_id=ids["bos_token_id"],
+        eos_token_id=ids["eos_token_id"],
+        torch_dtype=dtype,
         quantization=quant,
         quant_ignores_lm_head=ignores_head,
-        draft_vocab_size=_int(text, "draft_vocab_size", file, required=False),
-        aux_layer_ids=list(aux) if aux is not None else None,
-        target_hidden_size=_int(text, "target_hidden_size", file, required=False),
-        tie_word_embeddings=bool(text.get("tie_word_embeddings", outer.get("tie_word_embeddings", False))),
+        draft_vocab_size=_int(text, "draft_vocab_size", file, pre, required=False),
+        aux_layer_ids=aux,
+        target_hidden_size=_int(text, "target_hidden_size", file, pre, required=False),
+        tie_word_embeddings=bool(tie),
         is_mla=text.get("kv_lora_rank") is not None,
         has_auto_map=bool(outer.get("auto_map")),
         raw=text,
     )
-    return info
 
 
 def require_draft_context(draft: ModelInfo) -> int:
@@ -212,20 +248,32 @@ def safetensors_shapes(folder: str | Path) -> dict[str, list[int]] | None:
     "not checked". A header that cannot be parsed is a one-line UserError naming the file.
     """
     folder = Path(folder)
-    files = sorted(folder.glob("*.safetensors"))
+    try:
+        files = sorted(folder.glob("*.safetensors"))
+    except OSError as exc:
+        raise UserError(f"{folder}: folder exists but is unreadable ({exc.strerror or exc})") from None
     if not files:
         return None
     shapes: dict[str, list[int]] = {}
     for f in files:
         try:
+            if not stat.S_ISREG(os.stat(f).st_mode):
+                raise ValueError("not a regular file")
             with open(f, "rb") as fh:
                 n = int.from_bytes(fh.read(8), "little")
                 if not 0 < n < 100_000_000:
                     raise ValueError(f"header length {n}")
-                header = json.loads(fh.read(n))
-        except (OSError, ValueError) as exc:
-            raise UserError(f"{f}: not a readable safetensors file ({exc}); re-download the drafter") from None
+                header = json.loads(fh.read(n).decode("utf-8"))
+        except (OSError, ValueError, RecursionError) as exc:
+            raise UserError(f"{f}: not a readable safetensors file ({type(exc).__name__}: {exc}); re-download the "
+                            "drafter") from None
+        if not isinstance(header, dict):
+            raise UserError(f"{f}: safetensors header is {show(header)}, not an object of tensors; re-download the drafter")
         for name, meta in header.items():
-            if name != "__metadata__" and isinstance(meta, dict):
-                shapes[name] = list(meta.get("shape", []))
+            if name == "__metadata__":
+                continue
+            where = f"{f} (safetensors header)"
+            shape = list_field(meta, f"{name}.shape", where, what="a list of dimensions",
+                               item=lambda v, w, k: check_int(v, w, k, lo=0))
+            shapes[name] = shape
     return shapes

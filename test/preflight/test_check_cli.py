@@ -87,3 +87,15 @@ def test_unusable_input_exits_2_with_one_line(tmp_path, case):
     want = {"malformed": "malformed JSON", "missing": "not a folder", "no_mpe": "max_position_embeddings",
             "bad_gpu": "--for-gpu", "bad_policy": "SGLANG_KIMI_EAGLE3_CONTEXT_POLICY"}[case]
     assert want in lines[-1]
+
+
+@pytest.mark.parametrize("args,want", [
+    (["--for-gpu", ""], "--for-gpu is empty"), (["--for-gpu", "sm999"], "compute capability 999"),
+    (["--json=yes"], "--json takes no value"), (["--tp-size", "0"], "--tp-size 0"),
+    (["--context-length", "-5"], "--context-length -5"),
+])
+def test_nonsense_check_flags_exit_2_before_sglang_parses(args, want):
+    cp = check("--model-path", "kimi-k2.5", "--trust-remote-code", *args)
+    assert cp.returncode == 2, cp.stdout[-2000:] + cp.stderr[-2000:]
+    last = cp.stderr.strip().splitlines()[-1]
+    assert last.startswith("sglang-kimi-eagle3: error:") and want in last and "Traceback" not in cp.stderr

@@ -45,6 +45,11 @@ def main(argv: list[str]) -> int:
         print("usage: sglang-kimi-eagle3 status [--json] [--no-model-class]\n\nLoads SGLang's plugins the way launch_server "
               "does and prints every hook of this plugin: applied / skipped (why) / failed (error).")
         return 0
+    unknown = [a for a in argv if a not in ("--json", "--no-model-class")]
+    if unknown:
+        from ..errors import UserError
+
+        raise UserError(f"status: unknown argument {unknown[0]!r}; status takes --json and --no-model-class (see --help)")
     warnings.filterwarnings("ignore")
     rows = collect(check_model_class="--no-model-class" not in argv)
     from importlib.metadata import version

@@ -67,7 +67,15 @@ def spec_rope_margin(steps: int | None, draft_tokens: int | None, safety: int = 
     Same terms as SGLang 0.5.23 `reserve_rope_cache_for_long_sequences` (utils/common.py:4999):
     steps * draft_tokens * SGLANG_SPEC_EXPANSION_SAFETY_FACTOR + SGLANG_ROPE_CACHE_SAFETY_MARGIN.
     """
-    return int(steps or 0) * int(draft_tokens or 0) * safety + margin
+    # Nonsense values (negative, non-integer) count as 0 here; preflight's spec_params check reports them.
+    s, n = (v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else 0 for v in (steps, draft_tokens))
+    return s * n * safety + margin
+
+
+def _check_length(n, what: str, fix: str) -> None:
+    """Context lengths are positive integers: 0 or -5 would divide by zero or serve nothing."""
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise UserError(f"{what} is {n!r}; expected a positive integer; {fix}")
 
 
 def _align(n: int, a: int = 128) -> int:
@@ -106,6 +114,13 @@ def decide(
     """
     if policy not in POLICIES:
         raise UserError(f"{FLAG} {policy!r} is not a context policy; use one of {', '.join(POLICIES)}")
+    _check_length(target_len, "the served context length (--context-length, else the target's config)",
+                  "--context-length <positive tokens>, or fix the target's max_position_embeddings")
+    _check_length(draft_len, f"{draft_name}'s context length (its config's max_position_embeddings)",
+                  "fix max_position_embeddings in the draft's config.json")
+    if not isinstance(rope_margin, int) or isinstance(rope_margin, bool) or rope_margin < 0:
+        raise UserError(f"speculative rope margin {rope_margin!r}: expected an integer >= 0 (check "
+                        "--speculative-num-steps and --speculative-num-draft-tokens)")
     base = dict(policy=policy, target_len=target_len, draft_len=draft_len)
     if draft_len >= target_len:
         return ContextDecision(**base, action="none", serve_len=target_len,

@@ -73,6 +73,9 @@ def check_context(d: Deployment) -> list[Finding]:
     t, dr = d.target, d.draft
     out = []
     t_len = t.derived_context
+    if d.context_length is not None and (not isinstance(d.context_length, int) or d.context_length < 1):
+        return [Finding("error", "context", f"--context-length {d.context_length}", "a positive number of tokens "
+                        f"(at most the target's {t_len})", f"--context-length {t_len}, or leave it out")]
     if d.context_length is not None and d.context_length > t_len:
         out.append(Finding("error", "context", f"--context-length {d.context_length} > the target's {t_len}",
                            f"<= {t_len} (the target's own limit; no context policy lifts it)",
@@ -161,6 +164,9 @@ def check_spec_params(d: Deployment) -> list[Finding]:
 def check_tensor_parallel(d: Deployment) -> list[Finding]:
     out = []
     tp = d.tp
+    if not isinstance(tp, int) or tp < 1:
+        return [Finding("error", "tensor_parallel", f"--tp-size {tp}", "a positive number of GPUs",
+                        "--tp-size 1 (or the number of GPUs per node)")]
     for role, m in (("target", d.target), ("draft", d.draft)):
         if m is None or tp <= 1:
             continue

@@ -120,7 +120,8 @@ def check_vocab(d: Deployment) -> list[Finding]:
         else:
             n = next(v for k, v in shapes.items() if k.endswith("d2t"))
             if n and n[0] != dv:
-                out.append(Finding("error", "vocab", f"d2t has {n[0]} entries", f"{dv} (draft_vocab_size)",
+                entries = "1 entry" if n[0] == 1 else f"{n[0]} entries"
+                out.append(Finding("error", "vocab", f"the d2t tensor has {entries}", f"{dv} (draft_vocab_size)",
                                    "re-export the drafter"))
     if _ids(dr.bos_token_id) and _ids(t.bos_token_id) and not _ids(dr.bos_token_id) <= _ids(t.bos_token_id):
         out.append(Finding("warning", "vocab", f"draft bos {dr.bos_token_id} != target bos {t.bos_token_id}",
