@@ -35,7 +35,7 @@ def test_protocol_stub_http_500_and_400_are_errors_with_message():
     with ProtocolStub(StubConfig(pass_ms=0.1)) as url:
         from sglang_kimi_eagle3.bench import client
 
-        status, raw = client._post(url + "/generate", {"input_ids_missing": True}, 10)
+        status, raw = client.request("POST", url, "/generate", {"input_ids_missing": True}, 10)
     assert status == 400 and client._error_message(raw).startswith("Either text")
 
 
@@ -48,7 +48,7 @@ def test_protocol_stub_timeout_is_counted_not_raised():
 def test_protocol_stub_unexpected_body_is_bad_response():
     with ProtocolStub(StubConfig(garbage_every=1)) as url:
         r = generate(url, "p1", "math", "x", SP, timeout=10)
-    assert not r.ok and r.error == "bad_response"
+    assert not r.ok and r.error == "bad_field" and "meta_info" in r.detail
 
 
 def test_connection_refused_is_counted_not_raised():

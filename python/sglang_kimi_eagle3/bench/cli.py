@@ -1,16 +1,22 @@
-"""`sglang-kimi-eagle3 bench`: benchmark running SGLang servers: acceptance per position, speedup per concurrency."""
+"""`sglang-kimi-eagle3 bench`: benchmark running SGLang servers: acceptance per position, speedup per concurrency.
+
+Every input is checked before the first request (URLs, numbers, the output paths, --baseline-json). The
+JSON is rewritten atomically after every finished level; Ctrl-C or SIGTERM stops within moments and
+leaves every finished level in it with "status": "interrupted" (exit 130 / 143).
+"""
 
 from __future__ import annotations
 
-import argparse
-import json
+import signal
 import sys
+import threading
 
 from ..errors import UserError
+from ..validate import ArgParser, check_output_dir, check_output_file, float_flag, int_list_flag, url_flag
+from . import client, document
 from . import prompts as P
-from .client import server_info
-from .report import print_report, write_json
-from .runner import SweepConfig, sweep
+from .report import print_report
+from .runner import SweepConfig, new_document, sweep
 from .stats import speedup
 
 EPILOG = """examples:
@@ -18,25 +24,26 @@ EPILOG = """examples:
   sglang-kimi-eagle3 bench --url http://spec:30000 --baseline-url http://plain:30001 --json run.json --plots out/
   sglang-kimi-eagle3 bench --url http://127.0.0.1:30000 --concurrency 1,4,16 --categories chat,code
 Then: sglang-kimi-eagle3 plan --bench run.json. Field meanings: docs/bench.md."""
+MAX_LEVEL = 4096  # concurrency (threads) per level
 
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="sglang-kimi-eagle3 bench", description=__doc__, epilog=EPILOG,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+def parser() -> ArgParser:
+    p = ArgParser(prog="sglang-kimi-eagle3 bench", description=__doc__, epilog=EPILOG,
+                  formatter_class=__import__("argparse").RawDescriptionHelpFormatter)
     p.add_argument("--url", required=True, help="base URL of the server with speculation (native /generate)")
     p.add_argument("--baseline-url", help="base URL of the same model without speculation: adds speedup columns")
     p.add_argument("--baseline-json", help="instead of --baseline-url: an earlier bench JSON taken against the plain server")
     p.add_argument("--concurrency", default="1,2,4,8,16,32,64,128", help="levels (default 1,2,4,...,128)")
     p.add_argument("--categories", default=",".join(P.CATEGORIES), help=f"prompt categories (default {','.join(P.CATEGORIES)})")
     p.add_argument("--max-new-tokens", type=int, default=256)
-    p.add_argument("--temperature", type=float, default=0.0, help="default 0 (greedy)")
+    p.add_argument("--temperature", default="0", help="default 0 (greedy)")
     p.add_argument("--ignore-eos", action="store_true", help="always generate --max-new-tokens tokens")
-    p.add_argument("--timeout", type=float, default=600.0, help="seconds per request (default 600)")
+    p.add_argument("--timeout", default="600", help="seconds per request, in total (default 600)")
     p.add_argument("--rounds", type=int, default=2, help="requests per level = max(--min-requests, rounds x c)")
     p.add_argument("--min-requests", type=int, default=16)
     p.add_argument("--warmup", type=int, default=1, help="uncounted requests per server before the sweep")
     p.add_argument("--template", default="auto", help="chat template: auto (from /server_info model_path), raw, kimi, llama3")
-    p.add_argument("--json", default="bench.json", help="output JSON (default bench.json)")
+    p.add_argument("--json", default="bench.json", help="output JSON (default bench.json), rewritten after every level")
     p.add_argument("--plots", help="folder for tau_speedup.png and acceptance.png (needs the 'plot' extra)")
     p.add_argument("--caption", default="", help="title line for the plots")
     p.add_argument("--save-outputs", action="store_true", help="keep generated text and token ids in the JSON")
@@ -44,63 +51,104 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def _levels(text: str) -> list[int]:
-    try:
-        vals = sorted({int(v) for v in text.split(",") if v.strip()})
-    except ValueError:
-        raise UserError(f"--concurrency wants comma-separated integers like 1,2,4, got {text!r}") from None
-    if not vals or vals[0] < 1:
-        raise UserError(f"--concurrency levels must be >= 1, got {text!r}")
-    return vals
-
-
-def _merge_baseline(doc: dict, path: str) -> None:
-    try:
-        with open(path) as f:
-            old = json.load(f)
-        base = {lv["concurrency"]: lv.get("spec") for lv in old["levels"]}
-    except (OSError, json.JSONDecodeError, KeyError, TypeError) as exc:
-        raise UserError(f"--baseline-json {path}: not a readable bench JSON ({exc})") from None
+def _merge_baseline(doc: dict, base_doc: dict, path: str) -> None:
+    base = {lv["concurrency"]: lv.get("spec") for lv in base_doc["levels"]}
     for lv in doc["levels"]:
         lv["baseline"] = base.get(lv["concurrency"])
         lv["speedup"] = speedup(lv.get("spec"), lv["baseline"])
     doc["config"]["baseline_json"] = path
 
 
-def main(argv: list[str]) -> int:
-    a = parser().parse_args(argv)
+def _options(a) -> tuple[SweepConfig, dict, dict | None]:
+    """Every flag checked, every output path and the baseline read, before any request."""
     if a.baseline_url and a.baseline_json:
         raise UserError("give --baseline-url or --baseline-json, not both")
-    try:
-        cfg = SweepConfig(_levels(a.concurrency), a.max_new_tokens, a.temperature, a.ignore_eos, a.timeout, a.rounds,
-                          a.min_requests, a.warmup, a.save_outputs)
-    except ValueError as exc:
-        raise UserError(str(exc)) from None
-    prompt_set = P.load([c.strip() for c in a.categories.split(",") if c.strip()])
-    servers = {"spec": a.url, **({"baseline": a.baseline_url} if a.baseline_url else {})}
-    infos = {role: server_info(url) for role, url in servers.items()}
-    for role, info in infos.items():
-        if "error" in info:
-            print(f"warning: {servers[role]}/server_info: {info['error']} (continuing; failed requests will be counted)",
-                  file=sys.stderr)
-        cfg.template[role] = P.guess_template(info.get("model_path")) if a.template == "auto" else a.template
-        P.render(cfg.template[role], "")  # validates the name
-    depth = infos["spec"].get("speculative_num_steps")
-    if a.no_progress:
-        doc = sweep(servers, prompt_set, cfg, None, depth)
-    else:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    servers = {"spec": url_flag(a.url, "--url")}
+    if a.baseline_url:
+        servers["baseline"] = url_flag(a.baseline_url, "--baseline-url")
+    for flag, v, lo in (("--max-new-tokens", a.max_new_tokens, 1), ("--rounds", a.rounds, 1),
+                        ("--min-requests", a.min_requests, 1), ("--warmup", a.warmup, 0)):
+        if v < lo:
+            raise UserError(f"{flag} {v}: expected an integer >= {lo}")
+    cfg = SweepConfig(int_list_flag(a.concurrency, "--concurrency", 1, MAX_LEVEL, max_items=64), a.max_new_tokens,
+                      float_flag(a.temperature, "--temperature", 0), a.ignore_eos,
+                      float_flag(a.timeout, "--timeout", 0, lo_open=True), a.rounds, a.min_requests, a.warmup,
+                      a.save_outputs)
+    if a.template != "auto":
+        P.render(a.template, "")  # validates the name
+    check_output_file(a.json, "--json")
+    if a.plots:
+        check_output_dir(a.plots, "--plots")
+    base_doc = document.load(a.baseline_json, "--baseline-json") if a.baseline_json else None
+    return cfg, servers, base_doc
 
-        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()) as prog:
-            doc = sweep(servers, prompt_set, cfg, prog, depth)
-    doc["servers"] = infos
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread like Ctrl-C."""
+
+
+def _on_sigterm(signum, frame):
+    raise _Terminated()
+
+
+def main(argv: list[str]) -> int:
+    a = parser().parse_args(argv)
+    cfg, servers, base_doc = _options(a)
+    prompt_set = P.load([c.strip() for c in a.categories.split(",") if c.strip()])
+    client.reset()
+    doc = new_document(servers)
     doc["config"] = {"urls": servers, "concurrencies": cfg.concurrencies, "sampling_params": cfg.sampling(),
                      "timeout_s": cfg.timeout_s, "templates": cfg.template, "categories": a.categories.split(","),
                      "prompts": len(prompt_set), "command": "sglang-kimi-eagle3 bench " + " ".join(argv)}
-    if a.baseline_json:
-        _merge_baseline(doc, a.baseline_json)
+
+    def save(d: dict) -> None:
+        if base_doc is not None:
+            _merge_baseline(d, base_doc, a.baseline_json)
+        document.write(d, a.json)
+
+    main_thread = threading.current_thread() is threading.main_thread()
+    old_term = signal.signal(signal.SIGTERM, _on_sigterm) if main_thread else None
+    try:
+        infos = {role: client.server_info(url) for role, url in servers.items()}
+        doc["servers"] = infos
+        for role, info in infos.items():
+            if "error" in info:
+                print(f"warning: {servers[role]}/server_info: {info['error']} (continuing; failed requests will be "
+                      "counted)", file=sys.stderr)
+            cfg.template[role] = P.guess_template(info.get("model_path")) if a.template == "auto" else a.template
+        depth = infos["spec"].get("speculative_num_steps")
+        save(doc)  # the file exists (status "running") from the first moment
+        if a.no_progress:
+            sweep(servers, prompt_set, cfg, None, depth, doc, save)
+        else:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()) as prog:
+                sweep(servers, prompt_set, cfg, prog, depth, doc, save)
+    except KeyboardInterrupt as exc:
+        client.abort_all()  # every open request returns at once; no new one starts
+        sig = "SIGTERM" if isinstance(exc, _Terminated) else "SIGINT"
+        doc["status"], doc["interrupted"] = "interrupted", {"signal": sig, "during": doc.get("in_progress"),
+                                                             "finished_levels": len(doc["levels"])}
+        doc["in_progress"] = None
+        save(doc)
+        print(f"interrupted ({sig}) during {doc['interrupted']['during']}: kept {len(doc['levels'])} finished "
+              f"level(s) in {a.json}", file=sys.stderr)
+        return 143 if sig == "SIGTERM" else 130
+    except Exception as exc:  # a bug of ours: keep the finished levels, then let cli.py report it (exit 3)
+        doc["status"], doc["interrupted"] = "failed", {"error": f"{type(exc).__name__}: {exc}"[:300],
+                                                       "finished_levels": len(doc["levels"])}
+        try:
+            save(doc)
+        except UserError:
+            pass
+        raise
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, old_term)
+    save(doc)
     print_report(doc)
-    print(f"wrote {write_json(doc, a.json)}")
+    print(f"wrote {a.json}")
     if a.plots:
         from .plots import plot_bench
 

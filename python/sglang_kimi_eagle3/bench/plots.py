@@ -16,6 +16,17 @@ def _plt():
     return plt
 
 
+def _save(fig, path: str) -> str:
+    """PNG bytes first, then one atomic write: an interrupted run never leaves half an image."""
+    import io
+
+    from ..validate import atomic_write_bytes
+
+    buf = io.BytesIO()
+    fig.savefig(buf, dpi=120, format="png")
+    return atomic_write_bytes(path, buf.getvalue(), "--plots")
+
+
 def plot_bench(doc: dict, outdir: str, caption: str = "") -> list[str]:
     """Writes tau_speedup.png (tau and speedup vs concurrency) and acceptance.png (acceptance by position).
 
@@ -45,8 +56,7 @@ def plot_bench(doc: dict, outdir: str, caption: str = "") -> list[str]:
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    paths.append(os.path.join(outdir, "tau_speedup.png"))
-    fig.savefig(paths[-1], dpi=120)
+    paths.append(_save(fig, os.path.join(outdir, "tau_speedup.png")))
     plt.close(fig)
 
     fig, ax = plt.subplots(figsize=(7.5, 4.2))
@@ -68,7 +78,6 @@ def plot_bench(doc: dict, outdir: str, caption: str = "") -> list[str]:
     ax.legend(fontsize=7, ncol=2)
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    paths.append(os.path.join(outdir, "acceptance.png"))
-    fig.savefig(paths[-1], dpi=120)
+    paths.append(_save(fig, os.path.join(outdir, "acceptance.png")))
     plt.close(fig)
     return paths

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 
 from rich.console import Console
@@ -58,6 +57,7 @@ def print_report(doc: dict, console: Console | None = None) -> None:
 
 
 def write_json(doc: dict, path: str) -> str:
-    with open(path, "w") as f:
-        json.dump(doc, f, indent=1)
-    return path
+    """Atomic (temp file + rename); see document.write."""
+    from .document import write
+
+    return write(doc, path)

@@ -1,15 +1,25 @@
-"""The concurrency sweep: for each level c, keep c requests in flight (closed loop, c worker threads)."""
+"""The concurrency sweep: for each level c, keep c requests in flight (closed loop, c worker threads).
+
+Levels run one after another; within a level every server (spec, then baseline) is measured, so a
+finished level always carries both sides. `on_level(doc)` is called after each finished level (the CLI
+writes the JSON there), so an interruption loses at most the level in progress.
+
+Workers are daemon threads pulling from a shared counter; the main thread waits in short joins, so
+Ctrl-C reaches it at once, and `client.abort_all()` then ends every open request within moments.
+"""
 
 from __future__ import annotations
 
 import datetime as _dt
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 
-from .client import generate
+from . import client
 from .prompts import Prompt, render
 from .stats import summarize, speedup
+
+SCHEMA = "sglang-kimi-eagle3-bench/1"
 
 
 @dataclass(slots=True)
@@ -28,8 +38,8 @@ class SweepConfig:
     def __post_init__(self):
         if not self.concurrencies or any(c < 1 for c in self.concurrencies):
             raise ValueError(f"concurrency levels must be positive, got {self.concurrencies}")
-        if self.max_new_tokens < 1 or self.timeout_s <= 0 or self.rounds < 1 or self.min_requests < 1:
-            raise ValueError("max_new_tokens, timeout, rounds and min_requests must be positive")
+        if self.max_new_tokens < 1 or not 0 < self.timeout_s < float("inf") or self.rounds < 1 or self.min_requests < 1:
+            raise ValueError("max_new_tokens, timeout, rounds and min_requests must be positive (timeout finite)")
 
     def sampling(self) -> dict:
         return {"max_new_tokens": self.max_new_tokens, "temperature": self.temperature, "ignore_eos": self.ignore_eos}
@@ -56,41 +66,73 @@ def run_level(url: str, prompts: list[Prompt], n: int, c: int, cfg: SweepConfig,
     """n requests, at most c in flight; returns (results in completion order, wall seconds)."""
     order = interleave(prompts)
     jobs = [order[i % len(order)] for i in range(n)]
-    results = []
-    t0 = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=c) as pool:
-        futs = [pool.submit(generate, url, p.id, p.category, render(template, p.text), cfg.sampling(), cfg.timeout_s,
-                            cfg.keep_output) for p in jobs]
-        for f in as_completed(futs):
-            results.append(f.result())
+    results: list = []
+    lock = threading.Lock()
+    nxt = [0]
+
+    def worker():
+        while True:
+            with lock:
+                i = nxt[0]
+                if i >= n or client.stopped():
+                    return
+                nxt[0] += 1
+            p = jobs[i]
+            r = client.generate(url, p.id, p.category, render(template, p.text), cfg.sampling(), cfg.timeout_s,
+                                cfg.keep_output)
+            with lock:
+                results.append(r)
             if on_done:
-                on_done(results[-1])
-    return results, time.perf_counter() - t0
+                on_done(r)
+
+    t0 = time.perf_counter()
+    threads = [threading.Thread(target=worker, name=f"bench-c{c}-{k}", daemon=True) for k in range(min(c, n))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        while t.is_alive():
+            t.join(0.1)  # short joins: KeyboardInterrupt reaches this (main) thread at once
+    with lock:
+        return list(results), time.perf_counter() - t0
 
 
-def sweep(servers: dict[str, str], prompts: list[Prompt], cfg: SweepConfig, progress=None, depth: int | None = None) -> dict:
-    """servers: role ("spec" / "baseline") -> base URL. Returns the bench document (see docs/bench.md)."""
-    levels = {c: {"concurrency": c, "requests": cfg.n_requests(c)} for c in cfg.concurrencies}
-    requests: dict[str, dict[str, list]] = {}
-    overall: dict[str, dict] = {}
+def new_document(servers: dict[str, str]) -> dict:
+    return {"schema": SCHEMA, "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "status": "running", "interrupted": None, "levels": [], "overall": None, "overall_baseline": None,
+            "requests": {role: {} for role in servers}}
+
+
+def sweep(servers: dict[str, str], prompts: list[Prompt], cfg: SweepConfig, progress=None, depth: int | None = None,
+          doc: dict | None = None, on_level=None) -> dict:
+    """servers: role ("spec" / "baseline") -> base URL. Fills `doc` (see docs/bench.md) level by level."""
+    doc = doc if doc is not None else new_document(servers)
+    doc["in_progress"] = "warmup"
     for role, url in servers.items():
-        tpl = cfg.template.get(role, "raw")
         if cfg.warmup:
-            run_level(url, prompts[:1], cfg.warmup, 1, cfg, tpl)  # not counted: CUDA graphs, caches, JIT
-        requests[role], every, walls = {}, [], 0.0
-        for c in cfg.concurrencies:
-            n = cfg.n_requests(c)
+            run_level(url, prompts[:1], cfg.warmup, 1, cfg, cfg.template.get(role, "raw"))  # not counted
+    every: dict[str, list] = {role: [] for role in servers}
+    walls = {role: 0.0 for role in servers}
+    for c in cfg.concurrencies:
+        n = cfg.n_requests(c)
+        lv: dict = {"concurrency": c, "requests": n}
+        for role, url in servers.items():
+            doc["in_progress"] = f"{role} c={c}"
             task = progress.add_task(f"{role:8s} c={c:<3d}", total=n) if progress else None
             tick = (lambda r, t=task: progress.advance(t)) if progress else None
-            results, wall = run_level(url, prompts, n, c, cfg, tpl, tick)
-            levels[c][role] = summarize(results, wall, depth if role == "spec" else None)
-            requests[role][str(c)] = [r.as_dict() for r in results]
-            every += results
-            walls += wall
-        overall[role] = summarize(every, walls, depth if role == "spec" else None)
-    for lv in levels.values():
+            results, wall = run_level(url, prompts, n, c, cfg, cfg.template.get(role, "raw"), tick)
+            if client.stopped():
+                raise KeyboardInterrupt  # stopped mid-level: the level is not finished, keep what is
+            lv[role] = summarize(results, wall, depth if role == "spec" else None)
+            doc["requests"][role][str(c)] = [r.as_dict() for r in results]
+            every[role] += results
+            walls[role] += wall
         lv.setdefault("baseline", None)
         lv["speedup"] = speedup(lv.get("spec"), lv.get("baseline"))
-    return {"schema": "sglang-kimi-eagle3-bench/1", "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-            "levels": [levels[c] for c in cfg.concurrencies], "overall": overall.get("spec"), "overall_baseline": overall.get("baseline"),
-            "requests": requests}
+        doc["levels"].append(lv)
+        doc["overall"] = summarize(every["spec"], walls["spec"], depth) if "spec" in servers else None
+        doc["overall_baseline"] = summarize(every["baseline"], walls["baseline"]) if "baseline" in servers else None
+        if on_level:
+            on_level(doc)
+    doc["in_progress"] = None
+    doc["status"] = "complete"
+    return doc

@@ -57,7 +57,8 @@ def summarize(results: list, wall_s: float, depth: int | None = None) -> dict:
         return s
     verify = sum(r.spec["verify_ct"] for r in spec)
     s["tau"] = sum(r.completion_tokens for r in spec) / verify
-    s["tau_mean_req"] = statistics.fmean(r.spec["accept_length"] for r in spec if r.spec["accept_length"] is not None)
+    lengths = [r.spec["accept_length"] for r in spec if r.spec["accept_length"] is not None]
+    s["tau_mean_req"] = statistics.fmean(lengths) if lengths else None
     proposed = sum(r.spec["num_proposed"] or 0 for r in spec)
     s["accept_rate"] = sum(r.spec["num_correct"] or 0 for r in spec) / proposed if proposed else None
     s["drafts_per_verify"] = round(proposed / verify) if proposed else None  # = draft tokens - 1 (= steps at topk 1)

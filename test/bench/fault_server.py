@@ -1,0 +1,188 @@
+"""A fault-injecting HTTP server for the bench tests: raw sockets on 127.0.0.1 only, stops by itself.
+
+Each request gets the behaviour `plan(n, path)` returns (n = 1-based request count over /generate):
+well-formed SGLang answers, broken HTTP, broken JSON, wrong field types, values out of range, a
+server that drips one byte at a time, one that never answers. Not a model: every answer is canned.
+`with FaultServer(plan, lifetime=20) as url:`; after `lifetime` seconds it shuts down on its own.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import socketserver
+import threading
+import time
+
+HIST = [1, 2, 3, 2]  # 8 verify passes: 0x1, 1x2, 2x3, 3x2 -> 14 correct drafts of 24 proposed
+
+
+def meta(**over) -> dict:
+    m = {"id": "f", "finish_reason": {"type": "length"}, "prompt_tokens": 5, "completion_tokens": 22,
+         "cached_tokens": 0, "e2e_latency": 0.01, "spec_accept_length": 22 / 8, "spec_accept_rate": 14 / 24,
+         "spec_verify_ct": 8, "spec_num_correct_drafts": 14, "spec_num_proposed_drafts": 24,
+         "spec_correct_drafts_histogram": list(HIST)}
+    m.update(over)
+    return {k: v for k, v in m.items() if v is not ...}
+
+
+def body_of(doc) -> bytes:
+    return json.dumps(doc).encode()
+
+
+def ok_body(**over) -> bytes:
+    return body_of({"text": "x", "output_ids": list(range(22)), "meta_info": meta(**over)})
+
+
+# behaviour name -> what the client must count it as
+FAULTS = {
+    "truncated": "truncated",  # Content-Length 2000, 50 bytes, close
+    "bad_status": "bad_http",  # not an HTTP status line
+    "close": "connection",  # closes without a byte
+    "http_500": "http_500",
+    "not_json": "bad_json",
+    "no_meta": "bad_field",
+    "list_body": "bad_field",
+    "tokens_string": "bad_field",
+    "tokens_negative": "bad_field",
+    "tokens_float": "bad_field",
+    "hist_string": "bad_field",
+    "hist_negative": "bad_field",
+    "hist_not_list": "bad_field",
+    "proposed_string": "bad_field",
+    "proposed_negative": "bad_field",
+    "correct_gt_proposed": "bad_field",
+    "accept_rate_2": "bad_field",
+    "accept_length_nan": "bad_field",
+    "verify_string": "bad_field",
+    "latency_negative": "bad_field",
+    "hist_more_than_verify": "bad_field",
+    "drip_body": "timeout",  # one byte every 0.1 s: a per-read timeout would never fire
+    "drip_headers": "timeout",
+    "hang": "timeout",
+}
+BODIES = {
+    "not_json": b"<html>502 Bad Gateway</html>", "no_meta": body_of({"text": "x"}), "list_body": b"[1, 2]",
+    "tokens_string": ok_body(completion_tokens="22"), "tokens_negative": ok_body(completion_tokens=-5),
+    "tokens_float": ok_body(completion_tokens=2.5), "hist_string": ok_body(spec_correct_drafts_histogram=["a", 1]),
+    "hist_negative": ok_body(spec_correct_drafts_histogram=[-3, 1]), "hist_not_list": ok_body(spec_correct_drafts_histogram="1,2"),
+    "proposed_string": ok_body(spec_num_proposed_drafts="24"), "proposed_negative": ok_body(spec_num_proposed_drafts=-24),
+    "correct_gt_proposed": ok_body(spec_num_correct_drafts=30), "accept_rate_2": ok_body(spec_accept_rate=2.0),
+    "accept_length_nan": ok_body(spec_accept_length=float("nan")), "verify_string": ok_body(spec_verify_ct="8"),
+    "latency_negative": ok_body(e2e_latency=-1), "hist_more_than_verify": ok_body(spec_correct_drafts_histogram=[9, 9]),
+    "ok": ok_body(), "nospec": body_of({"text": "x", "meta_info": meta(spec_verify_ct=..., spec_accept_length=...)}),
+}
+INFO = {"model_path": "fault-server", "speculative_algorithm": "EAGLE3", "speculative_num_steps": 3,
+        "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4}
+
+
+class FaultServer:
+    def __init__(self, plan, lifetime: float = 20.0, info: dict | None = None):
+        self.plan, self.count, self.lock = plan, 0, threading.Lock()
+        self.stopping = threading.Event()
+        self.info = INFO if info is None else info
+        srv = self
+
+        class Handler(socketserver.BaseRequestHandler):
+            def handle(self):
+                try:
+                    srv._handle(self.request)
+                except OSError:
+                    pass
+
+        class Server(socketserver.ThreadingTCPServer):
+            daemon_threads = True
+            allow_reuse_address = True
+            request_queue_size = 256
+
+        self.server = Server(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self._timer = threading.Timer(lifetime, self.stop)
+        self._timer.daemon = True
+
+    def _read_request(self, sock) -> tuple[str, str]:
+        buf = b""
+        while b"\r\n\r\n" not in buf:
+            chunk = sock.recv(65536)
+            if not chunk:
+                return "", ""
+            buf += chunk
+        head, rest = buf.split(b"\r\n\r\n", 1)
+        lines = head.decode("latin-1").split("\r\n")
+        length = next((int(ln.split(":", 1)[1]) for ln in lines if ln.lower().startswith("content-length:")), 0)
+        while len(rest) < length:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            rest += chunk
+        method, path = lines[0].split(" ")[:2]
+        return method, path
+
+    def _handle(self, sock: socket.socket) -> None:
+        method, path = self._read_request(sock)
+        if path == "/server_info":
+            return self._send(sock, 200, body_of(self.info))
+        with self.lock:
+            self.count += 1
+            n = self.count
+        kind = self.plan(n, path)
+        if kind in BODIES:
+            return self._send(sock, 200, BODIES[kind])
+        if kind == "http_500":
+            return self._send(sock, 500, body_of({"error": {"message": "injected"}}))
+        if kind == "truncated":
+            sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2000\r\n\r\n" + ok_body()[:50])
+            return
+        if kind == "bad_status":
+            sock.sendall(b"HELLO THERE\r\n\r\n")
+            return
+        if kind == "close":
+            return
+        if kind == "drip_body":
+            sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n")
+            while not self.stopping.wait(0.1):
+                sock.sendall(b" ")
+            return
+        if kind == "drip_headers":
+            for byte in b"HTTP/1.1 200 OK\r\nX-Slow: " + b"a" * 100000:
+                if self.stopping.wait(0.1):
+                    return
+                sock.sendall(bytes([byte]))
+            return
+        if kind == "hang":
+            self.stopping.wait()
+            return
+        raise AssertionError(f"unknown behaviour {kind!r}")
+
+    def _send(self, sock, code: int, body: bytes) -> None:
+        sock.sendall(f"HTTP/1.1 {code} X\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+                     f"Connection: close\r\n\r\n".encode() + body)
+
+    def stop(self) -> None:
+        self.stopping.set()
+        threading.Thread(target=self.server.shutdown, daemon=True).start()
+
+    def __enter__(self) -> str:
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        self._timer.start()
+        return self.url
+
+    def __exit__(self, *exc):
+        self._timer.cancel()
+        self.stopping.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def cycle(*kinds):
+    """A plan that answers request n with kinds[(n - 1) % len(kinds)]."""
+    return lambda n, path: kinds[(n - 1) % len(kinds)]
+
+
+def wait_for(pred, timeout: float = 10.0) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return True
+        time.sleep(0.02)
+    return False
