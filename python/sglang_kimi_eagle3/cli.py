@@ -23,6 +23,7 @@ COMMANDS = {
              "predict the speedup per batch size and write SGLang's --speculative-adaptive-config"),
     "bench": ("sglang_kimi_eagle3.bench.cli", "main",
               "benchmark running SGLang servers: acceptance per position, speedup per concurrency"),
+    "tune": ("sglang_kimi_eagle3.integration.tune_cmd", "main", "measure our kernels against SGLang's on this GPU and write the table `auto` uses here"),
     "profiles": ("sglang_kimi_eagle3.cli", "_profiles", "list the bundled model configs usable as --model-path names"),
 }
 

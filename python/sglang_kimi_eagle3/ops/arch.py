@@ -62,24 +62,43 @@ def device_file_name(device_name: str) -> str:
 
 @lru_cache(maxsize=None)
 def load_table(device_name: str | None, cc: tuple[int, int] | None) -> dict:
-    """The merged launch table for a device; {} when nothing matches.
+    """The launch table in effect for a device: a user-tuned table for this exact GPU
+    (`sglang-kimi-eagle3 tune`, tuning/cache.py) over the bundled one; {"origin": ...} alone when
+    nothing matches.
 
-    Per op, a device-name entry overrides the exact-capability entry, which overrides the family
-    entry (sm121 -> sm120).
+    Bundled: per op, a device-name entry overrides the exact-capability entry, which overrides the
+    family entry (sm121 -> sm120); $SGLANG_KIMI_EAGLE3_BUNDLED_DIR replaces ops/configs (an empty
+    folder hides the bundled tables). A user table applies only on the GPU, driver and Triton major
+    version it was measured with (else it is ignored and the origin says why); its rules go first
+    and its measured shapes decide their wins (tuning/cache.merge). table["origin"]: one line naming
+    the files in effect, from when, for which GPU (`check` and `status` print it).
     """
+    from ..tuning import cache
+
+    bundled_dir = cache.bundled_dir(CONFIG_DIR)
     stems = []
     if cc is not None:
         stems += [f"sm{cc[0]}0", f"sm{cc[0]}{cc[1]}"]
     if device_name:
         stems.append(device_file_name(device_name))
     table: dict = {}
+    used = []
     for stem in dict.fromkeys(stems):  # lowest priority first; later files override per op
-        plain = CONFIG_DIR / f"{stem}.json"
-        for path in sorted(CONFIG_DIR.glob(f"{stem}.*.json")) + ([plain] if plain.is_file() else []):
+        plain = bundled_dir / f"{stem}.json"
+        for path in sorted(bundled_dir.glob(f"{stem}.*.json")) + ([plain] if plain.is_file() else []):
             data = read_json(path, "reinstall the package")
             ops = table.setdefault("ops", {})
             table.update({k: v for k, v in data.items() if k != "ops"})
             ops.update(data.get("ops", {}))
+            used.append(cache.describe_bundled(path, data))
+    user, path, note = cache.user_table(device_name, cc)
+    origin = ("bundled " + ", ".join(used)) if used else "no bundled table for this GPU"
+    if user is not None:
+        table = cache.merge(table, user)
+        origin = f"{cache.describe_user(path, user)} over {origin}"
+    elif not used:
+        origin += " and no user-tuned one: SGLang's kernels under auto"
+    table["origin"] = origin + (f"; note: {note}" if note else "")
     return table
 
 
@@ -132,3 +151,15 @@ def use_ours(op: str, shape_key: str, table: dict | None = None) -> bool:
         table = load_table(*current_device())
     wins = table.get("ops", {}).get(op, {}).get("wins", [])
     return "*" in wins or shape_key in wins
+
+
+def require_launchable(op: str, *tensors) -> None:
+    """Guard shared by the launchers: every tensor on one device, and that device one Triton launches
+    on here (CUDA; any device under TRITON_INTERPRET=1). Raises Unsupported naming the op."""
+    devs = {t.device for t in tensors if t is not None}
+    if len(devs) > 1:
+        raise Unsupported(f"{op}: tensors on several devices {sorted(map(str, devs))}")
+    interpret = os.environ.get("TRITON_INTERPRET", "0") == "1"
+    if devs and not interpret and next(iter(devs)).type != "cuda":
+        raise Unsupported(f"{op}: tensors on {next(iter(devs))}; these Triton kernels run on CUDA "
+                          "(or anywhere under TRITON_INTERPRET=1)")

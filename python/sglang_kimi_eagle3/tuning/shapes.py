@@ -1,0 +1,142 @@
+"""The kernel shapes a deployment runs (pure: no torch, no sglang), from the inputs `check` reads.
+
+Draft head (per draft step, hidden [bs, H] bf16):
+  lm_head_gemv   [bs, H] x [R, H]^T, R = this rank's lm_head shard (SGLang's ParallelLMHead padding)
+  lm_head_topk   the fused lm_head + top-k of that shard (for the record: no hook runs it yet)
+  draft_topk     top-k over the gathered draft-vocab row [bs, V_draft] (k = --speculative-eagle-topk)
+Verify (per target step, N = --speculative-num-draft-tokens, target vocab V):
+  argmax_verify  fused argmax over fp32 logits [bs*N, V] + greedy tree walk (greedy requests)
+  verify_greedy  the tree walk alone, from target_predict [bs, N]
+  tree_sampling  rejection sampling over target_probs [bs, N, V] (temperature > 0)
+Batch sizes: the grid the tables key wins by (ops/lm_head_gemv.bs_bucket, integration/verify_kernels
+.shape_key), up to the deployment's largest decode batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..errors import UserError
+
+DRAFT_BS = (1, 8, 32, 64, 128)  # ops/lm_head_gemv.BS_BUCKETS
+VERIFY_BS = (1, 8, 32, 64, 128, 256)  # integration/verify_kernels._BS_BUCKETS
+QUICK_BS = (1, 32, 128)
+N_BUCKETS = (4, 16)
+VOCAB_PADDING = 64  # sglang/srt/layers/vocab_parallel_embedding.py DEFAULT_VOCAB_PADDING_SIZE
+
+DRAFT_OPS = ("lm_head_gemv", "lm_head_topk", "draft_topk")
+VERIFY_OPS = ("argmax_verify", "verify_greedy", "tree_sampling")
+OPS = DRAFT_OPS + VERIFY_OPS
+
+
+def shard_rows(vocab: int, tp: int) -> int:
+    """Rows of one rank's lm_head: SGLang pads the vocab to a multiple of 64 (of 64*tp when the
+    padded size does not split evenly) and splits it over tp ranks (VocabParallelEmbedding)."""
+    pad = VOCAB_PADDING
+    if -(-vocab // pad) * pad % tp:
+        pad *= tp
+    return -(-vocab // pad) * pad // tp
+
+
+def n_bucket(n: int) -> int:
+    return next((b for b in N_BUCKETS if n <= b), n)
+
+
+def bs_grid(buckets: tuple[int, ...], max_bs: int | None) -> tuple[int, ...]:
+    """The buckets a deployment reaches: every one up to the first that holds max_bs."""
+    if not max_bs:
+        return buckets
+    out = []
+    for b in buckets:
+        out.append(b)
+        if b >= max_bs:
+            break
+    return tuple(out)
+
+
+@dataclass(slots=True)
+class TuneShapes:
+    hidden: int  # draft hidden size (the lm_head's input width)
+    draft_vocab: int
+    target_vocab: int
+    tp: int
+    topk: int
+    steps: int
+    draft_tokens: int  # N
+    max_bs: int | None = None  # --cuda-graph-max-bs / --max-running-requests, when given
+    quick: bool = False
+    rows: int = field(init=False)
+    draft_bs: tuple = field(init=False)
+    verify_bs: tuple = field(init=False)
+
+    def __post_init__(self):
+        for name in ("hidden", "draft_vocab", "target_vocab", "tp", "topk", "steps", "draft_tokens"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or v < 1:
+                raise UserError(f"tune: {name} = {v!r} must be a positive integer (check the model configs and "
+                                f"--tp-size / --speculative-* flags)")
+        if self.topk > 16:
+            raise UserError(f"--speculative-eagle-topk {self.topk}: our draft top-k kernels take k <= 16")
+        self.rows = shard_rows(self.draft_vocab, self.tp)
+        self.draft_bs = QUICK_BS if self.quick else bs_grid(DRAFT_BS, self.max_bs)
+        self.verify_bs = QUICK_BS if self.quick else bs_grid(VERIFY_BS, self.max_bs)
+
+    def describe(self) -> str:
+        return (f"draft lm_head shard {self.rows} rows x hidden {self.hidden} (draft vocab {self.draft_vocab}, "
+                f"TP {self.tp}); top-k {self.topk}; N {self.draft_tokens} draft tokens over target vocab "
+                f"{self.target_vocab}; bs {','.join(map(str, self.draft_bs))} (draft), "
+                f"{','.join(map(str, self.verify_bs))} (verify)")
+
+
+def tree_of(s: TuneShapes) -> tuple[int, int]:
+    """(topk, depth) of the measured verify trees: a chain of N for topk 1, else a random tree of
+    N nodes with at most topk children and `steps` levels."""
+    if s.topk == 1:
+        return 1, s.draft_tokens - 1
+    return s.topk, s.steps
+
+
+def measurements(s: TuneShapes) -> list[dict]:
+    """Every (op, shape) tune measures, in order: {"op", "shape": {...}, "key": the table's wins key,
+    "match": the op_config match fields}."""
+    from ..ops.lm_head_gemv import bs_bucket  # pure helper; triton is imported but not run
+
+    out = []
+    H, R, V = s.hidden, s.rows, s.draft_vocab
+    for bs in s.draft_bs:
+        b = bs_bucket(bs)
+        out.append({"op": "lm_head_gemv", "shape": {"R": R, "H": H, "bs": bs}, "key": f"R{R}:H{H}:bs{b}",
+                    "match": {"bs": bs, "rows": R, "hidden": H}})
+    ks = sorted({1, s.topk})  # k=1 is SGLang's top-1 contract (first draft step / topk 1)
+    for k in ks:
+        for bs in s.draft_bs:
+            b = bs_bucket(bs)
+            out.append({"op": "lm_head_topk", "shape": {"R": R, "H": H, "k": k, "bs": bs}, "key": f"R{R}:H{H}:k{k}:bs{b}",
+                        "match": {"bs": bs, "rows": R, "hidden": H, "k": k}})
+    for k in ks:
+        for bs in s.draft_bs:
+            b = bs_bucket(bs)
+            out.append({"op": "draft_topk", "shape": {"V": V, "k": k, "bs": bs}, "key": f"V{V}:k{k}:bs{b}",
+                        "match": {"bs": bs, "vocab": V, "k": k}})
+    n, nb = s.draft_tokens, n_bucket(s.draft_tokens)
+    for op in VERIFY_OPS:
+        for bs in s.verify_bs:
+            out.append({"op": op, "shape": {"n": n, "bs": bs, "vocab": s.target_vocab}, "key": f"n{nb}_bs{bs}",
+                        "match": {"bs": bs, "n": n, "vocab": s.target_vocab, "rows": bs * n}})
+    return out
+
+
+def from_configs(target, draft, *, tp: int, topk: int | None, steps: int | None, draft_tokens: int | None,
+                 max_bs: int | None = None, quick: bool = False) -> TuneShapes:
+    """TuneShapes from the two configs (configs.ModelInfo) and the launch's speculative flags.
+
+    Unset speculative flags take the embedded default's values (steps 3, topk 1, N 4)."""
+    if draft is None:
+        raise UserError("tune: no --speculative-draft-model-path; tune measures the EAGLE-3 draft head and tree "
+                        "verification, give the draft model (or no flags for the embedded default)")
+    steps = steps or 3
+    topk = topk or 1
+    draft_tokens = draft_tokens or (steps + 1 if topk == 1 else 16)
+    return TuneShapes(hidden=draft.hidden_size, draft_vocab=draft.draft_vocab_size or draft.vocab_size,
+                      target_vocab=target.vocab_size, tp=tp, topk=topk, steps=steps, draft_tokens=draft_tokens,
+                      max_bs=max_bs, quick=quick)

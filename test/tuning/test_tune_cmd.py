@@ -1,0 +1,49 @@
+"""`sglang-kimi-eagle3 tune` on a CPU box: the no-GPU refusal, --dry-run, flag errors (the real CLI)."""
+
+import subprocess
+import sys
+
+from helpers import clean_env
+
+from sglang_kimi_eagle3.cli import main
+
+
+def test_refuses_without_a_gpu_in_one_line():
+    p = subprocess.run([sys.executable, "-m", "sglang_kimi_eagle3.cli", "tune"], capture_output=True, text=True,
+                       env=clean_env(CUDA_VISIBLE_DEVICES=""), timeout=300)
+    assert p.returncode == 2, p.stderr
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and "no CUDA GPU" in lines[0] and "--dry-run" in lines[0], p.stderr
+    assert "Traceback" not in p.stderr and p.stdout == ""
+
+
+def test_dry_run_embedded_default(capsys, tmp_path):
+    assert main(["tune", "--dry-run", "--cache-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "the embedded default" in out and "parsed by SGLang's launch_server parser" in out
+    assert "draft lm_head shard 4000 rows x hidden 7168 (draft vocab 32000, TP 8); top-k 1; N 4" in out
+    for line in ("lm_head_gemv   R=4000 H=7168 bs=8", "key R4000:H7168:bs8", "draft_topk     V=32000 k=1 bs=128",
+                 "argmax_verify  n=4 bs=256 vocab=163840", "key n4_bs256", "tree_sampling  n=4 bs=1"):
+        assert line in out, line
+    assert "Would measure 33 (op, shape) points" in out  # 5 bs x 3 draft-head ops + 6 bs x 3 verify ops
+    assert f"written to {tmp_path}/<GPU name>.json" in out
+    assert not list(tmp_path.iterdir())  # a dry run writes nothing
+
+
+def test_dry_run_with_launch_flags(capsys):
+    rc = main(["tune", "--dry-run", "--quick", "--ops", "draft_topk,argmax_verify",
+               "--model-path", "llama-3.1-8b-instruct", "--speculative-algorithm", "EAGLE3",
+               "--speculative-draft-model-path", "llama-3.1-8b-eagle3", "--tp-size", "2",
+               "--speculative-eagle-topk", "4", "--speculative-num-steps", "4", "--speculative-num-draft-tokens", "16"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "TP 2); top-k 4; N 16 draft tokens over target vocab 128256" in out
+    assert "key V32000:k4:bs32" in out and "key V32000:k1:bs1" in out and "key n16_bs128" in out
+    assert "lm_head_gemv" not in out and "Would measure 9 (op, shape) points" in out
+
+
+def test_bad_tune_flags_exit_2(capsys):
+    assert main(["tune", "--dry-run", "--ops", "nope"]) == 2
+    assert "unknown op(s) nope" in capsys.readouterr().err
+    assert main(["tune", "--dry-run", "--model-path", "/no/such/folder", "--speculative-draft-model-path", "x"]) == 2
+    assert "--model-path /no/such/folder" in capsys.readouterr().err
