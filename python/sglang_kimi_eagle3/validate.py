@@ -335,9 +335,13 @@ def int_list_flag(text, flag: str, lo: int = 1, hi: int | None = None, max_items
 
 def float_list_flag(text, flag: str, lo=None, hi=None) -> list[float]:
     parts = [x.strip() for x in str(text).split(",")]
-    if not text or not str(text).strip() or any(not x for x in parts):
-        raise _flag_fail(flag, text, f"comma-separated finite numbers {_range(lo, hi)}".strip())
-    return [float_flag(x, flag, lo, hi) for x in parts]
+    want = f"comma-separated finite numbers {_range(lo, hi)}, e.g. 0.8,0.6,0.4".strip()
+    if not str(text).strip() or any(not x for x in parts):
+        raise _flag_fail(flag, text, want)
+    try:
+        return [float_flag(x, flag, lo, hi) for x in parts]
+    except UserError:
+        raise _flag_fail(flag, text, want) from None
 
 
 def url_flag(text, flag: str) -> str:

@@ -61,7 +61,7 @@ def test_plan_command_on_bundled_profile_writes_a_config_sglang_loads(tmp_path, 
 
 
 @pytest.mark.parametrize("argv,needle", [
-    (["--steps", "0-2"], "positive integers"),
+    (["--steps", "0-2"], "--steps '0-2': expected comma-separated integers in [1, 64]"),
     (["--profile", "nope"], "not found"),
     (["--alpha", "0.5", "--preset", "lightseek-k25-mtbench"], "one acceptance source"),
     (["--acceptance", "0.5,x"], "comma-separated"),

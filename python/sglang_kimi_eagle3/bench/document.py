@@ -31,7 +31,7 @@ def _summary(s, where: str, key: str) -> None:
                item=lambda v, w, k: check_int(v, w, k, lo=0))
     list_field(s, f"{key}.alpha", where, required=False, what="a list of acceptance values",
                item=lambda v, w, k: None if v is None else check_float(v, w, k, lo=0, hi=1))
-    int_field(s, f"{key}.drafts_per_verify", where, required=False, lo=0)
+    int_field(s, f"{key}.drafts_per_verify", where, required=False, lo=0, hi=1024)
 
 
 def check(doc: dict, path: str) -> dict:
@@ -53,7 +53,7 @@ def check(doc: dict, path: str) -> dict:
     servers = dict_field(doc, "servers", where, required=False) or {}
     info = dict_field(servers, "servers.spec", where, required=False) or {}
     for k in ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens"):
-        int_field(info, f"servers.spec.{k}", where, required=False, lo=1)
+        int_field(info, f"servers.spec.{k}", where, required=False, lo=1, hi=1024)
     return doc
 
 

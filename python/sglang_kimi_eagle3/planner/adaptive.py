@@ -15,17 +15,24 @@ itself that close (or when no setting beats 1.0).
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 from pathlib import Path
+
+from ..errors import UserError
 
 from .model import Prediction
 
 
 def candidate_steps(preds: list[Prediction], tolerance: float) -> list[int]:
+    """Never empty: SGLang refuses a slot without candidates. tolerance in (0, 1] (checked by the CLI)."""
     chain = [p for p in preds if p.topk == 1]  # adaptive mode is topk 1 only; includes steps 0
     best = max(p.speedup for p in chain)
-    if best <= 1.0:
+    if not best > 1.0:  # also NaN
         return [0]
-    return sorted({p.steps for p in chain if p.speedup >= tolerance * best and (p.steps == 0 or p.speedup > 1.0)})
+    top = max(chain, key=lambda p: p.speedup).steps
+    keep = {p.steps for p in chain if p.speedup >= tolerance * best and (p.steps == 0 or p.speedup > 1.0)}
+    return sorted(keep | {top})
 
 
 def adaptive_config(plan: dict[int, tuple[list[Prediction], Prediction]], tolerance: float, provenance: dict) -> dict:
@@ -46,9 +53,42 @@ def launch_flags(cfg: dict, path: str) -> str:
             f"--speculative-adaptive-config {path} --speculative-num-steps {start}")
 
 
-def write(cfg: dict, path: str) -> str:
+def check(cfg: dict) -> None:
+    """The rules of SGLang 0.5.23's `_load_adaptive_config`: at least one digit-string key, each with a
+    non-empty list of non-negative int candidate_steps. A violation here is a bug of ours (AssertionError)."""
+    slots = {k: v for k, v in cfg.items() if k.isdigit()}
+    assert slots, f"adaptive config without a batch-size slot: {list(cfg)}"
+    for k, v in slots.items():
+        steps = v.get("candidate_steps") if isinstance(v, dict) else None
+        assert isinstance(steps, list) and steps and all(isinstance(s, int) and not isinstance(s, bool) and s >= 0
+                                                         for s in steps), f"slot {k}: candidate_steps {steps!r}"
+
+
+def render(cfg: dict) -> str:
+    lines = [f"  {json.dumps(k)}: {json.dumps(v, allow_nan=False)}" for k, v in cfg.items()]  # one slot a line
+    return "{\n" + ",\n".join(lines) + "\n}\n"
+
+
+def write(cfg: dict, path: str, sglang_check=None) -> str:
+    """Checked, then written atomically. `sglang_check(tmp_path)` (SGLang's own loader, from integration/)
+    runs on the temp file before it replaces `path`; it returns None or the reason SGLang refuses it."""
+    check(cfg)
     p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    lines = [f"  {json.dumps(k)}: {json.dumps(v)}" for k, v in cfg.items()]  # one slot a line
-    p.write_text("{\n" + ",\n".join(lines) + "\n}\n")
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+    os.close(fd)
+    try:
+        with open(tmp, "w") as fh:
+            fh.write(render(cfg))
+            fh.flush()
+            os.fsync(fh.fileno())
+        if sglang_check is not None:
+            why = sglang_check(tmp)
+            assert why is None, f"SGLang's _load_adaptive_config refuses the planned config: {why}"
+        os.replace(tmp, p)
+        tmp = None
+    except OSError as exc:
+        raise UserError(f"-o {path}: could not be written ({exc.strerror or exc}); nothing was replaced") from None
+    finally:
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)
     return str(p)

@@ -4,98 +4,126 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
-import json
 import sys
 
 from ..errors import UserError
+from ..validate import (ArgParser, atomic_write_text, check_output_file, float_flag, float_list_flag, int_flag,
+                        int_list_flag, read_json_object)
+from .acceptance import expected_tokens
 from . import adaptive, costs, profiles, sources
 from .model import search, settings
 
 EPILOG = """examples:
   sglang-kimi-eagle3 plan                                   # bundled default profile + its published acceptance
-  sglang-kimi-eagle3 plan --profile kimi-k2.5_8xh200_tp8 --acceptance 0.8,0.65,0.55
+  sglang-kimi-eagle3 plan --profile kimi-k2.5_8xh200_tp8 --acceptance-conditional 0.8,0.65,0.55
+  sglang-kimi-eagle3 plan --acceptance-cumulative 0.645,0.393,0.240   # vLLM's per-position rates
   sglang-kimi-eagle3 plan --bench run.json                  # measured acceptance and (with a baseline) measured costs
   sglang-kimi-eagle3 plan --list-profiles
 The model and its assumptions: docs/planner.md."""
 
 
-def _ints(text: str) -> list[int]:
-    out: list[int] = []
-    for part in text.split(","):
-        part = part.strip()
-        if "-" in part:
-            lo, hi = part.split("-", 1)
-            out += list(range(int(lo), int(hi) + 1))
-        elif part:
-            out.append(int(part))
-    if not out or any(v < 1 for v in out):
-        raise UserError(f"expected positive integers like '1,2,4' or '1-7', got {text!r}")
-    return sorted(set(out))
+MAX_STEPS, MAX_TOPK, MAX_DRAFT_TOKENS, MAX_BS = 64, 64, 1024, 1 << 20
+MAX_BATCH_SIZES = 1024  # adaptive-config slots
+MAX_EVALUATIONS = 2_000_000  # batch sizes x settings
 
 
-def _floats(text: str) -> list[float]:
-    try:
-        return [float(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise UserError(f"--acceptance wants comma-separated numbers like 0.8,0.7,0.6, got {text!r}") from None
+def _write_json(doc: dict, path: str) -> None:
+    import json
+
+    atomic_write_text(path, json.dumps(doc, indent=1, allow_nan=False) + "\n", "--json")
 
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="sglang-kimi-eagle3 plan", description=__doc__, epilog=EPILOG,
+def parser() -> ArgParser:
+    p = ArgParser(prog="sglang-kimi-eagle3 plan", description=__doc__, epilog=EPILOG,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     src = p.add_argument_group("acceptance (one of; default: the profile's published preset)")
-    src.add_argument("--acceptance", help="per-position acceptance alpha_1,alpha_2,... (topk 1)")
-    src.add_argument("--alpha", type=float, help="one i.i.d. acceptance rate for every position")
+    src.add_argument("--acceptance-conditional", metavar="A1,A2,...",
+                     help="per-position acceptance, conditional: alpha_i = P(draft i accepted | 1..i-1 accepted) (topk 1)")
+    src.add_argument("--acceptance-cumulative", metavar="P1,P2,...",
+                     help="per-position acceptance, cumulative: p_i = P(drafts 1..i all accepted), as vLLM reports it")
+    src.add_argument("--acceptance", metavar="A1,A2,...", help="same as --acceptance-conditional (prints both readings)")
+    src.add_argument("--alpha", help="one i.i.d. acceptance rate for every position")
     src.add_argument("--preset", help=f"published acceptance: {', '.join(sources.PRESETS)}")
     src.add_argument("--bench", help="a bench JSON: measured acceptance; with its baseline also measured costs")
     cst = p.add_argument_group("costs (default: --profile)")
     cst.add_argument("--profile", default=profiles.DEFAULT_PROFILE, help=f"bundled name or JSON path (default {profiles.DEFAULT_PROFILE})")
     cst.add_argument("--costs", help="measured cost table or kernel-benchmark JSON (docs/planner.md, 'Cost inputs')")
-    cst.add_argument("--draft-cost-ratio", type=float, help="Leviathan's c: draft pass / target pass, constant")
-    cst.add_argument("--context", type=int, help="context tokens per request for the profile model")
+    cst.add_argument("--draft-cost-ratio", help="Leviathan's c: draft pass / target pass, constant")
+    cst.add_argument("--context", help="context tokens per request for the profile model")
     sp = p.add_argument_group("search space")
-    sp.add_argument("--steps", default="1-7", help="speculative steps to try (default 1-7)")
+    sp.add_argument("--steps", default="1-7", help=f"speculative steps to try (default 1-7, at most {MAX_STEPS})")
     sp.add_argument("--topk", default="1", help="topk values (>1 needs acceptance measured for that tree)")
     sp.add_argument("--draft-tokens", help="draft-token counts for topk > 1")
     sp.add_argument("--batch-sizes", default="1,2,4,8,16,32,64,128", help="batch sizes (adaptive-config keys)")
-    sp.add_argument("--tolerance", type=float, default=0.97, help="keep steps within this fraction of the best (default 0.97)")
+    sp.add_argument("--tolerance", default="0.97", help="keep steps within this fraction of the best, in (0, 1] (default 0.97)")
     out = p.add_argument_group("output")
     out.add_argument("-o", "--output", default="speculative-adaptive-config.json", help="adaptive config path")
     out.add_argument("--json", help="also write every prediction here")
     out.add_argument("--plot", help="PNG of predicted speedup vs batch size (needs the 'plot' extra)")
     out.add_argument("--explain", action="store_true", help="list the profile's numbers with their sources")
+    out.add_argument("--force", action="store_true", help="replace an existing -o file that `plan` did not write")
+    out.add_argument("--no-sglang-check", action="store_true",
+                     help="skip confirming -o with SGLang's own loader (saves importing SGLang; the same rules are "
+                          "always checked)")
     p.add_argument("--list-profiles", action="store_true", help="list bundled hardware profiles and exit")
     return p
 
 
 def _acceptance(a, profile, bench_doc):
-    given = [x for x in ("acceptance", "alpha", "preset", "bench") if getattr(a, x) is not None]
+    names = {"acceptance": "--acceptance", "acceptance_conditional": "--acceptance-conditional",
+             "acceptance_cumulative": "--acceptance-cumulative", "alpha": "--alpha", "preset": "--preset",
+             "bench": "--bench"}
+    given = [f for x, f in names.items() if getattr(a, x) is not None]
     if len(given) > 1:
-        raise UserError(f"give one acceptance source, got --{' and --'.join(given)}")
-    if a.acceptance:
-        return sources.from_numbers(_floats(a.acceptance))
+        raise UserError(f"give one acceptance source, got {' and '.join(given)}")
+    if a.acceptance_cumulative is not None:
+        return sources.from_cumulative(float_list_flag(a.acceptance_cumulative, "--acceptance-cumulative", 0, 1))
+    for flag in ("acceptance_conditional", "acceptance"):
+        text = getattr(a, flag)
+        if text is not None:
+            vals = float_list_flag(text, names[flag], 0, 1)
+            acc = sources.from_numbers(vals, names[flag])
+            if flag == "acceptance":
+                cum = 1.0 + sum(vals) if all(b <= a_ + 1e-12 for a_, b in zip(vals, vals[1:])) else None
+                print(f"note: --acceptance read as CONDITIONAL rates (tau {expected_tokens(vals):.2f})"
+                      + (f"; if they are cumulative per-position rates (vLLM's convention), "
+                         f"--acceptance-cumulative gives tau {cum:.2f}" if cum is not None else ""), file=sys.stderr)
+            return acc
     if a.alpha is not None:
-        return sources.from_numbers([a.alpha])
+        return sources.from_numbers([float_flag(a.alpha, "--alpha", 0, 1)], "--alpha")
     if bench_doc is not None:
         return sources.from_bench(bench_doc, a.bench)
     name = a.preset or (profile.acceptance_preset if profile else None)
     if not name:
-        raise UserError("no acceptance given: pass --acceptance, --alpha, --preset or --bench")
+        raise UserError("no acceptance given: pass --acceptance-conditional, --acceptance-cumulative, --alpha, "
+                        "--preset or --bench")
     return sources.from_preset(name)
 
 
 def _cost(a, profile, bench_doc):
     if a.draft_cost_ratio is not None:
-        return costs.leviathan(a.draft_cost_ratio)
+        return costs.leviathan(float_flag(a.draft_cost_ratio, "--draft-cost-ratio", 0))
     if a.costs:
-        try:
-            with open(a.costs) as f:
-                return costs.from_table(json.load(f), a.costs)
-        except (OSError, json.JSONDecodeError) as exc:
-            raise UserError(f"--costs {a.costs}: cannot read ({exc})") from None
+        doc = read_json_object(a.costs, "give a cost table (docs/planner.md, 'Cost inputs')", "cost table")
+        return costs.from_table(doc, a.costs)
     if bench_doc is not None and any(lv.get("baseline") for lv in bench_doc["levels"]):
         return costs.from_bench(bench_doc["levels"], sources.bench_setting(bench_doc)[0], a.bench)
-    return costs.from_profile(profile, a.context)
+    ctx = int_flag(a.context, "--context", 0, 10_000_000) if a.context is not None else None
+    return costs.from_profile(profile, ctx)
+
+
+def _check_output(path: str, force: bool) -> None:
+    """-o must be writable; an existing file is replaced only if `plan` wrote it (or with --force)."""
+    p = check_output_file(path, "-o")
+    if not p.exists() or force:
+        return
+    try:
+        old = read_json_object(p)
+    except UserError:
+        old = {}
+    if "_generated_by" not in old:
+        raise UserError(f"-o {path}: exists and was not written by `plan`; pass --force to replace it, or choose "
+                        "another -o")
 
 
 def main(argv: list[str]) -> int:
@@ -104,27 +132,48 @@ def main(argv: list[str]) -> int:
         for n in profiles.names():
             print(f"{n:32s} {profiles.load(n).title}")
         return 0
+    # every input checked before any computing
+    tolerance = float_flag(a.tolerance, "--tolerance", 0, 1, lo_open=True)
+    bss = int_list_flag(a.batch_sizes, "--batch-sizes", 1, MAX_BS, max_items=MAX_BATCH_SIZES)
+    steps = int_list_flag(a.steps, "--steps", 1, MAX_STEPS, max_items=MAX_STEPS)
+    topks = int_list_flag(a.topk, "--topk", 1, MAX_TOPK, max_items=MAX_TOPK)
+    dts = int_list_flag(a.draft_tokens, "--draft-tokens", 2, MAX_DRAFT_TOKENS, max_items=256) if a.draft_tokens else None
+    space = settings(steps, topks, dts)
+    if not space:
+        raise UserError(f"no (steps, topk, draft tokens) setting is possible: --draft-tokens must lie in (steps, "
+                        f"topk x steps + 1] for --steps {a.steps} --topk {a.topk}")
+    if len(bss) * len(space) > MAX_EVALUATIONS:
+        raise UserError(f"{len(bss)} batch sizes x {len(space)} settings is more than the planner searches "
+                        f"({MAX_EVALUATIONS}); narrow --batch-sizes, --steps, --topk or --draft-tokens")
+    _check_output(a.output, a.force)
+    if a.json:
+        check_output_file(a.json, "--json")
+    if a.plot:
+        check_output_file(a.plot, "--plot")
     profile = profiles.load(a.profile)
     bench_doc = sources.load_bench(a.bench) if a.bench else None
     acc = _acceptance(a, profile, bench_doc)
     cost = _cost(a, profile, bench_doc)
-    bss = _ints(a.batch_sizes)
-    space = settings(_ints(a.steps), _ints(a.topk), _ints(a.draft_tokens) if a.draft_tokens else None)
     plan, skipped = search(acc, cost, bss, space)
     prov = {"command": "sglang-kimi-eagle3 plan " + " ".join(argv), "date": _dt.date.today().isoformat(),
-            "acceptance": acc.source, "costs": cost.name, "tolerance": a.tolerance,
+            "acceptance": acc.source, "costs": cost.name, "tolerance": tolerance,
             "note": "predictions, not measurements; see docs/planner.md"}
-    cfg = adaptive.adaptive_config(plan, a.tolerance, prov)
-    path = adaptive.write(cfg, a.output)
+    cfg = adaptive.adaptive_config(plan, tolerance, prov)
+    loader = None
+    if not a.no_sglang_check:
+        from ..integration.adaptive_check import sglang_loader  # the only SGLang import, lazy
+
+        loader = sglang_loader()
+    path = adaptive.write(cfg, a.output, loader)
     from .report import print_plan
 
     print_plan(plan, cfg, acc, cost, profile if cost.name.startswith("profile") else None, skipped, a.explain)
-    print(f"\nwrote {path}\nlaunch flags: {adaptive.launch_flags(cfg, path)}")
+    checked = "SGLang's own _load_adaptive_config accepts it" if loader else "checked against SGLang's rules"
+    print(f"\nwrote {path} ({checked})\nlaunch flags: {adaptive.launch_flags(cfg, path)}")
     if a.json:
         doc = {**prov, "batch_sizes": {str(bs): {"best": best.as_dict(), "all": [p.as_dict() for p in preds]}
                                        for bs, (preds, best) in plan.items()}, "adaptive_config": cfg}
-        with open(a.json, "w") as f:
-            json.dump(doc, f, indent=1)
+        _write_json(doc, a.json)
         print(f"wrote {a.json}")
     if a.plot:
         from .plot import plot_plan

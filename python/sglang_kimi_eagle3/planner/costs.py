@@ -11,10 +11,12 @@ They come from a hardware profile (`from_profile`), a measured table or kernel-b
 from __future__ import annotations
 
 import bisect
+import math
 from dataclasses import dataclass, field
 from typing import Callable
 
 from ..errors import UserError
+from ..validate import check_float, check_int, show
 from .profiles import Hardware, PassModel, Profile
 
 Fn = Callable[[int, int], float]
@@ -72,16 +74,35 @@ def from_profile(p: Profile, ctx: int | None = None) -> CostModel:
 
 def leviathan(c: float) -> CostModel:
     """Leviathan et al.'s model: a target pass costs 1 whatever n, a draft pass costs c, verify is free."""
+    if not isinstance(c, (int, float)) or not math.isfinite(c) or c < 0:
+        raise UserError(f"--draft-cost-ratio {c!r}: expected a finite number >= 0 (draft pass / target pass)")
     return CostModel(f"Leviathan constant ratio c = {c}", lambda bs, n: 1.0, lambda bs, n: c, lambda bs, n: 0.0)
 
 
-def _grid_fn(table: dict, what: str) -> Fn:
-    """{bs: {n: us}} or {bs: us} -> f(bs, n), piecewise-linear in n then in bs."""
+def _key(k, source: str, where: str) -> float:
+    try:
+        v = float(k)
+    except (TypeError, ValueError):
+        v = float("nan")
+    if not math.isfinite(v) or v < 1:
+        raise UserError(f"{source}: field {where!r} has key {k!r}; expected a batch size / token count >= 1")
+    return v
+
+
+def _grid_fn(table, what: str, source: str) -> Fn:
+    """{bs: {n: us}} or {bs: us} -> f(bs, n), piecewise-linear in n then in bs. Every key and value checked."""
+    if not isinstance(table, dict) or not table:
+        raise UserError(f"{source}: field {what!r} = {show(table)}; expected a non-empty object {{bs: {{n: us}} | us}}")
     rows = {}
     for bs, v in table.items():
-        rows[float(bs)] = {float(n): float(us) for n, us in v.items()} if isinstance(v, dict) else {1.0: float(v)}
-    if not rows:
-        raise UserError(f"cost table: '{what}' has no rows")
+        b = _key(bs, source, what)
+        if isinstance(v, dict):
+            if not v:
+                raise UserError(f"{source}: field '{what}.{bs}' is empty; expected {{n: us}}")
+            rows[b] = {_key(n, source, f"{what}.{bs}"): check_float(us, source, f"{what}.{bs}.{n}", lo=0)
+                       for n, us in v.items()}
+        else:
+            rows[b] = {1.0: check_float(v, source, f"{what}.{bs}", lo=0)}
     return lambda bs, n: interp({b: interp(r, n) for b, r in rows.items()}, bs)
 
 
@@ -89,20 +110,33 @@ def from_table(doc: dict, source: str) -> CostModel:
     """Measured costs. Either {"target_us": {bs: {n: us}}, "draft_us": {bs: {n: us} | us}, "verify_us": ...}
     or a kernel-benchmark file (benchmark/kernels/harness.py) whose rows have op in
     {"target_pass", "draft_pass", "verify"}, shape {"bs": .., "n": ..} and "us"."""
+    if not isinstance(doc, dict):
+        raise UserError(f"{source}: expected a JSON object, found {show(doc)}")
     if "rows" in doc:
         tables: dict[str, dict] = {"target_us": {}, "draft_us": {}, "verify_us": {}}
         key = {"target_pass": "target_us", "draft_pass": "draft_us", "verify": "verify_us"}
-        for r in doc["rows"]:
+        rows = doc["rows"]
+        if not isinstance(rows, list):
+            raise UserError(f"{source}: field 'rows' = {show(rows)}; expected a list of benchmark rows")
+        for i, r in enumerate(rows):
+            if not isinstance(r, dict):
+                raise UserError(f"{source}: field 'rows[{i}]' = {show(r)}; expected an object")
             if r.get("op") in key and r.get("us") is not None:
                 shape = r.get("shape", {})
-                tables[key[r["op"]]].setdefault(shape.get("bs", 1), {})[shape.get("n", 1)] = r["us"]
+                if not isinstance(shape, dict):
+                    raise UserError(f"{source}: field 'rows[{i}].shape' = {show(shape)}; expected an object")
+                bs = check_int(shape.get("bs", 1), source, f"rows[{i}].shape.bs", lo=1)
+                n = check_int(shape.get("n", 1), source, f"rows[{i}].shape.n", lo=1)
+                tables[key[r["op"]]].setdefault(bs, {})[n] = check_float(r["us"], source, f"rows[{i}].us", lo=0)
         doc = {k: v for k, v in tables.items() if v}
     if "target_us" not in doc or "draft_us" not in doc:
         raise UserError(f"{source}: a cost table needs 'target_us' and 'draft_us' (or harness rows with op target_pass/draft_pass)")
-    verify = _grid_fn(doc["verify_us"], "verify_us") if doc.get("verify_us") else (lambda bs, n: 0.0)
+    verify = _grid_fn(doc["verify_us"], "verify_us", source) if doc.get("verify_us") else (lambda bs, n: 0.0)
     notes = [] if doc.get("verify_us") else ["no verify_us in the table: verify kernels counted as free"]
-    return CostModel(f"measured table {source}", _grid_fn(doc["target_us"], "target_us"), _grid_fn(doc["draft_us"], "draft_us"),
-                     verify, notes)
+    target = _grid_fn(doc["target_us"], "target_us", source)
+    if not all(target(b, 1) > 0 for b in (1, 8, 64)):
+        raise UserError(f"{source}: 'target_us' gives 0 us for a plain decode pass; expected measured times > 0")
+    return CostModel(f"measured table {source}", target, _grid_fn(doc["draft_us"], "draft_us", source), verify, notes)
 
 
 def from_bench(levels: list[dict], steps: int, source: str) -> CostModel:

@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from .acceptance import expected_tokens, extend_alphas
+from ..errors import UserError
 from .costs import CostModel
 
 
@@ -67,11 +68,17 @@ def round_us(cost: CostModel, bs: int, steps: int, topk: int, n: int) -> float:
 def predict(alphas: list[float], steps: int, cost: CostModel, bs: int, topk: int = 1, n: int | None = None,
             extrapolated: bool = False) -> Prediction:
     base = cost.target_us(bs, 1)
+    if not base > 0 or base != base or base == float("inf"):
+        raise UserError(f"costs ({cost.name}) give {base!r} us for a plain decode pass at batch size {bs}; "
+                        "expected a finite time > 0 - check the profile or cost table")
     if steps == 0:
         return Prediction(bs, 0, 1, 1, 1.0, base, base, 1.0)
     n = steps + 1 if n is None else n  # topk 1: a chain verifies the steps drafts + the last token
     tau = expected_tokens(alphas[:steps])
     spec = round_us(cost, bs, steps, topk, n)
+    if not spec > 0 or spec == float("inf"):
+        raise UserError(f"costs ({cost.name}) give {spec!r} us for a speculation round at batch size {bs}, "
+                        f"steps {steps}; expected a finite time > 0")
     return Prediction(bs, steps, topk, n, tau, base, spec, tau * base / spec, extrapolated)
 
 

@@ -28,6 +28,12 @@ def plot_plan(plan, path: str, subtitle: str) -> str:
     ax.legend(fontsize=7, ncol=2)
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    import io
+
+    from ..validate import atomic_write_bytes
+
+    buf = io.BytesIO()
+    fig.savefig(buf, dpi=120, format="png")
     plt.close(fig)
+    atomic_write_bytes(path, buf.getvalue(), "--plot")
     return f"wrote {path}"

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ..configs import read_json
 from ..errors import UserError
+from ..validate import check_float, check_int, show
 
 DIR = Path(__file__).parent / "profiles"
 DEFAULT_PROFILE = "kimi-k2.5_8xrtxpro6000_tp8"  # the embedded default deployment (profiles/__init__.py)
@@ -72,34 +73,71 @@ def names() -> list[str]:
     return sorted(p.stem for p in DIR.glob("*.json"))
 
 
-def _number(doc: dict, key: str, where: str, prov: dict, path: str):
+# key -> (lowest allowed, open at the bottom?, highest allowed): a profile number outside is unusable input
+_RANGES = {"mem_GBps": (0, True, None), "mem_efficiency": (0, True, 1), "bf16_tflops": (0, True, None),
+           "compute_efficiency": (0, True, 1), "allreduce_GBps": (0, True, None)}
+
+
+def _number(doc, key: str, where: str, prov: dict, path: str):
+    if not isinstance(doc, dict):
+        raise UserError(f"{path}: section {where!r} = {show(doc)}; expected an object")
     node = doc.get(key)
     if not isinstance(node, dict) or "value" not in node:
         raise UserError(f"{path}: {where}.{key} is missing or not {{'value': ..., 'source'|'assumption': ...}}")
     src, ass = node.get("source"), node.get("assumption")
-    if bool(src) == bool(ass):
-        raise UserError(f"{path}: {where}.{key} must carry exactly one non-empty 'source' or 'assumption'")
+    if bool(src) == bool(ass) or not isinstance(src or ass, str):
+        raise UserError(f"{path}: {where}.{key} must carry exactly one non-empty 'source' or 'assumption' string")
     prov[f"{where}.{key}"] = f"source: {src}" if src else f"ASSUMPTION: {ass}"
     return node["value"]
 
 
+def _float(doc, key: str, where: str, prov: dict, path: str) -> float:
+    lo, lo_open, hi = _RANGES.get(key, (0, False, None))  # default: a finite number >= 0
+    return check_float(_number(doc, key, where, prov, path), path, f"{where}.{key}.value", lo=lo, hi=hi,
+                       lo_open=lo_open, fix="fix the profile")
+
+
+def _verify_table(value, path: str) -> dict[int, float]:
+    where = "verify_us.value"
+    if not isinstance(value, dict) or not value:
+        raise UserError(f"{path}: field {where!r} = {show(value)}; expected a non-empty object {{verified tokens: us}}")
+    out = {}
+    for k, v in value.items():
+        if not str(k).isdigit() or int(k) < 1:
+            raise UserError(f"{path}: field {where!r} has key {k!r}; expected positive token counts such as \"32\"")
+        out[int(k)] = check_float(v, path, f"{where}.{k}", lo=0)
+    return out
+
+
 def load(name_or_path: str) -> Profile:
-    """A bundled profile by name (see `names()`) or a profile JSON file by path."""
+    """A bundled profile by name (see `names()`) or a profile JSON file by path; every number checked."""
     p = DIR / f"{name_or_path}.json"  # a bundled name first (names contain dots: "kimi-k2.5_...")
     if not p.is_file():
         p = Path(name_or_path)
-    if not p.is_file():
+    if not p.exists() and not p.is_symlink():
         raise UserError(f"hardware profile {name_or_path!r} not found; bundled: {', '.join(names())} (or pass a JSON path)")
     doc = read_json(p)
     prov: dict[str, str] = {}
     path = str(p)
-    try:
-        hw = Hardware(**{k: float(_number(doc["hardware"], k, "hardware", prov, path)) for k in _HW_KEYS})
-        target = PassModel(**{k: float(_number(doc["target"], k, "target", prov, path)) for k in _PASS_KEYS})
-        draft = PassModel(**{k: float(_number(doc["draft"], k, "draft", prov, path)) for k in _PASS_KEYS})
-    except KeyError as exc:
-        raise UserError(f"{path}: section {exc} is missing (needs hardware, target, draft)") from None
-    verify = {int(k): float(v) for k, v in _number(doc, "verify_us", "profile", prov, path).items()}
-    ctx = int(_number(doc, "context_tokens", "profile", prov, path))
-    return Profile(doc.get("name", p.stem), doc.get("title", ""), hw, target, draft, verify, ctx,
-                   doc.get("acceptance_preset"), prov, path)
+    for sec in ("hardware", "target", "draft"):
+        if sec not in doc:
+            raise UserError(f"{path}: section '{sec}' is missing (needs hardware, target, draft)")
+    hw = Hardware(**{k: _float(doc["hardware"], k, "hardware", prov, path) for k in _HW_KEYS})
+    target = PassModel(**{k: _float(doc["target"], k, "target", prov, path) for k in _PASS_KEYS})
+    draft = PassModel(**{k: _float(doc["draft"], k, "draft", prov, path) for k in _PASS_KEYS})
+    for role, m in (("target", target), ("draft", draft)):
+        if m.experts and m.experts_per_token > m.experts:
+            raise UserError(f"{path}: {role}.experts_per_token {m.experts_per_token:g} > {role}.experts {m.experts:g}")
+        if m.experts_per_token and not m.experts:
+            raise UserError(f"{path}: {role}.experts_per_token {m.experts_per_token:g} with {role}.experts 0")
+    verify = _verify_table(_number(doc, "verify_us", "profile", prov, path), path)
+    ctx = check_int(_number(doc, "context_tokens", "profile", prov, path), path, "context_tokens.value", lo=0)
+    name = doc.get("name", p.stem)
+    title = doc.get("title", "")
+    preset = doc.get("acceptance_preset")
+    for k, v in (("name", name), ("title", title)):
+        if not isinstance(v, str):
+            raise UserError(f"{path}: field {k!r} = {show(v)}; expected a string")
+    if preset is not None and not isinstance(preset, str):
+        raise UserError(f"{path}: field 'acceptance_preset' = {show(preset)}; expected a preset name or null")
+    return Profile(name, title, hw, target, draft, verify, ctx, preset, prov, path)

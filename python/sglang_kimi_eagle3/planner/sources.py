@@ -6,11 +6,8 @@ the i.i.d. alpha with the same tau at the same depth (an assumption, stated in i
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from ..configs import read_json
 from ..errors import UserError
-from .acceptance import alpha_from_tau, alphas_from_histogram
+from .acceptance import alpha_from_tau, alphas_from_histogram, expected_tokens
 from .model import Acceptance
 
 # name -> (tau, at steps, source). tau counts the bonus token (SGLang's spec_accept_length).
@@ -33,17 +30,35 @@ def from_preset(name: str) -> Acceptance:
                            f"from tau {tau:.2f} at {steps} steps; {src}")
 
 
-def from_numbers(alphas: list[float]) -> Acceptance:
-    if not alphas or any(not 0.0 <= a <= 1.0 for a in alphas):
-        raise UserError(f"--acceptance wants per-position acceptance values in [0, 1], got {alphas}")
-    return Acceptance(list(alphas), f"given per position: {', '.join(f'{a:.3f}' for a in alphas)}")
+def from_numbers(alphas: list[float], flag: str = "--acceptance-conditional") -> Acceptance:
+    """Conditional per-position acceptance alpha_i = P(draft i accepted | 1..i-1 accepted)."""
+    if not alphas or any(not isinstance(a, (int, float)) or not 0.0 <= a <= 1.0 for a in alphas):
+        raise UserError(f"{flag} wants per-position acceptance values in [0, 1], got {alphas}")
+    tau = expected_tokens(alphas)
+    return Acceptance(list(alphas), f"given per position, conditional: {', '.join(f'{a:.3f}' for a in alphas)} "
+                                    f"(tau {tau:.2f} at {len(alphas)} steps)")
+
+
+def from_cumulative(reach: list[float], flag: str = "--acceptance-cumulative") -> Acceptance:
+    """Cumulative per-position acceptance p_i = P(drafts 1..i all accepted) (vLLM's per-position rates).
+
+    alpha_1 = p_1, alpha_i = p_i / p_(i-1): tau = 1 + sum p_i either way (0.645,0.393,0.240 -> 2.28)."""
+    if not reach or any(not isinstance(p, (int, float)) or not 0.0 <= p <= 1.0 for p in reach):
+        raise UserError(f"{flag} wants per-position acceptance values in [0, 1], got {reach}")
+    if any(b > a + 1e-12 for a, b in zip(reach, reach[1:])):
+        raise UserError(f"{flag} {','.join(f'{p:g}' for p in reach)}: cumulative rates P(first i drafts accepted) "
+                        "cannot rise with i; if these are conditional rates, pass them as --acceptance-conditional")
+    alphas = [reach[0]] + [b / a if a > 0 else 0.0 for a, b in zip(reach, reach[1:])]
+    tau = 1.0 + sum(reach)
+    return Acceptance(alphas, f"given per position, cumulative {', '.join(f'{p:.3f}' for p in reach)} -> conditional "
+                              f"{', '.join(f'{a:.3f}' for a in alphas)} (tau {tau:.2f} at {len(reach)} steps)")
 
 
 def load_bench(path: str) -> dict:
-    doc = read_json(Path(path), f"write one with `sglang-kimi-eagle3 bench --json {path}`")
-    if "levels" not in doc:
-        raise UserError(f"{path}: not a bench JSON (no 'levels'; written by `sglang-kimi-eagle3 bench --json`)")
-    return doc
+    """A bench JSON, every number the planner uses checked (bench/document.py)."""
+    from ..bench.document import load
+
+    return load(path, "--bench")
 
 
 def bench_setting(doc: dict) -> tuple[int, int, int]:
