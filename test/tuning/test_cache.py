@@ -107,3 +107,14 @@ def test_unreadable_table_is_a_note_not_a_crash(tune_dir):
     p.write_text("{not json")
     arch.load_table.cache_clear()
     assert "unreadable" in arch.load_table(H200, SM90)["origin"]
+
+
+def test_retuning_replaces_only_the_shapes_it_measured():
+    r = lambda bs, cfg: {"min_bs": bs, "max_bs": bs, "min_rows": 4000, "max_rows": 4000, "config": cfg}  # noqa: E731
+    old = {"default": {}, "rules": [r(1, {"a": 1}), r(8, {"a": 8})], "wins": ["bs1", "bs8"],
+           "measured": {"bs1": {"us": 1}, "bs8": {"us": 8}}}
+    new = {"default": {}, "rules": [r(8, {"a": 80})], "wins": [], "measured": {"bs8": {"us": 80}}}
+    m = cache.merge_op(old, new)
+    assert m["rules"] == [r(8, {"a": 80}), r(1, {"a": 1})]
+    assert m["wins"] == ["bs1"] and m["measured"] == {"bs1": {"us": 1}, "bs8": {"us": 80}}
+    assert cache.merge_op(None, new) is new

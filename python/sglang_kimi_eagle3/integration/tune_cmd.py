@@ -257,6 +257,7 @@ def run(shapes: TuneShapes, todo: list[dict], title: str, ours: dict, command: s
              "torch": torch.__version__, "source": f"{command}; wins: exact and ours < {WIN_MARGIN} x SGLang in the same run",
              "deployment": title, "shapes": shapes.describe(),
              "ops": dict(old["ops"]) if old else {}}
+    previous = dict(table["ops"])  # a fresh table of this GPU: re-measured shapes replace theirs
     print(f"GPU: {name} (sm{cc[0]}{cc[1]}, {sms} SMs), driver {env['driver']}, torch {torch.__version__}, "
           f"triton {triton.__version__}; table -> {path}")
     rows, gemv_best, t0 = [], {}, time.perf_counter()
@@ -274,11 +275,12 @@ def run(shapes: TuneShapes, todo: list[dict], title: str, ours: dict, command: s
                 spec["wins"].append(m["key"])
             last = i + 1 == len(todo) or todo[i + 1]["op"] != m["op"]
             if last:  # write after each op: Ctrl-C keeps what finished
-                table["ops"][m["op"]] = spec
+                table["ops"][m["op"]] = cache.merge_op(previous.get(m["op"]), spec)
                 cache.write_atomic(path, table)
         _progress(len(todo), len(todo), f"done in {time.perf_counter() - t0:.0f} s")
     except KeyboardInterrupt:
-        table["ops"].update(ops_done)  # the op in progress too: its finished shapes
+        for op, spec in ops_done.items():  # the op in progress too: its finished shapes
+            table["ops"][op] = cache.merge_op(previous.get(op), spec)
         cache.write_atomic(path, table)
         print(f"interrupted: kept the ops that finished in {path}", file=sys.stderr)
         raise

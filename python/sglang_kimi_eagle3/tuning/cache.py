@@ -163,3 +163,18 @@ def describe_bundled(path: Path, data: dict) -> str:
 def describe_user(path: Path, table: dict) -> str:
     return (f"user-tuned {path} (measured on {table.get('device')}, {table.get('date') or 'undated'}, "
             f"driver {table.get('driver') or '?'}, triton {table.get('triton') or '?'})")
+
+
+def merge_op(old: dict | None, new: dict) -> dict:
+    """One op of a user table re-tuned: the new run's shapes replace the same shapes of the old
+    (rules with the same bounds, wins and measurements of the same keys); other shapes stay, so
+    tuning a second deployment on the same GPU adds to the table."""
+    if not old:
+        return new
+    bounds = lambda r: json.dumps({k: v for k, v in r.items() if k != "config"}, sort_keys=True)  # noqa: E731
+    fresh = {bounds(r) for r in new.get("rules", [])}
+    measured = set(new.get("measured", {}))
+    return {"default": new.get("default") or old.get("default", {}),
+            "rules": list(new.get("rules", [])) + [r for r in old.get("rules", []) if bounds(r) not in fresh],
+            "wins": [w for w in old.get("wins", []) if w not in measured] + list(new.get("wins", [])),
+            "measured": {**old.get("measured", {}), **new.get("measured", {})}}
