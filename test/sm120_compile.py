@@ -4,7 +4,14 @@ Shared by test/ops/test_sm120_compile_*.py. Each test module lists its (name, ke
 constexprs, 16-byte-divisible args, options) cases and runs `compile_cases` in a fresh interpreter
 without TRITON_INTERPRET (the test session runs Triton in interpreter mode, where nothing compiles).
 Limits checked (RTX PRO 6000 Blackwell / RTX 5090): <= 99 KB shared memory per block, no wgmma /
-tcgen05 (SM120 has neither), ptxas succeeds with zero spill bytes.
+tcgen05 (SM120 has neither), ptxas succeeds, and spill bytes within SPILL_BUDGET for the installed
+Triton version.
+
+Spills depend on the Triton version (its register allocation hints and PTX differ), not only on our
+code: with triton 3.8 (what sglang 0.5.23 pins) every kernel assembles with zero spill bytes; with
+triton 3.6 (the lent H200's image) ptxas reported 8-byte spills for two kernels. SPILL_BUDGET records
+what was measured per version; a version not listed gets the strict budget (zero) and the failure
+message names the version, so a new Triton shows up as a decision to make, not as noise.
 """
 
 from __future__ import annotations
@@ -16,11 +23,19 @@ import subprocess
 import sys
 from pathlib import Path
 
+import fnmatch
+
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
 SMEM_LIMIT = 99 * 1024
+TRITON_VERSION = ".".join(triton.__version__.split(".")[:2])
+# triton major.minor -> {kernel-case name pattern: allowed spill bytes (stores or loads)}; others: 0.
+SPILL_BUDGET = {
+    "3.8": {},  # sglang 0.5.23's pin: no spills anywhere (2026-11-30, CPU)
+    "3.6": {"row_topk-*-mode2-k8-*": 8, "fused-*": 8},  # lent H200 image, 2026-11-30: 8 B in two kernels
+}
 TARGET = GPUTarget("cuda", 120, 32)
 PTXAS = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas-blackwell"  # Triton's ptxas for sm >= 100
 
@@ -61,4 +76,12 @@ def assert_fits_sm120(name: str, r: dict) -> None:
     assert r["shared"] <= SMEM_LIMIT, f"{name}: {r['shared']} B shared > {SMEM_LIMIT}"
     assert "wgmma" not in r["mma"] and "tcgen05" not in r["mma"], f"{name}: {r['mma']} in SM120 PTX"
     assert r["ptxas_rc"] == 0, f"{name}: ptxas failed:\n{r['log']}"
-    assert r["spills"] and not any(r["spills"]), f"{name}: register spills (or no ptxas -v report):\n{r['log']}"
+    assert r["spills"], f"{name}: no ptxas -v spill report:\n{r['log']}"
+    assert max(r["spills"]) <= spill_budget(name), (
+        f"{name}: {max(r['spills'])} spill bytes > {spill_budget(name)} allowed for triton {TRITON_VERSION} "
+        f"(SPILL_BUDGET in test/sm120_compile.py):\n{r['log']}")
+
+
+def spill_budget(name: str, version: str = TRITON_VERSION) -> int:
+    """Spill bytes allowed for kernel case `name` under triton `version` (0 unless measured and listed)."""
+    return max([b for pat, b in SPILL_BUDGET.get(version, {}).items() if fnmatch.fnmatch(name, pat)], default=0)

@@ -7,13 +7,16 @@ import torch
 
 from sglang_kimi_eagle3.ops.argmax_verify import argmax_verify_greedy, argmax_verify_greedy_ref
 from sglang_kimi_eagle3.ops.verify_greedy import random_tree_parents, tree_from_parents
+from kernel_device import device, on
+
+DEV = device()
 
 SENTINEL = -7  # predicts entries the walk must not touch keep this
 
 
 def outputs(bs, n, s):
-    return (torch.full((bs * n,), SENTINEL, dtype=torch.int32), torch.full((bs, s), -1, dtype=torch.int32),
-            torch.full((bs,), SENTINEL, dtype=torch.int32))
+    return on(torch.full((bs * n,), SENTINEL, dtype=torch.int32), torch.full((bs, s), -1, dtype=torch.int32),
+              torch.full((bs,), SENTINEL, dtype=torch.int32))
 
 
 def assert_same(ref, ours):
@@ -38,7 +41,7 @@ def case(seed, bs, n, topk, depth, vocab, dtype=torch.float32, p_match=0.7):
     am = torch.argmax(logits, -1)
     cand = torch.tensor([[int(am[b * n + parents[b][i]]) if i and rng.random() < p_match else rng.randrange(vocab)
                           for i in range(n)] for b in range(bs)], dtype=torch.int64)
-    return cand, ridx, nxt, sib, logits, depth + 1
+    return (*on(cand, ridx, nxt, sib, logits), depth + 1)
 
 
 def run_both(cand, ridx, nxt, sib, logits, s, config):
@@ -61,9 +64,9 @@ def all_accept_chain(logits, n):
     predicts holds argmax(row) for every row and the test sees each one."""
     rows = logits.shape[0]
     bs = rows // n
-    ridx, nxt, sib = tree_from_parents([[-1] + list(range(n - 1))] * bs)
+    ridx, nxt, sib = tree_from_parents([[-1] + list(range(n - 1))] * bs, device=logits.device)
     am = torch.argmax(logits, -1).reshape(bs, n)
-    cand = torch.zeros((bs, n), dtype=torch.int64)
+    cand = torch.zeros((bs, n), dtype=torch.int64, device=logits.device)
     cand[:, 1:] = am[:, :-1]
     return cand, ridx, nxt, sib
 
@@ -88,7 +91,7 @@ def test_argmax_semantics_ties_nan_inf_signed_zero(dtype, config):
     x[7, 40] = 0.0  # -> 2
     x[8, vocab - 1] = 50.0  # last column (vocab not a multiple of the block)
     x[9] = float("nan")  # all NaN -> 0
-    logits = x.to(dtype)
+    logits = x.to(dtype).to(DEV)
     cand, ridx, nxt, sib = all_accept_chain(logits, n)
     ref, ours = outputs(3, n, n), outputs(3, n, n)
     argmax_verify_greedy_ref(*ref, cand, ridx, nxt, sib, logits)
@@ -101,15 +104,15 @@ def test_argmax_semantics_ties_nan_inf_signed_zero(dtype, config):
 
 def test_strided_rows_and_bs0():
     c = case(9, 3, 4, 1, 3, 64)
-    wide = torch.zeros(12, 80)
+    wide = torch.zeros(12, 80, device=DEV)
     wide[:, :64] = c[4]
     view = wide[:, :64]  # row stride 80
     ref, ours = outputs(3, 4, 4), outputs(3, 4, 4)
     argmax_verify_greedy_ref(*ref, *c[:4], view)
     argmax_verify_greedy(*ours, *c[:4], view, config=CONFIGS[1])
     assert_same(ref, ours)
-    e = torch.empty((0, 4), dtype=torch.int64)
-    argmax_verify_greedy(*outputs(0, 4, 4), e, e, e, e, torch.empty((0, 64)))
+    e = torch.empty((0, 4), dtype=torch.int64, device=DEV)
+    argmax_verify_greedy(*outputs(0, 4, 4), e, e, e, e, torch.empty((0, 64), device=DEV))
 
 
 def test_untouched_entries_keep_their_values():

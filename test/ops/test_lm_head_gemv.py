@@ -2,10 +2,14 @@
 
 import pytest
 import torch
+import triton
+import triton.language as tl
 
-from sglang_kimi_eagle3.ops.lm_head_gemv import lm_head_gemv, lm_head_gemv_ref, semaphores
+from sglang_kimi_eagle3.ops.lm_head_gemv import lm_head_gemv, lm_head_gemv_ref, round_16bit, semaphores
 
-DEV = "cuda" if torch.cuda.is_available() else "cpu"
+from kernel_device import device
+
+DEV = device()  # the session device (CUDA, else CPU + Triton interpreter)
 # (dtype, atol, rtol) for random data: one 16-bit rounding step of the output
 TOL = [(torch.bfloat16, 2e-2, 1.6e-2), (torch.float16, 2e-3, 2e-3)]
 # (bs, R, H, config): batch 0/1/odd, R not a multiple of BLOCK_R, H small / not a multiple of
@@ -30,7 +34,8 @@ def _exact_inputs(bs, R, H, dtype, gen):
 
 
 def _sems_clear():
-    return int(semaphores(torch.device(DEV), 1).abs().sum()) == 0
+    """The counters the kernels just used are back at 0 (the buffer they use: keyed like DEV)."""
+    return int(semaphores(DEV, 1).abs().sum()) == 0
 
 
 @pytest.mark.parametrize("bs,R,H,cfg", SHAPES)
@@ -71,9 +76,13 @@ def test_nan_and_inf_rows():
     h[1, 5] = float("nan")
     h[2, 7] = float("inf")
     h[3] = float("-inf")
-    out = lm_head_gemv(h, w, out_dtype=torch.float32, config={"BLOCK_K": 32, "PROGRAMS": 4})
-    torch.testing.assert_close(out, lm_head_gemv_ref(h, w, torch.float32), atol=1e-4, rtol=1e-4, equal_nan=True)
-    assert out[1].isnan().all() and not out[0].isnan().any()
+    for out_dtype, round_to in ((torch.float32, None), (torch.bfloat16, None), (torch.float32, torch.bfloat16)):
+        out = lm_head_gemv(h, w, out_dtype=out_dtype, round_to=round_to, config={"BLOCK_K": 32, "PROGRAMS": 4})
+        ref = lm_head_gemv_ref(h, w, out_dtype, round_to)
+        torch.testing.assert_close(out.float(), ref.float(), atol=1e-4 if round_to is None and out_dtype == torch.float32
+                                   else 2e-2, rtol=1e-4 if out_dtype == torch.float32 and round_to is None else 1.6e-2,
+                                   equal_nan=True)
+        assert out[1].isnan().all() and not out[0].isnan().any(), (out_dtype, round_to)
 
 
 def test_deterministic_across_calls():
@@ -100,3 +109,40 @@ def test_guards(bad):
         kwargs["out"] = torch.empty(2, 11, device=DEV)
     with pytest.raises(ValueError):
         lm_head_gemv(h, w, **kwargs)
+
+
+def test_semaphore_check_reads_the_kernels_buffer():
+    """_sems_clear must inspect the counters the kernels use ('cuda' and 'cuda:0' are one buffer), and
+    a counter left non-zero must be seen."""
+    h, w = _exact_inputs(3, 130, 64, torch.bfloat16, torch.Generator().manual_seed(2))
+    lm_head_gemv(h, w, config={"PROGRAMS": 3, "BLOCK_K": 32})
+    buf = semaphores(h.device, 1)
+    assert semaphores(torch.device(DEV.type), 1) is buf
+    buf[5] = 1
+    try:
+        assert not _sems_clear()
+    finally:
+        buf[5] = 0
+    assert _sems_clear()
+
+
+@triton.jit
+def _round_kernel(out_ptr, x_ptr, n, ROUND: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n)
+    tl.store(out_ptr + offs, round_16bit(x, ROUND), mask=offs < n)
+
+
+def test_round_16bit_keeps_every_nan():
+    """The GPU's canonical NaN (0x7FFFFFFF: what an MMA gives for inf * 0 or a NaN input) must stay NaN
+    through the bf16 rounding; it used to carry into the sign bit and come out as -0.0, so a compiled
+    lm_head_topk gave numbers for a NaN hidden row (issue 11). Other values round like torch's cast."""
+    bits = torch.tensor([0x7FFFFFFF, -1, 0x7FC00000, 0x7F800001, 0xFFC00000 - 2**32, 0x7F800000,
+                         0xFF800000 - 2**32, 0x3F800000, 0x3F808000, 0x3F818000, 0x7F7FFFFF, 0x00000001], dtype=torch.int64)
+    x = bits.to(torch.int32).view(torch.float32).to(DEV)
+    out = torch.empty_like(x)
+    _round_kernel[(1,)](out, x, x.numel(), ROUND=1, BLOCK=16)
+    ref = x.to(torch.bfloat16).float()
+    assert torch.equal(out.isnan(), x.isnan()), f"NaN lost: {out.tolist()}"
+    keep = ~x.isnan()
+    assert torch.equal(out[keep], ref[keep])

@@ -12,7 +12,9 @@ import torch
 from sglang_kimi_eagle3.ops.lm_head_gemv import semaphores
 from sglang_kimi_eagle3.ops.lm_head_topk import combine, lm_head_topk, lm_head_topk_ref
 
-DEV = "cuda" if torch.cuda.is_available() else "cpu"
+from kernel_device import device
+
+DEV = device()  # the session device (CUDA, else CPU + Triton interpreter)
 # (bs, R, H, config): bs 0/1/odd/two batch blocks, R not a multiple of BLOCK_R, H 7168 and small
 SHAPES = [
     (0, 40, 64, {}),
@@ -34,7 +36,8 @@ def _inputs(bs, R, H, dtype=torch.bfloat16, seed=0):
 
 
 def _sems_clear():
-    return int(semaphores(torch.device(DEV), 1).abs().sum()) == 0
+    """The counters the kernels just used are back at 0 (the buffer they use: keyed like DEV)."""
+    return int(semaphores(DEV, 1).abs().sum()) == 0
 
 
 @pytest.mark.parametrize("bs,R,H,cfg", SHAPES)

@@ -18,6 +18,9 @@ from scipy import stats
 from sglang_kimi_eagle3.ops.argmax_verify import argmax_verify_greedy
 from sglang_kimi_eagle3.ops.tree_sampling import tree_speculative_sampling
 from sglang_kimi_eagle3.ops.verify_greedy import tree_from_parents, verify_tree_greedy
+from kernel_device import device, on
+
+DEV = device()  # the models run on the CPU; every kernel input is moved here
 
 
 class TinyLM:
@@ -78,11 +81,12 @@ def speculative_greedy(target, draft, prompts, steps, topk, n):
         cand = torch.tensor([t[0] for t in trees], dtype=torch.int64)
         ridx, nxt, sib = tree_from_parents([t[1] for t in trees])
         logits = target.logits([s + p for s, t in zip(seqs, trees) for p in t[2]])  # [bs*n, V]
+        cand, ridx, nxt, sib, logits = on(cand, ridx, nxt, sib, logits)
         outs = []
         for use_fused in (True, False):
-            pred = torch.zeros(bs * n, dtype=torch.int32)
-            acc = torch.full((bs, n), -1, dtype=torch.int32)
-            num = torch.empty(bs, dtype=torch.int32)
+            pred = torch.zeros(bs * n, dtype=torch.int32, device=DEV)
+            acc = torch.full((bs, n), -1, dtype=torch.int32, device=DEV)
+            num = torch.empty(bs, dtype=torch.int32, device=DEV)
             if use_fused:
                 argmax_verify_greedy(pred, acc, num, cand, ridx, nxt, sib, logits, config={
                     "block": 16, "splits": 2, "rows_per_program": 256, "verify_rows_per_program": 16})
@@ -152,13 +156,14 @@ def test_sampling_first_token_matches_target_distribution():
     probs = q_rows.float().expand(bs, n, vocab).contiguous()
     coins = torch.rand(bs, n, generator=g)
     final = torch.rand(bs, generator=g)
-    pred = torch.zeros(bs * n, dtype=torch.int32)
-    acc = torch.full((bs, 3), -1, dtype=torch.int32)
-    num = torch.empty(bs, dtype=torch.int32)
+    ridx, nxt, sib, cand, probs, coins, final = on(ridx, nxt, sib, cand, probs, coins, final)
+    pred = torch.zeros(bs * n, dtype=torch.int32, device=DEV)
+    acc = torch.full((bs, 3), -1, dtype=torch.int32, device=DEV)
+    num = torch.empty(bs, dtype=torch.int32, device=DEV)
     tree_speculative_sampling(pred, acc, num, cand, ridx, nxt, sib, coins, final, probs, torch.zeros_like(probs),
                               config={"walk_rows_per_program": 128, "rows_per_program": 1024,
                                       "sample_rows_per_program": 1024})
-    first = pred[ridx[:, 0]].long()  # the token emitted right after the context
+    first = pred[ridx[:, 0]].long().cpu()  # the token emitted right after the context
     assert 0.05 < (num > 0).float().mean() < 0.95, "both accepted drafts and residual draws must occur"
     p = chi2_pvalue(torch.bincount(first, minlength=vocab).double(), q)
     assert p >= alpha, f"first-token distribution differs from the target's (chi-square p = {p:.2e})"

@@ -5,7 +5,10 @@ import random
 import pytest
 import torch
 
+from kernel_device import device, on
 from sglang_kimi_eagle3.ops.verify_greedy import random_tree_parents, tree_from_parents, verify_tree_greedy, verify_tree_greedy_ref
+
+DEV = device()
 
 SENTINEL = -7  # predicts entries the walk must not touch keep this
 
@@ -28,12 +31,12 @@ def make_case(seed: int, bs: int, n: int, topk: int, depth: int, vocab: int = 50
             p = parents[b][i]
             hit = p >= 0 and rng.random() < p_match
             cand[b, i] = flat[ridx[b, p]] if hit else rng.randrange(vocab)
-    return cand, ridx, nxt, sib, tp, max(depth, 1) + 1
+    return (*on(cand, ridx, nxt, sib, tp), max(depth, 1) + 1)
 
 
 def outputs(bs, n, s):
-    return (torch.full((bs * n,), SENTINEL, dtype=torch.int32), torch.full((bs, s), -1, dtype=torch.int32),
-            torch.full((bs,), SENTINEL, dtype=torch.int32))
+    return on(torch.full((bs * n,), SENTINEL, dtype=torch.int32), torch.full((bs, s), -1, dtype=torch.int32),
+              torch.full((bs,), SENTINEL, dtype=torch.int32))
 
 
 def run_both(cand, ridx, nxt, sib, tp, s, config=None):
@@ -103,7 +106,7 @@ def test_single_token_tree():
 
 
 def test_bs0_and_bs1():
-    empty = torch.empty((0, 4), dtype=torch.int64)
+    empty = torch.empty((0, 4), dtype=torch.int64, device=DEV)
     verify_tree_greedy(*outputs(0, 4, 4), empty, empty, empty, empty, empty)  # no launch, no error
     assert_same(*run_both(*make_case(2, 1, 4, 1, 3)))
 
@@ -113,7 +116,7 @@ def test_guards_reject_wrong_dtypes():
     with pytest.raises(ValueError, match="candidates"):
         verify_tree_greedy(*outputs(2, 4, s), cand.int(), ridx, nxt, sib, tp)
     with pytest.raises(ValueError, match="predicts"):
-        verify_tree_greedy(torch.zeros(8, dtype=torch.int64), *outputs(2, 4, s)[1:], cand, ridx, nxt, sib, tp)
+        verify_tree_greedy(torch.zeros(8, dtype=torch.int64, device=DEV), *outputs(2, 4, s)[1:], cand, ridx, nxt, sib, tp)
     with pytest.raises(ValueError, match="target_predict"):
         verify_tree_greedy(*outputs(2, 4, s), cand, ridx, nxt, sib, tp.int())
 
@@ -121,9 +124,9 @@ def test_guards_reject_wrong_dtypes():
 def test_second_and_third_sibling_accepted():
     """Root with three children; only the third (then, below it, the second of two) matches."""
     parents = [[-1, 0, 0, 0, 3, 3]]
-    ridx, nxt, sib = tree_from_parents(parents)
-    tp = torch.tensor([[7, 1, 2, 9, 4, 5]])
-    cand = torch.tensor([[0, 8, 6, 7, 3, 9]])  # node 3 == tp[root] 7; node 5 == tp[3] 9
+    ridx, nxt, sib = tree_from_parents(parents, device=DEV)
+    tp = torch.tensor([[7, 1, 2, 9, 4, 5]], device=DEV)
+    cand = torch.tensor([[0, 8, 6, 7, 3, 9]], device=DEV)  # node 3 == tp[root] 7; node 5 == tp[3] 9
     ref, ours = run_both(cand, ridx, nxt, sib, tp, 4)
     assert_same(ref, ours)
     assert ours[1].tolist() == [[0, 3, 5, -1]] and ours[2].tolist() == [2]

@@ -18,7 +18,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .arch import op_config
+from .arch import Unsupported, op_config, require_launchable
 from .verify_greedy import (_pow2, _verify_greedy_kernel, check_tree_inputs, launch_table, pdl_supported,
                             verify_tree_greedy_ref, walk_config)
 
@@ -121,11 +121,11 @@ def argmax_verify_greedy(
     bs, n, s = check_tree_inputs(predicts, accept_index, accept_token_num, candidates, retrive_index,
                                  retrive_next_token, retrive_next_sibling)
     if logits.ndim != 2 or logits.shape[0] != bs * n or logits.dtype not in (torch.float32, torch.bfloat16, torch.float16):
-        raise ValueError(f"logits must be fp32/bf16/fp16 [{bs * n}, vocab], got {logits.dtype} {tuple(logits.shape)}")
+        raise Unsupported(f"logits must be fp32/bf16/fp16 [{bs * n}, vocab], got {logits.dtype} {tuple(logits.shape)}")
     if logits.shape[1] == 0 or (logits.shape[1] > 1 and logits.stride(1) != 1):
-        raise ValueError("logits must have a non-empty vocab dimension with unit stride")
+        raise Unsupported("logits must have a non-empty vocab dimension with unit stride")
     if logits.device != candidates.device:
-        raise ValueError(f"logits on {logits.device}, tree tensors on {candidates.device}")
+        raise Unsupported(f"logits on {logits.device}, tree tensors on {candidates.device}")
     if bs == 0:
         return
     rows, vocab = logits.shape

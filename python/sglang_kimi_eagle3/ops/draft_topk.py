@@ -23,7 +23,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .arch import op_config
+from .arch import Unsupported, op_config, require_launchable
 from .lm_head_gemv import bs_bucket, launch_options, semaphores
 
 OP = "draft_topk"
@@ -206,17 +206,19 @@ def _launch(x, k, mode, *, vals, ids, positions=None, draft_tokens=None, column=
 
 
 def _check_rows(name, x, k, hot_token_id):
+    """Guards of the three launchers: every rejection is arch.Unsupported (SGLang's path takes the call)."""
     if x.ndim != 2 or x.stride(1) != 1:
-        raise ValueError(f"{name}: expected a 2-D tensor with a contiguous last dim, got shape {tuple(x.shape)} strides {x.stride()}")
+        raise Unsupported(f"{name}: expected a 2-D tensor with a contiguous last dim, got shape {tuple(x.shape)} strides {x.stride()}")
     if x.dtype not in (torch.float32, torch.bfloat16, torch.float16):
-        raise ValueError(f"{name}: expected float32/bf16/fp16 rows, got {x.dtype}")
+        raise Unsupported(f"{name}: expected float32/bf16/fp16 rows, got {x.dtype}")
     if not 1 <= k <= min(MAX_K, max(x.shape[1], 1)):
-        raise ValueError(f"{name}: k={k} must be in 1..min({MAX_K}, vocab={x.shape[1]})")
+        raise Unsupported(f"{name}: k={k} must be in 1..min({MAX_K}, vocab={x.shape[1]})")
     if x.shape[1] >= 2**31:
-        raise ValueError(f"{name}: vocab {x.shape[1]} does not fit the 31-bit index keys")
+        raise Unsupported(f"{name}: vocab {x.shape[1]} does not fit the 31-bit index keys")
+    require_launchable(name, x, hot_token_id)
     if hot_token_id is not None and (hot_token_id.ndim != 1 or hot_token_id.shape[0] < x.shape[1]
                                      or hot_token_id.device != x.device or hot_token_id.dtype.is_floating_point):
-        raise ValueError(f"{name}: hot_token_id must be an integer [>= {x.shape[1]}] table on {x.device}")
+        raise Unsupported(f"{name}: hot_token_id must be an integer [>= {x.shape[1]}] table on {x.device}")
 
 
 def draft_topk1(logits: torch.Tensor, positions: torch.Tensor, draft_tokens: torch.Tensor | None = None,
@@ -231,12 +233,12 @@ def draft_topk1(logits: torch.Tensor, positions: torch.Tensor, draft_tokens: tor
     _check_rows("draft_topk1", logits, 1, hot_token_id)
     if positions.ndim != 1 or not positions.is_contiguous() or positions.shape[0] != logits.shape[0] \
             or positions.device != logits.device:
-        raise ValueError(f"draft_topk1: positions must be a contiguous [{logits.shape[0]}] tensor on {logits.device}")
+        raise Unsupported(f"draft_topk1: positions must be a contiguous [{logits.shape[0]}] tensor on {logits.device}")
     if draft_tokens is not None:
         if draft_tokens.ndim != 2 or draft_tokens.dtype != torch.long or draft_tokens.shape[0] != logits.shape[0] \
                 or draft_tokens.stride(1) != 1 or draft_tokens.device != logits.device \
                 or not 0 <= draft_token_column < draft_tokens.shape[1]:
-            raise ValueError("draft_topk1: draft_tokens must be int64 [bs, n] (contiguous rows) on the logits' device, "
+            raise Unsupported("draft_topk1: draft_tokens must be int64 [bs, n] (contiguous rows) on the logits' device, "
                              f"with 0 <= draft_token_column < n (got column {draft_token_column})")
     bs = logits.shape[0]
     topk_p = torch.empty((bs, 1), dtype=torch.float32, device=logits.device)
@@ -282,13 +284,13 @@ def stable_topk_ref(x: torch.Tensor, k: int):
 def draft_topk1_ref(logits, positions, draft_tokens=None, draft_token_column=0, *, hot_token_id=None):
     x = logits.float()
     x = torch.where(torch.isnan(x), torch.full_like(x, -1e30), x)
-    idx = torch.argmax(x, dim=-1, keepdim=True) if x.shape[0] else torch.empty((0, 1), dtype=torch.long)
+    idx = torch.argmax(x, dim=-1, keepdim=True) if x.shape[0] else torch.empty((0, 1), dtype=torch.long, device=x.device)
     if hot_token_id is not None:
         idx = hot_token_id.long()[idx]
     positions.add_(1)
     if draft_tokens is not None:
         draft_tokens[:, draft_token_column] = idx[:, 0]
-    return torch.ones((x.shape[0], 1), dtype=torch.float32), idx
+    return torch.ones((x.shape[0], 1), dtype=torch.float32, device=x.device), idx
 
 
 def draft_softmax_topk_ref(logits, k, *, hot_token_id=None):

@@ -23,7 +23,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .arch import op_config
+from .arch import Unsupported, op_config, require_launchable
 
 OP = "lm_head_gemv"
 # Safe launch defaults when no table entry matches (also the interpreter's).
@@ -65,12 +65,14 @@ def round_16bit(x, ROUND: tl.constexpr):
     """Round fp32 to the nearest bf16 (ROUND 1) / fp16 (ROUND 2) value, ties to even, kept in fp32.
 
     bf16 by bit arithmetic: the same result as the hardware cvt.rn, and also right in Triton's
-    interpreter, whose fp32 -> bf16 cast truncates (3.8).
+    interpreter, whose fp32 -> bf16 cast truncates (3.8). NaN passes through unchanged: the
+    rounding add would carry a NaN with a full mantissa (the GPU's canonical 0x7FFFFFFF, what an
+    MMA returns for inf * 0 or NaN input) into the sign bit and make it -0.0.
     """
     if ROUND == 1:
         bits = x.to(tl.int32, bitcast=True)
         bits = (bits + (0x7FFF + ((bits >> 16) & 1))) & -65536
-        x = bits.to(tl.float32, bitcast=True)
+        x = tl.where(x == x, bits.to(tl.float32, bitcast=True), x)
     elif ROUND == 2:
         x = x.to(tl.float16).to(tl.float32)
     return x
@@ -197,6 +199,14 @@ def stream_plan(bs: int, rows: int, hidden: int, cfg: dict, device: torch.device
 _SEMS: dict = {}
 
 
+def _device_key(device) -> str:
+    """'cuda' and 'cuda:0' (the current device) name one buffer: the key always carries the index."""
+    device = torch.device(device)
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
+    return str(device)
+
+
 def semaphores(device: torch.device, n: int) -> torch.Tensor:
     """Zeroed int32 counters for in-launch reductions, one buffer per device.
 
@@ -205,7 +215,7 @@ def semaphores(device: torch.device, n: int) -> torch.Tensor:
     more than _SEM_MIN counters. One buffer per device assumes these kernels never run on two
     streams of one device at the same time (SGLang runs the draft step on one stream).
     """
-    key = str(device)
+    key = _device_key(device)
     buf = _SEMS.get(key)
     if buf is None or buf.numel() < n:
         buf = torch.zeros(max(n, _SEM_MIN), dtype=torch.int32, device=device)
@@ -227,24 +237,25 @@ def lm_head_gemv(hidden: torch.Tensor, weight: torch.Tensor, *, out: torch.Tenso
     float32; round_to (bf16/fp16, float32 output only) rounds each logit to that dtype first.
     out (mutable, optional): [bs, R] of out_dtype, last dim contiguous; written and returned.
     config: launch params overriding the per-arch table (tests, tuner).
+    Raises arch.Unsupported for any call outside the kernel's fast path (shapes, dtypes, strides,
+    devices): a hook hands such a call to SGLang's own path.
     """
     if hidden.ndim != 2 or weight.ndim != 2 or hidden.shape[1] != weight.shape[1]:
-        raise ValueError(f"lm_head_gemv: expected hidden [bs, H] and weight [R, H], got {tuple(hidden.shape)} and {tuple(weight.shape)}")
+        raise Unsupported(f"lm_head_gemv: expected hidden [bs, H] and weight [R, H], got {tuple(hidden.shape)} and {tuple(weight.shape)}")
     if hidden.dtype not in (torch.bfloat16, torch.float16) or weight.dtype != hidden.dtype:
-        raise ValueError(f"lm_head_gemv: hidden and weight must share a 16-bit float dtype, got {hidden.dtype} and {weight.dtype}")
+        raise Unsupported(f"lm_head_gemv: hidden and weight must share a 16-bit float dtype, got {hidden.dtype} and {weight.dtype}")
     if hidden.stride(1) != 1 or weight.stride(1) != 1:
-        raise ValueError("lm_head_gemv: hidden and weight need a contiguous last dimension")
-    if hidden.device != weight.device:
-        raise ValueError(f"lm_head_gemv: hidden on {hidden.device}, weight on {weight.device}")
+        raise Unsupported("lm_head_gemv: hidden and weight need a contiguous last dimension")
     bs, H = hidden.shape
     R = weight.shape[0]
     out_dtype = out.dtype if out is not None else (out_dtype or hidden.dtype)
     if out_dtype not in (hidden.dtype, torch.float32):
-        raise ValueError(f"lm_head_gemv: out_dtype must be {hidden.dtype} or float32, got {out_dtype}")
+        raise Unsupported(f"lm_head_gemv: out_dtype must be {hidden.dtype} or float32, got {out_dtype}")
     if out is None:
         out = torch.empty((bs, R), dtype=out_dtype, device=hidden.device)
     elif tuple(out.shape) != (bs, R) or out.stride(1) != 1:
-        raise ValueError(f"lm_head_gemv: out must be [{bs}, {R}] with a contiguous last dim, got {tuple(out.shape)}")
+        raise Unsupported(f"lm_head_gemv: out must be [{bs}, {R}] with a contiguous last dim, got {tuple(out.shape)}")
+    require_launchable("lm_head_gemv", hidden, weight, out)
     if bs == 0 or R == 0:
         return out
     if H == 0:

@@ -25,7 +25,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .arch import op_config
+from .arch import Unsupported, op_config, require_launchable
 from .draft_topk import MAX_K, canonical, float_key, key_index, key_value, sentinel_like, stable_topk_ref
 from .lm_head_gemv import (INTERPRET, _round_code, _row_block_total, _segment, bs_bucket, launch_options,
                            lm_head_gemv_ref, round_16bit, semaphores, stream_plan)
@@ -224,23 +224,26 @@ def lm_head_topk(hidden: torch.Tensor, weight: torch.Tensor, k: int, *, probs: s
     id_offset: global id of the shard's row 0. hot_token_id: map ids through the d2t table (one shard
     only; `combine` maps after merging). positions (mutable, optional): [bs], += 1.
     round_logits: round logits to the input dtype first (SGLang's bf16 lm_head output).
+    Raises arch.Unsupported outside the fast path (shapes, dtypes, strides, devices, k > 16); a bad
+    `probs` mode stays a plain ValueError: it is a programming error, not a call to hand to SGLang.
     """
     if hidden.ndim != 2 or weight.ndim != 2 or hidden.shape[1] != weight.shape[1]:
-        raise ValueError(f"lm_head_topk: expected hidden [bs, H] and weight [R, H], got {tuple(hidden.shape)} and {tuple(weight.shape)}")
+        raise Unsupported(f"lm_head_topk: expected hidden [bs, H] and weight [R, H], got {tuple(hidden.shape)} and {tuple(weight.shape)}")
     if hidden.dtype not in (torch.bfloat16, torch.float16) or weight.dtype != hidden.dtype:
-        raise ValueError(f"lm_head_topk: hidden and weight must share a 16-bit float dtype, got {hidden.dtype}, {weight.dtype}")
-    if hidden.stride(1) != 1 or weight.stride(1) != 1 or hidden.device != weight.device:
-        raise ValueError("lm_head_topk: hidden and weight need a contiguous last dim, on one device")
+        raise Unsupported(f"lm_head_topk: hidden and weight must share a 16-bit float dtype, got {hidden.dtype}, {weight.dtype}")
+    if hidden.stride(1) != 1 or weight.stride(1) != 1:
+        raise Unsupported("lm_head_topk: hidden and weight need a contiguous last dim")
     bs, H = hidden.shape
     R = weight.shape[0]
     if not 1 <= k <= min(MAX_K, R):
-        raise ValueError(f"lm_head_topk: k={k} must be in 1..min({MAX_K}, rows={R})")
+        raise Unsupported(f"lm_head_topk: k={k} must be in 1..min({MAX_K}, rows={R})")
     if probs not in ("softmax", "one", None):
         raise ValueError(f"lm_head_topk: probs must be 'softmax', 'one' or None, got {probs!r}")
     if hot_token_id is not None and (hot_token_id.ndim != 1 or hot_token_id.shape[0] < id_offset + R):
-        raise ValueError(f"lm_head_topk: hot_token_id must be a 1-D table of >= {id_offset + R} ids")
+        raise Unsupported(f"lm_head_topk: hot_token_id must be a 1-D table of >= {id_offset + R} ids")
     if positions is not None and (positions.shape != (bs,) or not positions.is_contiguous()):
-        raise ValueError(f"lm_head_topk: positions must be a contiguous [{bs}] tensor")
+        raise Unsupported(f"lm_head_topk: positions must be a contiguous [{bs}] tensor")
+    require_launchable("lm_head_topk", hidden, weight, hot_token_id, positions)
     dev = hidden.device
     p = torch.empty((bs, k), dtype=torch.float32, device=dev) if probs else None
     ids = torch.empty((bs, k), dtype=torch.int64, device=dev)
@@ -300,7 +303,7 @@ def lm_head_topk_ref(hidden, weight, k, *, probs="softmax", hot_token_id=None, r
     logits = lm_head_gemv_ref(hidden, weight, torch.float32, hidden.dtype if round_logits else None)
     if probs == "one":
         x = torch.where(torch.isnan(logits), torch.full_like(logits, -1e30), logits)
-        p, ids = torch.ones((x.shape[0], k)), stable_topk_ref(x, k)[1]
+        p, ids = torch.ones((x.shape[0], k), device=x.device), stable_topk_ref(x, k)[1]
     else:
         p, ids = stable_topk_ref(torch.softmax(logits, dim=-1), k)
     return p, (hot_token_id.long()[ids] if hot_token_id is not None else ids)

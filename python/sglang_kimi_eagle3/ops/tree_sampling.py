@@ -38,7 +38,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .arch import op_config
+from .arch import Unsupported, op_config, require_launchable
 from .verify_greedy import (_first_child, _load_tree_block, _pick, _pow2, _take, _tree_links, _walk, check_tree_inputs, launch_table,
                             pdl_supported, walk_config)
 
@@ -230,7 +230,9 @@ def tree_speculative_sampling(
     """SGLang's tree_speculative_sampling_target_only, parallel over the vocabulary.
 
     Writes predicts, accept_index, accept_token_num and (rejected entries of) draft_probs. No host
-    sync; allocations are shape-dependent workspaces only (CUDA-graph safe). config (optional)
+    sync; allocations are shape-dependent workspaces only (CUDA-graph safe). Guards raise
+    arch.Unsupported, except thresholds outside [0, 1]: a plain ValueError (a caller's error that
+    SGLang's kernel would not catch either, so handing it over would hide it). config (optional)
     overrides the table entry `tree_sampling` (keys: see sampling_plan). On SM90+ the second and
     third kernels are programmatic dependent launches (they start while the previous one runs)."""
     del deterministic  # both modes are deterministic here (see module docstring)
@@ -239,19 +241,21 @@ def tree_speculative_sampling(
     f32 = torch.float32
     if not (target_probs.ndim == 3 and target_probs.shape[:2] == (bs, n) and target_probs.dtype == f32
             and target_probs.is_contiguous()):
-        raise ValueError(f"target_probs must be a contiguous fp32 [{bs}, {n}, vocab] tensor, "
+        raise Unsupported(f"target_probs must be a contiguous fp32 [{bs}, {n}, vocab] tensor, "
                          f"got {target_probs.dtype} {tuple(target_probs.shape)}")
     if draft_probs.shape != target_probs.shape or draft_probs.dtype != f32 or not draft_probs.is_contiguous():
-        raise ValueError(f"draft_probs must be a contiguous fp32 tensor shaped like target_probs {tuple(target_probs.shape)}")
+        raise Unsupported(f"draft_probs must be a contiguous fp32 tensor shaped like target_probs {tuple(target_probs.shape)}")
     if tuple(uniform_samples.shape) != (bs, n) or uniform_samples.dtype != f32 or not uniform_samples.is_contiguous():
-        raise ValueError(f"uniform_samples must be a contiguous fp32 [{bs}, {n}] tensor")
+        raise Unsupported(f"uniform_samples must be a contiguous fp32 [{bs}, {n}] tensor")
     if tuple(uniform_samples_for_final_sampling.shape) != (bs,) or uniform_samples_for_final_sampling.dtype != f32:
-        raise ValueError(f"uniform_samples_for_final_sampling must be fp32 [{bs}]")
+        raise Unsupported(f"uniform_samples_for_final_sampling must be fp32 [{bs}]")
     if not (0 <= threshold_single <= 1 and 0 <= threshold_acc <= 1):
         raise ValueError(f"threshold_single ({threshold_single}) and threshold_acc ({threshold_acc}) must lie in [0, 1]")
+    require_launchable("tree_speculative_sampling", candidates, uniform_samples, uniform_samples_for_final_sampling,
+                       target_probs, draft_probs)
     vocab = target_probs.shape[2]
     if vocab <= 0:
-        raise ValueError("vocab must be positive")
+        raise Unsupported("vocab must be positive")
     if bs == 0:
         return
     dev = candidates.device

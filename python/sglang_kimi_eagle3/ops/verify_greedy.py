@@ -30,7 +30,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .arch import current_device, load_table, op_config
+from .arch import Unsupported, current_device, load_table, op_config, require_launchable
 
 MAX_DRAFT_TOKENS = 64  # the in-register link matrices are [NP, NP]
 
@@ -242,14 +242,15 @@ def _verify_greedy_kernel(
 
 def check_tree_inputs(predicts, accept_index, accept_token_num, candidates, retrive_index, retrive_next_token,
                       retrive_next_sibling) -> tuple[int, int, int]:
-    """Guard SGLang's tree-op contract; returns (bs, N, S)."""
+    """Guard SGLang's tree-op contract; returns (bs, N, S). Every rejection is arch.Unsupported (a
+    layout, dtype, device or tree size these kernels do not take: SGLang's kernel takes the call)."""
     if candidates.ndim != 2:
-        raise ValueError(f"candidates must be [bs, num_draft_tokens], got shape {tuple(candidates.shape)}")
+        raise Unsupported(f"candidates must be [bs, num_draft_tokens], got shape {tuple(candidates.shape)}")
     bs, n = candidates.shape
 
     def need(ok: bool, name: str, t: torch.Tensor, want: str):
         if not ok:
-            raise ValueError(f"{name} must be {want}, got {t.dtype} {tuple(t.shape)}")
+            raise Unsupported(f"{name} must be {want}, got {t.dtype} {tuple(t.shape)}")
 
     for name, t in (("candidates", candidates), ("retrive_index", retrive_index),
                     ("retrive_next_token", retrive_next_token), ("retrive_next_sibling", retrive_next_sibling)):
@@ -262,14 +263,12 @@ def check_tree_inputs(predicts, accept_index, accept_token_num, candidates, retr
     need(tuple(predicts.shape) == (bs * n,) and predicts.dtype == torch.int32 and predicts.is_contiguous(), "predicts",
          predicts, f"a contiguous int32 [{bs * n}] tensor")
     if n <= 0 or accept_index.shape[1] <= 0:
-        raise ValueError("num_draft_tokens and accept_index.shape[1] must be positive")
+        raise Unsupported("num_draft_tokens and accept_index.shape[1] must be positive")
     if n > MAX_DRAFT_TOKENS:
-        raise ValueError(f"{n} draft tokens per request: these kernels take at most {MAX_DRAFT_TOKENS} "
+        raise Unsupported(f"{n} draft tokens per request: these kernels take at most {MAX_DRAFT_TOKENS} "
                          "(the hooks hand larger trees to SGLang's kernels)")
-    dev = candidates.device
-    for t in (predicts, accept_index, accept_token_num, retrive_index, retrive_next_token, retrive_next_sibling):
-        if t.device != dev:
-            raise ValueError(f"all tensors must be on {dev}, found one on {t.device}")
+    require_launchable("tree verify", candidates, predicts, accept_index, accept_token_num, retrive_index,
+                       retrive_next_token, retrive_next_sibling)
     return bs, n, accept_index.shape[1]
 
 
@@ -291,8 +290,9 @@ def verify_tree_greedy(
     bs, n, s = check_tree_inputs(predicts, accept_index, accept_token_num, candidates, retrive_index,
                                  retrive_next_token, retrive_next_sibling)
     if target_predict.dtype != torch.int64 or target_predict.numel() != bs * n or not target_predict.is_contiguous():
-        raise ValueError(f"target_predict must be a contiguous int64 tensor of {bs * n} elements, "
+        raise Unsupported(f"target_predict must be a contiguous int64 tensor of {bs * n} elements, "
                          f"got {target_predict.dtype} {tuple(target_predict.shape)}")
+    require_launchable("verify_tree_greedy", candidates, target_predict)
     if bs == 0:
         return
     np_, bb, warps = walk_config("verify_greedy", n, bs, config, candidates.device)
