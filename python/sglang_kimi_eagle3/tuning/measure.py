@@ -103,7 +103,10 @@ def lm_head_topk(m, sg, cc, sms, quick, tp, gemv_best=None) -> Case:
     kw = {"probs": "one", "positions": pos} if k == 1 else {"probs": "softmax"}
     ours = lambda c: (lambda w: lt.lm_head_topk(h, w, k, hot_token_id=hot, config=c, **kw))  # noqa: E731
     up = lambda w: sglang_tail(h, w, k, hot, pos, sg.topk1.draft_topk1_postprocess)  # noqa: E731
-    cands = [search.fused(c, cc) for c in (gemv_best or search.gemv(bs, R, cc, quick)[:3])]
+    # the GEMV's best tiles plus the grid's first three (the fused epilogue can favour another tile:
+    # 128-row tiles won lm_head_topk at bs 32 on the H200 while 64-row ones won the GEMV)
+    tiles = list(gemv_best or []) + search.gemv(bs, R, cc, quick)[:3]
+    cands = [search.fused(c, cc) for i, c in enumerate(tiles) if c not in tiles[:i]]
 
     def check(c):
         # different accumulation order -> a bf16 logit may round differently: ids may differ only
