@@ -1,0 +1,73 @@
+"""tune's write-as-you-go loop on a CPU box: the GPU measurement is replaced by canned rows (the
+timing itself needs CUDA graphs); table writing, Ctrl-C, and what `auto` then picks are real."""
+
+import json
+import types
+
+import pytest
+
+from sglang_kimi_eagle3.integration import tune_cmd
+from sglang_kimi_eagle3.ops import arch
+from sglang_kimi_eagle3.tuning import cache
+from sglang_kimi_eagle3.tuning.shapes import TuneShapes, measurements
+
+H200 = ("NVIDIA H200", (9, 0))
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch, tmp_path):
+    import torch
+
+    monkeypatch.setattr(arch, "current_device", lambda: H200)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: types.SimpleNamespace(multi_processor_count=132))
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    for var in (cache.ENV_DIR, cache.ENV_BUNDLED, arch.ENV_KERNELS):
+        monkeypatch.delenv(var, raising=False)
+    yield tmp_path
+    arch.load_table.cache_clear()
+
+
+def canned(stop_at=None):
+    calls = []
+
+    def measure(m, *args):
+        if stop_at is not None and len(calls) == stop_at:
+            raise KeyboardInterrupt
+        calls.append(m["key"])
+        ours_wins = m["shape"]["bs"] == 1  # ours faster at bs 1 only
+        ours, up = (5.0, 10.0) if ours_wins else (10.0, 9.0)
+        return {"op": m["op"], "key": m["key"], "shape": m["shape"], "sglang_us": up, "ours_us": ours,
+                "config": {"num_warps": 4}, "chosen": "ours" if ours_wins else "sglang", "exact": True, "detail": "",
+                "measured": {"ours_us": ours, "upstream_us": up, "exact": True}}
+    return measure
+
+
+def shapes():
+    return TuneShapes(hidden=7168, draft_vocab=32000, target_vocab=163840, tp=8, topk=1, steps=3, draft_tokens=4,
+                      quick=True)
+
+
+def test_complete_run_writes_the_table_auto_then_uses(fake_gpu, monkeypatch, capsys):
+    monkeypatch.setattr(tune_cmd, "_measure", canned())
+    todo = [m for m in measurements(shapes()) if m["op"] in ("draft_topk", "argmax_verify")]
+    ours = {"cache_dir": str(fake_gpu), "ignore_bundled": True, "quick": True}
+    assert tune_cmd.run(shapes(), todo, "t", ours, "sglang-kimi-eagle3 tune") == 0
+    out = capsys.readouterr().out
+    t = json.loads((fake_gpu / "NVIDIA_H200.json").read_text())
+    assert t["device"] == "NVIDIA H200" and t["cc"] == "9.0" and t["ops"]["draft_topk"]["wins"] == ["V32000:k1:bs1"]
+    assert t["ops"]["argmax_verify"]["wins"] == ["n4_bs1"] and len(t["ops"]["argmax_verify"]["rules"]) == 3
+    assert "| argmax_verify  | n=4 bs=32 vocab=163840" in out and "0.90x | sglang |" in out and "2.00x | ours |" in out
+    assert "table in effect now: user-tuned" in out and "over no bundled table for this GPU" in out
+    assert "auto picks ours for 2 of 6 measured shapes: draft_topk V32000:k1:bs1, argmax_verify n4_bs1" in out
+
+
+def test_ctrl_c_keeps_finished_ops_and_shapes(fake_gpu, monkeypatch):
+    monkeypatch.setattr(tune_cmd, "_measure", canned(stop_at=4))  # 3 draft_topk shapes, then 1 of argmax_verify
+    todo = [m for m in measurements(shapes()) if m["op"] in ("draft_topk", "argmax_verify")]
+    ours = {"cache_dir": str(fake_gpu), "ignore_bundled": False, "quick": True}
+    with pytest.raises(KeyboardInterrupt):
+        tune_cmd.run(shapes(), todo, "t", ours, "sglang-kimi-eagle3 tune")
+    t = json.loads((fake_gpu / "NVIDIA_H200.json").read_text())
+    assert sorted(t["ops"]["draft_topk"]["measured"]) == ["V32000:k1:bs1", "V32000:k1:bs128", "V32000:k1:bs32"]
+    assert list(t["ops"]["argmax_verify"]["measured"]) == ["n4_bs1"]  # the op in progress: its finished shape
+    assert [p.name for p in fake_gpu.iterdir()] == ["NVIDIA_H200.json"]  # no temp files left behind
