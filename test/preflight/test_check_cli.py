@@ -99,3 +99,20 @@ def test_nonsense_check_flags_exit_2_before_sglang_parses(args, want):
     assert cp.returncode == 2, cp.stdout[-2000:] + cp.stderr[-2000:]
     last = cp.stderr.strip().splitlines()[-1]
     assert last.startswith("sglang-kimi-eagle3: error:") and want in last and "Traceback" not in cp.stderr
+
+
+def test_broken_draft_config_is_exit_2_naming_file_and_field(tmp_path):
+    """End to end through the CLI (the full table of broken fields runs in-process in test/reliability)."""
+    for i, (edit, want) in enumerate([({"max_position_embeddings": 0}, "'max_position_embeddings' = 0"),
+                                      ({"eagle_config": [2, 30, 58]}, "'eagle_config' = [2, 30, 58] (list)")]):
+        data = json.loads((AQ_K2_DRAFT / "config.json").read_text())
+        data.update(edit)
+        folder = tmp_path / str(i)
+        folder.mkdir()
+        (folder / "config.json").write_text(json.dumps(data))
+        cp = check("--model-path", "kimi-k2.5", "--trust-remote-code", "--speculative-algorithm", "EAGLE3",
+                   "--speculative-draft-model-path", str(folder))
+        assert cp.returncode == 2, cp.stdout[-2000:] + cp.stderr[-2000:]
+        last = cp.stderr.strip().splitlines()[-1]
+        assert last.startswith(f"sglang-kimi-eagle3: error: {folder / 'config.json'}: field") and want in last
+        assert "Traceback" not in cp.stderr

@@ -186,3 +186,22 @@ def test_nan_or_zero_predictions_never_reach_the_file():
     assert candidate_steps(nan_preds, 0.97) == [0]
     preds = [Prediction(1, 0, 1, 1, 1.0, 1, 1, 1.0), Prediction(1, 2, 1, 3, 2.0, 1, 1, 1.5)]
     assert candidate_steps(preds, 1.0) == [2]
+
+
+def test_file_size_limit_leaves_no_partial_plan_json(tmp_path):
+    """`ulimit -f 1` (or a full disk): exit 2 with one line; nothing half-written, no temp file left."""
+    import subprocess
+    import sys
+
+    from helpers import ROOT, clean_env
+
+    full = tmp_path / "plan.json"
+    full.write_text('{"earlier": true}')
+    cmd = (f"ulimit -f 1; exec {sys.executable} -m sglang_kimi_eagle3.cli plan --no-sglang-check "
+           f"-o {tmp_path / 'cfg.json'} --json {full}")
+    cp = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=60, env=clean_env(), cwd=str(ROOT))
+    assert cp.returncode == 2, cp.stderr
+    last = cp.stderr.strip().splitlines()[-1]
+    assert last.startswith("sglang-kimi-eagle3: error: -o ") and "could not be written (File too large)" in last
+    assert json.loads(full.read_text()) == {"earlier": True}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["plan.json"]
