@@ -54,3 +54,107 @@ def launch(argv, env):
 def matrix(cases):
     return {name: launch(argv, env) for name, (argv, env) in cases.items()}
 '''
+
+
+# ---- a scheduler-like child, spawned the way SGLang spawns run_scheduler_process -------------------
+
+SM90_FACTS = dict(is_cuda=True, is_hip=False, is_sm90=True, is_sm100=False, is_sm120=False, is_blackwell=False,
+                  is_hopper_with_cuda_12_3=True, has_flashinfer=True, device_sm=90, device_capability=(9, 0))
+
+
+def _verify_call(torch):
+    """One greedy verify through SGLang's own eagle_sample (real SGLang objects, CPU tensors)."""
+    import random
+
+    from sglang.srt.layers.logits_processor import LogitsProcessorOutput
+    from sglang.srt.managers.schedule_batch import ScheduleBatch
+    from sglang.srt.model_executor.forward_batch_info import CaptureHiddenMode, ForwardMode
+    from sglang.srt.sampling.sampling_batch_info import SamplingBatchInfo
+    from sglang.srt.speculative import eagle_utils
+    from sglang.srt.speculative.eagle_info import EagleVerifyInput
+
+    from sglang_kimi_eagle3.ops.verify_greedy import random_tree_parents, tree_from_parents
+
+    bs, n, V, depth = 2, 4, 50, 3
+    rng = random.Random(0)
+    ridx, nxt, sib = tree_from_parents([random_tree_parents(rng, n, 2, depth) for _ in range(bs)])
+    logits = torch.randn(bs * n, V, generator=torch.Generator().manual_seed(0))
+    cand = logits.argmax(-1).reshape(bs, n)
+    seq_lens = torch.full((bs,), 17)
+    vi = EagleVerifyInput(draft_token=cand.reshape(-1), custom_mask=None, positions=torch.zeros(bs * n, dtype=torch.int64),
+                          retrieve_index=ridx, retrieve_next_token=nxt, retrieve_next_sibling=sib, retrieve_cum_len=None,
+                          spec_steps=depth, topk=2, draft_token_num=n, capture_hidden_mode=CaptureHiddenMode.FULL,
+                          seq_lens_sum=int(seq_lens.sum()), seq_lens_cpu=seq_lens)
+    ones = torch.ones(bs, 1)
+    info = SamplingBatchInfo(temperatures=ones, top_ps=ones.flatten(), top_ks=torch.ones(bs, dtype=torch.int32),
+                             min_ps=torch.zeros(bs), is_all_greedy=True, is_any_greedy=True, need_top_p_sampling=False,
+                             need_top_k_sampling=False, need_min_p_sampling=False, vocab_size=V)
+    batch = ScheduleBatch(reqs=[], device="cpu", seq_lens=seq_lens, forward_mode=ForwardMode.TARGET_VERIFY,
+                          sampling_info=info)
+    eagle_utils.eagle_sample(vi, batch, LogitsProcessorOutput(next_token_logits=logits))
+    # the dispatcher with an int32 target_predict: outside our fast path -> SGLang's, counted with its reason
+    p = torch.zeros(bs * n, dtype=torch.int32)
+    a = torch.full((bs, depth + 1), -1, dtype=torch.int32)
+    k = torch.empty(bs, dtype=torch.int32)
+    eagle_utils.verify_tree_greedy_func(predicts=p, accept_index=a, accept_token_num=k, candidates=cand,
+                                        retrieve_index=ridx, retrieve_next_token=nxt, retrieve_next_sibling=sib,
+                                        target_predict=cand.to(torch.int32), topk=2)
+
+
+def _draft_calls(torch):
+    """The EAGLE v2 worker's own top-1 (as draft_forward calls it) and its prefill-extend top-k."""
+    import sglang.srt.speculative.eagle_worker_v2 as worker
+
+    x = torch.randn(3, 40, generator=torch.Generator().manual_seed(1))
+    worker.draft_topk1_postprocess(x, torch.zeros(3, dtype=torch.long))  # ours (interpreter)
+    try:  # float64 logits: outside our fast path -> counted, then SGLang's (whatever its own kernel does with them)
+        worker.draft_topk1_postprocess(x.double(), torch.zeros(3, dtype=torch.long))
+    except Exception:
+        pass
+    probs = worker.renorm_draft_probs(x, None, False)
+    worker.fast_topk(probs, 1, dim=-1)  # prefill draft-extend: top-k at topk 1 on the draft probabilities
+
+
+def scheduler_like(server_args, out_q, mask: str | None = None, calls: bool = True):
+    """run_scheduler_process's first steps (load_plugins, publish with spawn ranks), the worker modules
+    imported as building a Scheduler imports them, optional calls through SGLang's own functions, then
+    SGLang's own Scheduler.init_all_cuda_graphs (whose AFTER hook publishes our runtime status)."""
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    from sglang.srt.plugins import load_plugins
+
+    load_plugins()
+    from sglang.srt.runtime_context import SpawnRanks, publish, spawn_world_rank
+
+    publish(server_args, role="scheduler", ranks=SpawnRanks(world_rank=spawn_world_rank(server_args, tp_rank=0, pp_rank=0),
+                                                            dp_rank=None, gpu_id=None))
+    import torch
+
+    import sglang.srt.speculative.eagle_worker_v2  # noqa: F401  (what building the Scheduler imports)
+    from sglang.srt.managers.scheduler import Scheduler
+    from sglang.srt.speculative import eagle_utils
+
+    if mask == "eagle_utils.verify_tree_greedy_func":  # a stale binding: the caller keeps SGLang's function
+        from sglang.kernels.ops.speculative import spec_tree
+
+        eagle_utils.verify_tree_greedy_func = spec_tree.verify_tree_greedy_func.__wrapped__
+    try:
+        if calls:
+            _verify_call(torch)
+            _draft_calls(torch)
+
+        class _Workers:  # the model workers cannot run on this CPU box: their CUDA-graph capture is a no-op
+            def init_cuda_graphs(self):
+                return None
+
+        stand_in = type("S", (), {})()
+        stand_in.tp_worker, stand_in.draft_worker = _Workers(), _Workers()
+        Scheduler.init_all_cuda_graphs(stand_in)
+        from sglang_kimi_eagle3.integration import runtime_status
+
+        out_q.put({"ok": True, "path": str(runtime_status._STATE["path"]), "snapshot": runtime_status.snapshot()})
+    except Exception as exc:
+        import traceback
+
+        out_q.put({"ok": False, "error": traceback.format_exc()[-3000:]})

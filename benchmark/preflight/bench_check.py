@@ -33,11 +33,8 @@ def main() -> None:
 
     logging.getLogger("sglang_kimi_eagle3").setLevel(logging.WARNING)
     from sglang.srt.plugins import load_plugins
-    from sglang.srt.runtime_context import override_platform
-    from sglang.srt.server_args import prepare_server_args
 
-    from sglang_kimi_eagle3.integration import preflight_launch
-    from sglang_kimi_eagle3.integration.check_cmd import _resolve_model_paths, parse_gpu, platform_facts
+    from sglang_kimi_eagle3.integration.check_cmd import check_launch, parse_gpu, resolve_model_paths
     from sglang_kimi_eagle3.integration.preflight_inputs import build_deployment
     from sglang_kimi_eagle3.preflight import run_checks
     from sglang_kimi_eagle3.profiles import DEFAULT_ARGV
@@ -45,16 +42,12 @@ def main() -> None:
     load_plugins()
     t_import = time.perf_counter() - T0
     logging.getLogger().setLevel(logging.ERROR)
-    argv = _resolve_model_paths(list(DEFAULT_ARGV)) + ["--device", "cuda"]
+    argv, labels = resolve_model_paths(list(DEFAULT_ARGV))
+    argv += ["--device", "cuda"]
     gpu = parse_gpu("sm120", "benchmark")
 
-    def resolved():
-        sa = prepare_server_args(argv)
-        preflight_launch.COLLECT = {"gpu": gpu}  # our step collects; timed separately below
-        with override_platform(**platform_facts(gpu.sm)):
-            sa.resolve_once()
-        preflight_launch.COLLECT = None
-        return sa
+    def resolved():  # the same public function `check` runs: parse, resolve as on the GPU, our step collects
+        return check_launch(argv, gpu, labels)["server_args"]
 
     t = time.perf_counter()
     sa = resolved()
@@ -66,7 +59,7 @@ def main() -> None:
         resolve_times.append(time.perf_counter() - t)
 
     def ours():
-        return run_checks(build_deployment(sa, gpu))
+        return run_checks(build_deployment(sa, gpu, labels=labels))
 
     ours_times = []
     for _ in range(args.repeat):

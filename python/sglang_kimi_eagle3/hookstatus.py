@@ -1,19 +1,29 @@
-"""The one status table of every hook this plugin touches (pure: no sglang import).
+"""The one status table of every hook this plugin touches, and per-process call counters (pure).
 
 SGLang logs and swallows exceptions raised by plugins and by `HookRegistry.apply_hooks`, so a hook
 that silently failed would otherwise look exactly like one that worked. Every hook therefore records
 here what happened to it; `sglang-kimi-eagle3 status` prints the table, preflight reads it, tests
 assert it.
 
-States:
-  registered  handed to SGLang's HookRegistry, not yet confirmed patched (apply_hooks runs later)
+Install states (what registration did):
+  registered  queued (HookRegistry / resolution step), not yet confirmed in effect in this process
   applied     in effect: the upstream attribute now routes through our function
   skipped     deliberately not applied; `detail` says why (kill switch, upstream already has it, ...)
   failed      tried and did not take effect; `detail` carries the error
+
+Counters (this process only): every kernel hook counts each call it sees, as `ours` (our kernel ran)
+or `sglang` (handed to SGLang's function) with the reason, per shape bucket. Calls replayed from a
+CUDA graph never reach Python: a captured batch size is counted once, at capture.
+
+Status words (`status_word`, what an operator reads):
+  active                                    bound at every call site, our kernel chosen for some shape here
+  installed, SGLang kernel for this GPU/shapes   bound, but every call so far went to SGLang's function
+  skipped (why)          failed (error)
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import asdict, dataclass
 
 STATES = ("registered", "applied", "skipped", "failed")
@@ -32,6 +42,8 @@ class HookStatus:
 
 
 _TABLE: dict[str, HookStatus] = {}
+# (hook, "ours" | "sglang", shape bucket, reason) -> calls
+_COUNTS: Counter = Counter()
 
 
 def record(name: str, target: str, state: str, detail: str = "") -> HookStatus:
@@ -54,8 +66,61 @@ def as_dicts() -> list[dict]:
 
 
 def clear() -> None:
-    """Forget every row (tests, and re-registration after the kill switch changes)."""
+    """Forget every row and counter (tests, and re-registration after the kill switch changes)."""
     _TABLE.clear()
+    _COUNTS.clear()
+
+
+# ---- counters ------------------------------------------------------------------------------------
+
+
+def count(hook: str, who: str, bucket: str, reason: str = "") -> None:
+    """One call of `hook`: who ran it ("ours" | "sglang"), its shape bucket, why it went to SGLang."""
+    _COUNTS[(hook, who, bucket, reason)] += 1
+
+
+def counters(hook: str | None = None) -> dict:
+    """{hook: {"ours": {bucket: n}, "sglang": {reason: {bucket: n}}}} for this process."""
+    out: dict = {}
+    for (h, who, bucket, reason), n in sorted(_COUNTS.items()):
+        if hook is not None and h != hook:
+            continue
+        node = out.setdefault(h, {"ours": {}, "sglang": {}})
+        if who == "ours":
+            node["ours"][bucket] = node["ours"].get(bucket, 0) + n
+        else:
+            node["sglang"].setdefault(reason or "-", {})[bucket] = n
+    return out
+
+
+def totals(hook: str) -> tuple[int, int]:
+    """(calls ours, calls SGLang's) of one hook in this process."""
+    ours = sum(n for (h, who, _b, _r), n in _COUNTS.items() if h == hook and who == "ours")
+    theirs = sum(n for (h, who, _b, _r), n in _COUNTS.items() if h == hook and who != "ours")
+    return ours, theirs
+
+
+# ---- what an operator reads ----------------------------------------------------------------------
+
+
+def status_word(row: HookStatus, unbound: list[str] | None = None, kernel: bool = False) -> str:
+    """The status word of a hook: install state + call-site verification + (kernel hooks) counters.
+
+    unbound: call sites that still hold SGLang's function (None: not verified, e.g. not imported yet).
+    """
+    if row.state == "failed":
+        return f"failed ({row.detail})"
+    if row.state == "skipped":
+        return f"skipped ({row.detail})"
+    if unbound:
+        return f"failed (not bound at {', '.join(unbound)}: that caller still runs SGLang's function)"
+    if row.state == "registered":
+        return "installed, not yet confirmed in this process" if not kernel else \
+            "installed, not yet confirmed in this process; SGLang kernel so far"
+    if not kernel:
+        return "active"
+    ours, _theirs = totals(row.name)
+    return "active" if ours else "installed, SGLang kernel for this GPU/shapes"
 
 
 def format_table(table: list[HookStatus] | None = None) -> str:

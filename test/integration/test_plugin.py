@@ -10,7 +10,7 @@ from helpers import ROOT, clean_env, run_json
 
 pytestmark = pytest.mark.slow
 
-OURS = ("cli_flag", "cli_flag_value", "context_policy", "delegation_probe", "preflight_launch")
+OURS = ("context_policy_flag", "context_policy_flag_value", "context_policy", "delegation_probe", "runtime_status")
 
 LOAD = r'''
 import json, warnings
@@ -25,7 +25,7 @@ from sglang_kimi_eagle3 import hookstatus
 from sglang_kimi_eagle3.integration import refresh_status
 from sglang_kimi_eagle3.integration.context_policy import TARGET, _derive_context_length
 from sglang.srt.arg_groups.resolution_hooks import _HOOKS
-from sglang_kimi_eagle3.integration.preflight_launch import _preflight_step
+from sglang_kimi_eagle3.integration.launch_step import _step as _preflight_step
 from sglang.srt.configs.model_config import ModelConfig
 refresh_status()
 print(json.dumps({
@@ -44,6 +44,7 @@ def test_sglang_load_plugins_discovers_us_and_every_hook_is_applied():
         assert states[name] == "applied", (name, r["rows"])
     assert r["derive_is_wrapped"]
     assert r["queued_context_hooks"] == 1 and r["resolution_wrappers"] == 1  # idempotent
+    assert states["launch_step"] == "registered"  # in SGLang's resolution pipeline; runs at resolve_once
 
 
 def test_kill_switch_applies_nothing_and_says_so():

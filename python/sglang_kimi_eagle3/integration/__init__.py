@@ -13,12 +13,12 @@ from .. import hookstatus
 
 # Order matters only for readability of the status table.
 HOOK_MODULES = (
-    "cli_flag",  # --speculative-draft-context-policy on launch_server's parser
-    "context_policy",  # draft/target context-length reconciliation (issue 2)
+    "context_policy",  # the flag + draft/target context-length reconciliation (issue 2)
     "delegation",  # KimiK25ForConditionalGeneration EAGLE-3 delegation guarantee (issue 2)
-    "preflight_launch",  # fail-fast checks at launch, before any scheduler starts (issue 3)
+    "launch_step",  # gate, env validation, cap, fail-fast preflight at launch (issues 3, 10)
     "draft_head_kernels",  # Triton lm_head GEMV / draft top-k (issue 4)
     "verify_kernels",  # Triton tree verification (issue 5)
+    "runtime_status",  # the status table after draft CUDA-graph capture, and the status file (issue 10)
 )
 
 

@@ -4,7 +4,7 @@ The flags are parsed by SGLang's own `prepare_server_args` (so they can never dr
 launch_server's) after SGLang's `load_plugins()` (so this plugin's hooks are in place exactly as at
 launch), then resolved by SGLang's own `resolve_once()` as it would be on the *target* GPU - via
 SGLang's `override_platform(...)` - and checked by the same resolution-step hook that guards a real
-launch (preflight_launch.py), which here collects instead of raising.
+launch (launch_step.py -> preflight_launch.report), which here collects instead of raising.
 """
 
 from __future__ import annotations
@@ -118,11 +118,13 @@ def _split(argv: list[str]) -> tuple[dict, list[str]]:
     return ours, rest
 
 
-def _resolve_model_paths(argv: list[str]) -> list[str]:
-    """Bundled profile names -> their folders; folders and cached repo ids checked now (exit 2 early)."""
-    from .preflight_inputs import LABELS, local_config_dir
+def resolve_model_paths(argv: list[str]) -> tuple[list[str], dict[str, str]]:
+    """Bundled profile names -> their folders; folders and cached repo ids checked now (exit 2 early).
+    Returns (argv with folders, {folder: the name the operator typed})."""
+    from ..configs import read_config
+    from .preflight_inputs import local_config_dir
 
-    out, i = [], 0
+    out, labels, i = [], {}, 0
     while i < len(argv):
         a = argv[i]
         flag, val = (a.split("=", 1) + [None])[:2] if a.startswith("--") and "=" in a else (a, None)
@@ -134,15 +136,13 @@ def _resolve_model_paths(argv: list[str]) -> list[str]:
                 i += 1
             prof = profile_path(val)
             path = str(prof) if prof is not None else str(local_config_dir(val, flag))
-            LABELS[path] = val
-            from ..configs import read_config
-
+            labels[path] = val
             read_config(path)  # missing / malformed config.json -> one-line error now
             out += [flag, path]
         else:
             out.append(a)
         i += 1
-    return out
+    return out, labels
 
 
 def _parse_with_sglang(argv: list[str]):
@@ -158,6 +158,36 @@ def _parse_with_sglang(argv: list[str]):
         raise UserError(f"launch_server flags rejected by SGLang's parser: {msg.split('error:', 1)[-1].strip()}") from None
 
 
+def check_launch(argv: list[str], gpu: GpuTarget, labels: dict[str, str] | None = None) -> dict:
+    """Parse `argv` with SGLang's parser, resolve it as on `gpu`, and check it with the launch step.
+
+    The one public entry (CLI and benchmark/preflight/bench_check.py). Plugins must be loaded first.
+    No module state: the launch step collects into a ContextVar box that is reset on every exit.
+    Returns {"findings", "deployment", "server_args", "sglang_error"}; UserError for unusable input.
+    """
+    from sglang.srt.runtime_context import override_platform
+
+    from .preflight_inputs import build_deployment
+    from .preflight_launch import collecting
+
+    server_args = _parse_with_sglang(argv)
+    sglang_error = None
+    with collecting(gpu, labels) as box:
+        try:
+            with override_platform(**platform_facts(gpu.sm)):
+                server_args.resolve_once()
+        except UserError:
+            raise
+        except Exception as exc:
+            sglang_error = exc
+    findings, dep = box.get("findings"), box.get("deployment")
+    if findings is None:  # our step did not check (SGLang stopped before it, or the plugin is off)
+        why = f"{type(sglang_error).__name__}: {sglang_error}" if sglang_error is not None else None
+        dep = build_deployment(server_args, gpu, sglang_error=why, labels=labels)
+        findings = run_checks(dep)
+    return {"findings": findings, "deployment": dep, "server_args": server_args, "sglang_error": sglang_error}
+
+
 def run(argv: list[str]) -> dict:
     """Check a launch; returns {"title", "gpu", "findings", "hooks", "timing"} (no printing)."""
     ours, rest = _split(argv)
@@ -167,44 +197,25 @@ def run(argv: list[str]) -> dict:
         rest = list(DEFAULT_ARGV)
     gpu = parse_gpu(ours["for_gpu"] or (DEFAULT_GPU if embedded else None),
                     "embedded default" if embedded and not ours["for_gpu"] else f"--for-gpu {ours['for_gpu']}")
-    rest = _resolve_model_paths(rest)
+    rest, labels = resolve_model_paths(rest)
     if not any(a == "--device" or a.startswith("--device=") for a in rest):
         rest += ["--device", "cuda"]  # the target is a GPU server even when this machine has none
     t0 = time.perf_counter()
     from sglang.srt.plugins import load_plugins
-    from sglang.srt.runtime_context import override_platform
 
-    from . import preflight_launch
-    from .preflight_inputs import build_deployment
     from .registry import refresh
 
     if not ours["verbose"]:
         logging.getLogger("sglang_kimi_eagle3").setLevel(logging.WARNING)
     load_plugins()
     t_import = time.perf_counter() - t0
-    server_args = _parse_with_sglang(rest)
     if not ours["verbose"]:
         logging.getLogger().setLevel(logging.ERROR)
-    preflight_launch.COLLECT = {"gpu": gpu}
-    sglang_error = None
     t1 = time.perf_counter()
-    try:
-        with override_platform(**platform_facts(gpu.sm)):
-            server_args.resolve_once()
-    except UserError:
-        raise
-    except Exception as exc:
-        sglang_error = exc
-    t_resolve = time.perf_counter() - t1
-    collected, preflight_launch.COLLECT = preflight_launch.COLLECT, None
-    findings = collected.get("findings")
-    t2 = time.perf_counter()
-    if findings is None:  # SGLang stopped before our resolution step: check what we can
-        dep = build_deployment(server_args, gpu, sglang_error=f"{type(sglang_error).__name__}: {sglang_error}")
-        findings = run_checks(dep)
-    t_checks = time.perf_counter() - t2
-    return {"title": title, "gpu": gpu, "findings": findings, "hooks": refresh(),
-            "timing": {"sglang_import_s": t_import, "resolve_and_checks_s": t_resolve, "fallback_checks_s": t_checks}}
+    res = check_launch(rest, gpu, labels)
+    t_check = time.perf_counter() - t1
+    return {"title": title, "gpu": gpu, "findings": res["findings"], "hooks": refresh(),
+            "timing": {"sglang_import_s": t_import, "parse_resolve_and_checks_s": t_check}}
 
 
 def _print_human(res: dict) -> None:

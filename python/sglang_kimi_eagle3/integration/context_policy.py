@@ -1,19 +1,29 @@
-"""Hook: reconcile the draft's context length with the target's by an explicit policy.
+"""The one home of the draft/target context policy: its flag, its launch-time step, its draft hook.
 
-Upstream target: sglang.srt.configs.model_config.ModelConfig._derive_context_length
-  (sglang 0.5.23 configs/model_config.py:1291-1327).
-Why: the EAGLE draft worker builds the draft's ModelConfig with the *target's* context length
-  (speculative/eagle_worker_v2.py:222-232 -> managers/tp_worker.py:466-482); a draft that declares
-  fewer positions (AQ-MedAI Kimi-K2 drafter: 131072 vs Kimi-K2.5: 262144) raises ValueError. The only
-  upstream escape, SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1, also disables the target's own check.
-How: AROUND hook. Only for draft configs (`is_draft_model`) whose derived length is shorter than the
-  requested one, apply policy.context.decide(): extend / yarn rewrite the draft's hf_text_config
-  (max_position_embeddings, rope) *before* the original runs, so the original check passes on its own;
-  strict / cap-not-applied raise a ValueError that names the policy flag. Target configs, drafts that
-  fit, and launches where the operator set SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN themselves go
-  through untouched. The plugin never sets that variable.
-Upstream issue: SGLang #9388 (why the global override defaults off); no draft-only override exists.
-Remove when: SGLang grows a draft-scoped context policy.
+`policy.context.decide()` is the pure decision; this module is the only integration code that calls
+it, at the three places a launch passes through (each works the same with SGLANG_KIMI_EAGLE3_PREFLIGHT
+on, warn or off; preflight only reports what `launch_decision` says):
+
+1. The flag. Upstream targets (sglang 0.5.23 srt/server_args.py): ServerArgs.add_cli_args (staticmethod,
+   AFTER: add `--speculative-draft-context-policy` to the parser every SGLang entrypoint builds) and
+   ServerArgs.from_cli_args (classmethod, AROUND: carry the parsed value as the bookkeeping attribute
+   `_kimi_eagle3_context_policy`, which survives pickling to scheduler processes). The env var
+   SGLANG_KIMI_EAGLE3_CONTEXT_POLICY is the fallback when the flag is absent (Engine API users).
+2. The main process: `resolve_launch(server_args)`, called by the one launch-time resolution step
+   (launch_step.py) for our launches only. `cap` lowers the served context there
+   (declare_resolution(context_length=...)), since only the main process can do that for every later
+   reader; the other policies change nothing there.
+3. The draft's ModelConfig. Upstream target: ModelConfig._derive_context_length (model_config.py:
+   1291-1327), AROUND. The EAGLE draft worker builds the draft's ModelConfig with the *target's*
+   context length (eagle_worker_v2.py:222-232 -> tp_worker.py:466-482); a draft that declares fewer
+   positions (AQ-MedAI Kimi-K2 drafter: 131072 vs Kimi-K2.5: 262144) raises ValueError. For draft
+   configs shorter than the requested length: extend / yarn rewrite the draft's hf_text_config
+   (max_position_embeddings, rope) *before* the original runs, so the original check passes on its
+   own; strict (and cap when step 2 did not run) raise a ValueError naming the policy flag. Target
+   configs, drafts that fit, and launches where the operator set SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN
+   go through untouched. The plugin never sets that variable.
+Upstream issue: SGLang #9388 (why the global override defaults off); no draft-scoped policy exists.
+Remove when: SGLang grows a draft-scoped context flag/policy.
 """
 
 from __future__ import annotations
@@ -21,17 +31,97 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .. import hookstatus, logger
-from ..policy.context import ContextDecision, decide, resolve_policy, spec_rope_margin
+from .. import hookstatus
+from ..base import logger
+from ..policy.context import FLAG, POLICIES, ContextDecision, decide, resolve_policy, spec_rope_margin
 from . import registry
 
 NAME = "context_policy"
 TARGET = "sglang.srt.configs.model_config.ModelConfig._derive_context_length"
+FLAG_HOOKS = (("context_policy_flag", "sglang.srt.server_args.ServerArgs.add_cli_args", "after"),
+              ("context_policy_flag_value", "sglang.srt.server_args.ServerArgs.from_cli_args", "around"))
+ATTR = "_kimi_eagle3_context_policy"
+DEST = "speculative_draft_context_policy"
 _LOGGED: set[tuple] = set()
 
 
 def install() -> None:
+    registry.register(FLAG_HOOKS[0][0], FLAG_HOOKS[0][1], _add_cli_args, "after")
+    registry.register(FLAG_HOOKS[1][0], FLAG_HOOKS[1][1], _from_cli_args, "around")
     registry.register(NAME, TARGET, _derive_context_length, "around")
+
+
+# ---- 1. the flag ---------------------------------------------------------------------------------
+
+
+def add_flag(parser) -> None:
+    """Add the flag to an argparse parser (also used by our own `check` command)."""
+    if any(FLAG in a.option_strings for a in parser._actions):
+        return
+    parser.add_argument(
+        FLAG, dest=DEST, choices=POLICIES, default=None,
+        help="[sglang-kimi-eagle3] how a draft with fewer positions than the served context is reconciled: "
+             "auto (default: extend), strict (refuse), extend (lift only the draft's limit), yarn (YaRN-scale a "
+             "plain-RoPE draft), cap (serve the draft's length). Env: SGLANG_KIMI_EAGLE3_CONTEXT_POLICY.")
+
+
+def _add_cli_args(result, parser, *args, **kwargs):
+    add_flag(parser)
+    return result
+
+
+def _from_cli_args(original, cls, args, *rest, **kwargs):
+    server_args = original(cls, args, *rest, **kwargs)
+    value = getattr(args, DEST, None)
+    if value is not None:
+        setattr(server_args, ATTR, value)
+    return server_args
+
+
+def policy_of(server_args) -> str | None:
+    """The flag's value carried on a ServerArgs record, or None."""
+    return getattr(server_args, ATTR, None) if server_args is not None else None
+
+
+# ---- 2. the main process -------------------------------------------------------------------------
+
+
+def launch_decision(server_args) -> ContextDecision | None:
+    """The decision for a launch as the main process resolves it (None: no draft to reconcile).
+    Reads both config.json files (UserError when they cannot be read)."""
+    from sglang.srt.arg_groups.overrides import resolving_view
+
+    from ..configs import read_config
+    from .preflight_inputs import local_config_dir, raw_input
+
+    cfg = resolving_view(server_args)
+    draft_path = raw_input(server_args, "speculative_draft_model_path")
+    if not draft_path:
+        return None
+    target = read_config(local_config_dir(raw_input(server_args, "model_path"), "--model-path"))
+    draft = read_config(local_config_dir(draft_path, "--speculative-draft-model-path"))
+    return decide(target_len=cfg.context_length or target.derived_context, draft_len=draft.derived_context,
+                  policy=resolve_policy(policy_of(server_args)),
+                  rope_margin=spec_rope_margin(getattr(cfg, "speculative_num_steps", None),
+                                               getattr(cfg, "speculative_num_draft_tokens", None)))
+
+
+def resolve_launch(server_args) -> ContextDecision | None:
+    """Main-process step of our launches: apply `cap` (lower the served context for every later reader)."""
+    from sglang.srt.arg_groups.overrides import declare_resolution
+
+    if resolve_policy(policy_of(server_args)) != "cap":
+        return None  # only cap acts here; the rest act on the draft's ModelConfig (section 3)
+    dec = launch_decision(server_args)
+    if dec is None or dec.action != "cap":
+        return dec
+    declare_resolution(server_args, "sglang-kimi-eagle3.context_policy.cap", context_length=dec.serve_len)
+    server_args._model_config = None  # SGLang memoises the target's ModelConfig; rebuild it at the capped length
+    logger().info("draft context policy: %s", dec.explanation)
+    return dec
+
+
+# ---- 3. the draft's ModelConfig ------------------------------------------------------------------
 
 
 def _env_flag(name: str) -> bool:
@@ -53,8 +143,6 @@ def _launch_policy() -> str | None:
     """The --speculative-draft-context-policy value of this launch, when SGLang published its record."""
     try:
         from sglang.srt.runtime_context import get_server_args
-
-        from .cli_flag import policy_of
 
         return policy_of(get_server_args())
     except Exception:
@@ -111,8 +199,10 @@ def apply_decision(model_config, d: ContextDecision) -> None:
 
 
 def _derive_context_length(original, self, context_length):
-    if not getattr(self, "is_draft_model", False) or context_length is None:
-        return original(self, context_length)
+    from .runtime_status import our_launch
+
+    if not getattr(self, "is_draft_model", False) or context_length is None or our_launch() is False:
+        return original(self, context_length)  # targets, and drafts of other algorithms, untouched
     if _env_flag("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN") or _env_flag("SGLANG_IS_IN_CI"):
         return original(self, context_length)  # the operator chose SGLang's global override
     d = decision_for(self, context_length)
@@ -124,11 +214,10 @@ def _derive_context_length(original, self, context_length):
         return original(self, context_length)
     if d.action == "refuse":
         raise ValueError(f"sglang-kimi-eagle3: {d.explanation}")
-    if d.action == "cap":  # cap must have lowered the served length before the target loaded
+    if d.action == "cap":  # cap lowers the served length in the main process (resolve_launch)
         raise ValueError(f"sglang-kimi-eagle3: context policy 'cap' did not take effect before the target was "
-                         f"configured (the target serves {context_length}); pass --context-length {d.draft_len}")
+                         f"configured (the target serves {context_length}): SGLang's argument resolution did not "
+                         f"run this plugin's launch step in the main process; pass --context-length {d.draft_len}")
     apply_decision(self, d)
-    row = hookstatus.get(NAME)
-    if row is not None and row.state != "applied":
-        registry.refresh()
+    hookstatus.count(NAME, "ours", d.action)
     return original(self, context_length)

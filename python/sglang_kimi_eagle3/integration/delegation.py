@@ -98,7 +98,9 @@ def _after_get_model_architecture(result, *args, **kwargs):
         cls = result[0]
     except Exception:
         return result
-    if is_kimi_k25(cls):
+    from .runtime_status import our_launch
+
+    if is_kimi_k25(cls) and our_launch() is not False:
         try:
             ensure_delegation(cls)
         except Exception as exc:  # record, never break model loading from here

@@ -2,8 +2,10 @@
 
 Switch: SGLANG_KIMI_EAGLE3_KERNELS = auto (default: ours only for the (GPU, shape) entries whose
 launch table lists a win, ops/configs/*.draft_head.json) | ours | upstream (no hook is installed).
-Every hook falls back to the upstream function for anything outside its fast path, so contracts
-(argument checks, dtypes, side effects) stay SGLang's. All are CUDA-graph safe: no host sync, output
+Every hook falls back to the upstream function for anything outside its fast path (its own pre-checks,
+or the op guard raising ops.arch.Unsupported - the only exception caught; anything else propagates),
+so contracts (argument checks, dtypes, side effects) stay SGLang's. Every call is counted
+(runtime_status.note): ours, or SGLang's with the reason. Launches other than EAGLE/EAGLE3 pass through. All are CUDA-graph safe: no host sync, output
 shapes depend on input shapes only, the kernels' reduction counters live in one buffer per stream.
 Upstream issue/PR: none filed yet (the kernels would be an upstream PR to sglang/kernels/ops/speculative).
 
@@ -20,11 +22,15 @@ Upstream issue/PR: none filed yet (the kernels would be an upstream PR to sglang
    Remove when: SGLang's draft lm_head reaches the bandwidth floor by itself.
 2. draft_topk1 — sglang.kernels.ops.speculative.topk1.draft_topk1_postprocess (topk1.py:74), AROUND.
    HookRegistry propagates it into eagle_worker_v2 (and the module's own draft_topk1_argmax_only).
+   Covers the multi-step draft decode (draft_forward, eagle_worker_v2.py:869) only: the draft-extend
+   top-1 after verify is a plain torch.argmax on CUDA (eagle_worker_v2.py:1262), not hooked.
    Why: two launches (split argmax + finalize) per draft step. How: `draft_topk1`, one launch, the
    same outputs and side effects (positions += 1, optional draft-token column, topk_p = 1.0).
    Remove when: upstream fuses the two launches.
 3. draft_probs + draft_worker_topk — sglang.srt.speculative.spec_utils.renorm_draft_probs (AROUND,
    pass-through) and the name `fast_topk` inside sglang.srt.speculative.eagle_worker_v2 only.
+   Fires for topk > 1 in draft_forward and draft-extend-for-decode, and at ANY topk (1 included) in the
+   prefill draft-extend (eagle_worker_v2.py:1072-1085 calls renorm_draft_probs + fast_topk unconditionally).
    Why: for topk > 1 the worker runs softmax then torch.topk, whose radix select costs ~30 us per draft
    step at Kimi shapes. How: `fast_topk` is a shared utility (MoE routing uses it, and HookRegistry
    would propagate a hook into every module holding it), so it is NOT hooked globally: the first
@@ -38,12 +44,14 @@ Upstream issue/PR: none filed yet (the kernels would be an upstream PR to sglang
 from __future__ import annotations
 
 import json
+import os
 import sys
 import weakref
 
 from .. import hookstatus
-from ..ops.arch import CONFIG_DIR, ENV_KERNELS, kernels_mode, use_ours
+from ..ops.arch import CONFIG_DIR, ENV_KERNELS, Unsupported, kernels_mode, use_ours
 from . import registry
+from .runtime_status import guard_reason, note, our_launch
 
 LM_HEAD = ("draft_lm_head", "sglang.srt.layers.logits_processor.LogitsProcessor._compute_lm_head")
 TOPK1 = ("draft_topk1", "sglang.kernels.ops.speculative.topk1.draft_topk1_postprocess")
@@ -108,7 +116,7 @@ def _plain_weight(proc, hidden, lm_head, embedding_bias):
             or proc.use_fp32_lm_head or getattr(proc, "rl_on_policy_target", None) is not None
             or getattr(lm_head, "use_intel_amx_backend", False)):
         return None
-    if (not hidden.is_cuda or hidden.ndim != 2 or w.ndim != 2 or hidden.dtype != w.dtype
+    if (hidden.ndim != 2 or w.ndim != 2 or hidden.dtype != w.dtype
             or hidden.dtype not in (torch.bfloat16, torch.float16) or hidden.stride(1) != 1 or w.stride(1) != 1
             or hidden.shape[1] != w.shape[1]):
         return None
@@ -121,27 +129,48 @@ def _cast_follows(proc, rows: int) -> bool:
             and proc.logit_scale is None and not proc.final_logit_softcapping and rows == proc.vocab_size)
 
 
+def _device_ok(t) -> str:
+    """"" when our kernels may take tensor `t`'s device: CUDA, or CPU under the Triton interpreter with
+    SGLANG_KIMI_EAGLE3_KERNELS=ours (tests, debugging); else the fallback reason."""
+    if t.is_cuda or (t.device.type == "cpu" and os.environ.get("TRITON_INTERPRET") == "1" and kernels_mode() == "ours"):
+        return ""
+    return f"{t.device.type} tensors (our kernels need CUDA)"
+
+
 def _compute_lm_head(original, self, hidden_states, lm_head, embedding_bias=None, *, out=None):
-    """[sglang-kimi-eagle3] Draft lm_head through ops.lm_head_gemv (the target goes upstream)."""
+    """[sglang-kimi-eagle3] Draft lm_head through ops.lm_head_gemv (the target goes upstream, uncounted)."""
     if not is_draft_processor(self):
         return original(self, hidden_states, lm_head, embedding_bias, out=out)
     w = _plain_weight(self, hidden_states, lm_head, embedding_bias)
-    if w is None:
-        return original(self, hidden_states, lm_head, embedding_bias, out=out)
     from ..ops import lm_head_gemv as op
 
-    bs, rows = hidden_states.shape[0], w.shape[0]
-    if not use_ours(op.OP, op.shape_key(bs, rows, w.shape[1])):
+    bs = hidden_states.shape[0]
+    bucket = op.shape_key(bs, w.shape[0], w.shape[1]) if w is not None else f"bs{op.bs_bucket(bs)}"
+    why = "not an EAGLE/EAGLE3 launch" if our_launch() is False else ""
+    why = why or ("not a plain 16-bit lm_head (LoRA, quantised, bias, fp32 head or layout)" if w is None else "")
+    why = why or _device_ok(hidden_states)
+    if not why and not use_ours(op.OP, bucket):
+        why = "launch table: no win for this shape"
+    if why:
+        note(LM_HEAD[0], "sglang", bucket, why)
         return original(self, hidden_states, lm_head, embedding_bias, out=out)
     import torch
 
+    rows = w.shape[0]
     fits = out is not None and tuple(out.shape) == (bs, rows) and out.dtype == torch.float32 and out.stride(1) == 1
-    if self.use_fp32_lm_head_output:  # upstream: torch.mm(..., out_dtype=float32, out=out)
-        return op.lm_head_gemv(hidden_states, w, out=out if fits else None, out_dtype=torch.float32)
-    if _cast_follows(self, rows) and (out is None or fits):
-        # fp32 holding the bf16-rounded logits: exactly what _copy_logits_to_buffer would produce
-        return op.lm_head_gemv(hidden_states, w, out=out, out_dtype=torch.float32, round_to=w.dtype)
-    return op.lm_head_gemv(hidden_states, w)
+    try:
+        if self.use_fp32_lm_head_output:  # upstream: torch.mm(..., out_dtype=float32, out=out)
+            res = op.lm_head_gemv(hidden_states, w, out=out if fits else None, out_dtype=torch.float32)
+        elif _cast_follows(self, rows) and (out is None or fits):
+            # fp32 holding the bf16-rounded logits: exactly what _copy_logits_to_buffer would produce
+            res = op.lm_head_gemv(hidden_states, w, out=out, out_dtype=torch.float32, round_to=w.dtype)
+        else:
+            res = op.lm_head_gemv(hidden_states, w)
+    except Unsupported as exc:
+        note(LM_HEAD[0], "sglang", bucket, guard_reason(exc))
+        return original(self, hidden_states, lm_head, embedding_bias, out=out)
+    note(LM_HEAD[0], "ours", bucket)
+    return res
 
 
 # ---- 2. top-1 --------------------------------------------------------------------------------------
@@ -154,15 +183,27 @@ def _draft_topk1_postprocess(original, next_token_logits, positions, draft_token
     from ..ops import draft_topk as op
 
     x = next_token_logits
-    ok = (x.is_cuda and x.ndim == 2 and x.stride(1) == 1 and x.dtype in (torch.float32, torch.bfloat16, torch.float16)
+    bucket = op.shape_key(x.shape[0], x.shape[-1], 1)
+    ok = (x.ndim == 2 and x.stride(1) == 1 and x.dtype in (torch.float32, torch.bfloat16, torch.float16)
           and positions.ndim == 1 and positions.is_contiguous() and positions.shape[0] == x.shape[0]
           and positions.device == x.device and 0 < x.shape[1] < 2**31)
     if ok and draft_tokens is not None:
         ok = (draft_tokens.ndim == 2 and draft_tokens.dtype == torch.long and draft_tokens.device == x.device
               and draft_tokens.shape[0] == x.shape[0] and draft_tokens.stride(1) == 1
               and 0 <= draft_token_column < draft_tokens.shape[1])
-    if ok and use_ours(op.OP, op.shape_key(x.shape[0], x.shape[1], 1)):
-        return op.draft_topk1(x, positions, draft_tokens, draft_token_column)
+    why = "not an EAGLE/EAGLE3 launch" if our_launch() is False else ""
+    why = why or ("layout: logits/positions/draft_tokens outside the fast path" if not ok else "") or _device_ok(x)
+    if not why and not use_ours(op.OP, bucket):
+        why = "launch table: no win for this shape"
+    if not why:
+        try:
+            res = op.draft_topk1(x, positions, draft_tokens, draft_token_column)
+        except Unsupported as exc:
+            why = guard_reason(exc)
+        else:
+            note(TOPK1[0], "ours", bucket)
+            return res
+    note(TOPK1[0], "sglang", bucket, why)
     return original(next_token_logits, positions, draft_tokens, draft_token_column)
 
 
@@ -204,8 +245,23 @@ def _fast_topk(values, topk, dim):
     from ..ops import draft_topk as op
 
     ref = _LAST_PROBS[0]
-    if (ref is not None and ref() is values and values.is_cuda and values.ndim == 2 and dim in (-1, 1)
-            and values.dtype == torch.float32 and values.stride(1) == 1 and 1 <= topk <= min(op.MAX_K, values.shape[1])
-            and use_ours(op.OP, op.shape_key(values.shape[0], values.shape[1], topk))):
-        return op.topk_rows(values, topk)
+    bucket = op.shape_key(values.shape[0], values.shape[-1], topk) if values.ndim == 2 else "other"
+    why = "not an EAGLE/EAGLE3 launch" if our_launch() is False else ""
+    why = why or ("not the draft probabilities renorm_draft_probs just returned"
+                  if ref is None or ref() is not values else "")
+    why = why or ("layout: not fp32 [bs, V] rows or k outside 1..16"
+                  if not (values.ndim == 2 and dim in (-1, 1) and values.dtype == torch.float32
+                          and values.stride(1) == 1 and 1 <= topk <= min(op.MAX_K, values.shape[1])) else "")
+    why = why or _device_ok(values)
+    if not why and not use_ours(op.OP, bucket):
+        why = "launch table: no win for this shape"
+    if not why:
+        try:
+            res = op.topk_rows(values, topk)
+        except Unsupported as exc:
+            why = guard_reason(exc)
+        else:
+            note(WORKER_TOPK[0], "ours", bucket)
+            return res
+    note(WORKER_TOPK[0], "sglang", bucket, why)
     return _UPSTREAM_FAST_TOPK[0](values, topk, dim=dim)

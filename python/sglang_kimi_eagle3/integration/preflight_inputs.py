@@ -16,7 +16,7 @@ from ..configs import read_config, require_draft_context, require_known_rope, sa
 from ..errors import UserError
 from ..policy.context import resolve_policy, spec_rope_margin
 from ..preflight import Deployment, GpuTarget
-from .cli_flag import policy_of
+from .context_policy import policy_of
 
 
 def local_config_dir(path: str | None, flag: str) -> Path:
@@ -39,19 +39,16 @@ def local_config_dir(path: str | None, flag: str) -> Path:
                     f"(`sglang-kimi-eagle3 profiles`)")
 
 
-# folder -> the name the operator typed (a bundled profile name), for readable findings
-LABELS: dict[str, str] = {}
-
-
-def _label(path) -> str:
-    return LABELS.get(str(path), str(path))
-
-
-def _raw(server_args, name: str):
+def raw_input(server_args, name: str):
+    """What the operator typed for a field (SGLang keeps it in `_raw_input`), else the record's value."""
     raw = getattr(server_args, "_raw_input", None)
     if isinstance(raw, dict) and name in raw:
         return raw[name]
     return getattr(server_args, name, None)
+
+
+def _label(labels: dict[str, str] | None, path) -> str:
+    return (labels or {}).get(str(path), str(path))
 
 
 def target_class_methods(arch_list: list[str]) -> dict[str, bool] | None:
@@ -71,43 +68,44 @@ def target_class_methods(arch_list: list[str]) -> dict[str, bool] | None:
 
 
 def build_deployment(server_args, gpu: GpuTarget, *, sglang_error: str | None = None,
-                     check_target_class: bool = True) -> Deployment:
+                     check_target_class: bool = True, labels: dict[str, str] | None = None) -> Deployment:
+    """labels: folder -> the name the operator typed (a bundled profile name), for readable findings."""
     from sglang.srt.arg_groups.overrides import resolving_view
 
     from .registry import refresh
 
     cfg = resolving_view(server_args)
-    target_dir = local_config_dir(_raw(server_args, "model_path"), "--model-path")
-    target = read_config(target_dir, label=_label(_raw(server_args, "model_path")))
-    draft_path = _raw(server_args, "speculative_draft_model_path")
+    target_dir = local_config_dir(raw_input(server_args, "model_path"), "--model-path")
+    target = read_config(target_dir, label=_label(labels, raw_input(server_args, "model_path")))
+    draft_path = raw_input(server_args, "speculative_draft_model_path")
     draft = None
     shapes = None
     if draft_path:
         draft_dir = local_config_dir(draft_path, "--speculative-draft-model-path")
-        draft = read_config(draft_dir, label=_label(draft_path))
+        draft = read_config(draft_dir, label=_label(labels, draft_path))
         require_draft_context(draft)
         require_known_rope(draft)
         shapes = safetensors_shapes(draft_dir)
-    algo = _raw(server_args, "speculative_algorithm")
+    algo = raw_input(server_args, "speculative_algorithm")
     refresh()
     cg_decode = str(getattr(cfg, "cuda_graph_backend_decode", "") or "")
     return Deployment(
         target=target, draft=draft,
         algorithm=str(algo).upper() if algo else None,
-        steps=_raw(server_args, "speculative_num_steps"), topk=_raw(server_args, "speculative_eagle_topk"),
-        draft_tokens=_raw(server_args, "speculative_num_draft_tokens"),
-        tp=int(_raw(server_args, "tp_size") or 1),
-        context_length=_raw(server_args, "context_length"),
+        steps=raw_input(server_args, "speculative_num_steps"), topk=raw_input(server_args, "speculative_eagle_topk"),
+        draft_tokens=raw_input(server_args, "speculative_num_draft_tokens"),
+        tp=int(raw_input(server_args, "tp_size") or 1),
+        context_length=raw_input(server_args, "context_length"),
         context_policy=resolve_policy(policy_of(server_args)),
         gpu=gpu,
         target_decode_backend=getattr(cfg, "decode_attention_backend", None) or getattr(cfg, "attention_backend", None),
         target_prefill_backend=getattr(cfg, "prefill_attention_backend", None) or getattr(cfg, "attention_backend", None),
         draft_backend_flag=getattr(cfg, "speculative_draft_attention_backend", None),
         page_size=getattr(cfg, "page_size", None),
-        dtype=str(_raw(server_args, "dtype") or "auto"),
-        quantization=_raw(server_args, "quantization"),
-        draft_quantization=_raw(server_args, "speculative_draft_model_quantization"),
-        trust_remote_code=bool(_raw(server_args, "trust_remote_code")),
+        dtype=str(raw_input(server_args, "dtype") or "auto"),
+        quantization=raw_input(server_args, "quantization"),
+        draft_quantization=raw_input(server_args, "speculative_draft_model_quantization"),
+        trust_remote_code=bool(raw_input(server_args, "trust_remote_code")),
         use_rejection_sampling=bool(getattr(cfg, "speculative_use_rejection_sampling", False)),
         cuda_graph_disabled=bool(getattr(cfg, "disable_cuda_graph", False)) or cg_decode == "disabled",
         custom_all_reduce_disabled=bool(getattr(cfg, "disable_custom_all_reduce", False)),

@@ -1,36 +1,26 @@
-"""Hook: run every preflight check while launch_server resolves its arguments; abort on errors.
+"""Preflight at launch: build the Deployment from SGLang's resolved record, run every check, report.
 
-Upstream target: SGLang's resolution step `handle_speculative_decoding`, through its plugin API
-  `sglang.srt.arg_groups.resolution_hooks.register_resolution_hook` (sglang 0.5.23
-  arg_groups/resolution_hooks.py; the step runs in arg_groups/pipeline.py after attention-backend
-  resolution). Resolution runs in the main process inside `ServerArgs.resolve_once()`, the first thing
-  `run_server` / `Engine` do - before any scheduler process starts or any weight is read.
-Why: SGLang swallows exceptions raised by plugins at load time, but an exception raised from a
-  resolution step propagates out of resolve_once() and stops the launch. One run reports every
-  problem instead of one per multi-minute attempt.
-How: call the built-in step (so SGLang's own validation runs), catch its error, then build a
-  Deployment from the record and run preflight. Also where the `cap` context policy lowers the served
-  context (declare_resolution(context_length=...)), since only the main process can do that for
-  every later reader. SGLANG_KIMI_EAGLE3_PREFLIGHT=on (default) | warn | off.
-Remove when: never; this is the product.
+Called by the one launch-time step (launch_step.py) for EAGLE/EAGLE3 launches with a draft model,
+after SGLang's own resolution and the context policy's main-process part. SGLANG_KIMI_EAGLE3_PREFLIGHT:
+on (default) refuses the launch on errors (PreflightFailed, before any weight loads), warn logs them,
+off skips. Preflight only reports: it changes nothing on the record.
+
+`check` runs the same function inside `collecting(gpu, labels)`: findings are collected into the
+box it yields (state in a ContextVar, reset on every exit path) instead of logged or raised.
 """
 
 from __future__ import annotations
 
-import os
+import contextlib
+from contextvars import ContextVar
 
-from .. import hookstatus, logger
+from ..base import ENV_PREFLIGHT, env_choice, logger
 from ..errors import UserError
-from ..preflight import GpuTarget, has_errors, run_checks, summary
+from ..preflight import Finding, GpuTarget, has_errors, run_checks, summary
 
-NAME = "preflight_launch"
-STEP = "handle_speculative_decoding"
-TARGET = f"sglang.srt.arg_groups.resolution_hooks:{STEP}"
-ENV_MODE = "SGLANG_KIMI_EAGLE3_PREFLIGHT"
+ENV_MODE = ENV_PREFLIGHT
 MODES = ("on", "warn", "off")
-
-# Set by the `check` command: collect findings here instead of logging/raising.
-COLLECT: dict | None = None
+_COLLECT: ContextVar[dict | None] = ContextVar("sglang_kimi_eagle3_collect", default=None)
 
 
 class PreflightFailed(ValueError):
@@ -38,20 +28,23 @@ class PreflightFailed(ValueError):
 
 
 def preflight_mode() -> str:
-    mode = os.environ.get(ENV_MODE, "on").strip().lower() or "on"
-    if mode not in MODES:
-        raise UserError(f"{ENV_MODE}={mode!r} is not one of {'|'.join(MODES)}")
-    return mode
+    return env_choice(ENV_PREFLIGHT)
 
 
-def install() -> None:
-    from sglang.srt.arg_groups.resolution_hooks import _HOOKS, register_resolution_hook
+@contextlib.contextmanager
+def collecting(gpu: GpuTarget, labels: dict[str, str] | None = None):
+    """Within: the launch step collects into the yielded dict (findings, deployment, sglang_error)."""
+    box = {"gpu": gpu, "labels": dict(labels or {})}
+    token = _COLLECT.set(box)
+    try:
+        yield box
+    finally:
+        _COLLECT.reset(token)
 
-    if _preflight_step in _HOOKS.get(STEP, ()):
-        return
-    register_resolution_hook(STEP)(_preflight_step)
-    mode = os.environ.get(ENV_MODE, "on")
-    hookstatus.record(NAME, TARGET, "applied", f"resolution-step wrapper, mode {mode}")
+
+def collector() -> dict | None:
+    """The `check` box of the current context, or None at a real launch."""
+    return _COLLECT.get()
 
 
 def _local_gpu() -> GpuTarget:
@@ -66,67 +59,55 @@ def _local_gpu() -> GpuTarget:
     return GpuTarget("sm90 (assumed)", 90, "assumed: no local GPU detected")
 
 
-def _apply_cap(server_args) -> str | None:
-    """`cap`: lower the served context to the draft's length for every later reader."""
-    from sglang.srt.arg_groups.overrides import declare_resolution, resolving_view
+def runtime_findings(server_args) -> list[Finding]:
+    """Launch shapes where this plugin's runtime hooks do not reach (not preflight errors: warnings)."""
+    from sglang.srt.arg_groups.overrides import resolving_view
 
-    from ..configs import read_config
-    from ..policy.context import decide, resolve_policy
-    from .cli_flag import policy_of
-    from .preflight_inputs import local_config_dir
+    cfg, out = resolving_view(server_args), []
+    if getattr(cfg, "use_ray", False):
+        out.append(Finding("warning", "plugin", "--use-ray: SGLang's Ray scheduler actors never call load_plugins(), "
+                           "so none of this plugin's scheduler-side hooks (context policy on the draft, kernels, "
+                           "runtime status) exist there; only this launch-time step ran",
+                           "scheduler processes that load plugins (the default multiprocessing launch)",
+                           "drop --use-ray, or keep it knowing the draft context policy and kernels do not apply"))
+    if getattr(cfg, "enable_multi_layer_eagle", False):
+        out.append(Finding("warning", "plugin", "--enable-multi-layer-eagle: SGLang runs MultiLayerEagleWorkerV2, "
+                           "which never calls draft_topk1_postprocess, renorm_draft_probs or the EAGLE v2 worker's "
+                           "fast_topk: the draft_topk1 / draft_probs / draft_worker_topk hooks do not apply "
+                           "(context policy, draft_lm_head and verify hooks still do)",
+                           "EAGLEWorkerV2 for the draft-head top-k hooks",
+                           "drop --enable-multi-layer-eagle to use them; nothing to fix otherwise"))
+    return out
 
-    cfg = resolving_view(server_args)
-    if not cfg.speculative_draft_model_path or resolve_policy(policy_of(server_args)) != "cap":
-        return None
-    target = read_config(local_config_dir(cfg.model_path, "--model-path"))
-    draft = read_config(local_config_dir(cfg.speculative_draft_model_path, "--speculative-draft-model-path"))
-    dec = decide(target_len=cfg.context_length or target.derived_context, draft_len=draft.derived_context, policy="cap")
-    if dec.action != "cap":
-        return None
-    declare_resolution(server_args, "sglang-kimi-eagle3.context_policy.cap", context_length=dec.serve_len)
-    server_args._model_config = None  # SGLang memoises the target's ModelConfig; rebuild it at the capped length
-    return dec.explanation
 
-
-def _preflight_step(server_args, previous) -> None:
-    collecting = COLLECT is not None
-    mode = "on" if collecting else preflight_mode()
+def report(server_args, sglang_error: Exception | None) -> str:
+    """Run preflight for a launch; returns the mode used. Raises PreflightFailed (mode on, errors)."""
+    box = collector()
+    mode = "on" if box is not None else preflight_mode()
     if mode == "off":
-        return previous(server_args)
-    sglang_error = None
-    try:
-        previous(server_args)
-    except Exception as exc:  # SGLang's own refusal: report it with everything else
-        sglang_error = exc
-    try:
-        cap_note = None if sglang_error else _apply_cap(server_args)
-        from .preflight_inputs import build_deployment
+        return mode
+    from .preflight_inputs import build_deployment
 
-        gpu = COLLECT.get("gpu") if collecting else _local_gpu()
-        dep = build_deployment(server_args, gpu, sglang_error=str(sglang_error) if sglang_error else None)
-        findings = run_checks(dep)
+    gpu = box["gpu"] if box is not None else _local_gpu()
+    labels = box["labels"] if box is not None else {}
+    err = f"{type(sglang_error).__name__}: {sglang_error}" if sglang_error is not None else None
+    try:
+        dep = build_deployment(server_args, gpu, sglang_error=err, labels=labels)
+        findings = run_checks(dep) + runtime_findings(server_args)
     except UserError as exc:
-        if collecting:
-            raise  # `check`: unusable input, one line, exit 2
-        if sglang_error:
-            raise sglang_error
-        raise PreflightFailed(f"sglang-kimi-eagle3 preflight: {exc}") from None
-    if collecting:
-        COLLECT.update(findings=findings, deployment=dep, sglang_error=sglang_error)
-        if sglang_error:
-            raise sglang_error
-        return None
-    log = logger()
-    from .registry import refresh
-
-    log.info("hooks: %s", "; ".join(f"{r.name}={r.state}" for r in refresh()))
-    if cap_note:
-        log.info("draft context policy: %s", cap_note)
+        if box is None and mode == "warn":
+            logger().warning("preflight could not run (%s=warn, the launch goes on): %s", ENV_MODE, exc)
+            return mode
+        if box is not None or sglang_error is None:
+            raise  # unusable input of our launch: one line (check: exit 2; launch: the traceback's last line)
+        raise sglang_error from None
+    if box is not None:
+        box.update(findings=findings, deployment=dep, sglang_error=sglang_error)
+        return mode
     lines = [f.one_line() for f in findings]
-    log.info("preflight (%s, %s): %s\n  %s", dep.gpu.name, dep.gpu.how, summary(findings), "\n  ".join(lines))
+    logger().info("preflight (%s, %s): %s\n  %s", dep.gpu.name, dep.gpu.how, summary(findings), "\n  ".join(lines))
     if has_errors(findings) and mode == "on":
         errors = [f.one_line() for f in findings if f.severity == "error"]
         raise PreflightFailed(f"sglang-kimi-eagle3 preflight found {len(errors)} error(s); nothing was loaded. "
                               f"Fix them, or set {ENV_MODE}=warn to start anyway:\n  " + "\n  ".join(errors))
-    if sglang_error:
-        raise sglang_error
+    return mode

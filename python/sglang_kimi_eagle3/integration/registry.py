@@ -4,8 +4,9 @@
 ran, and logs-and-swallows any failure. So each hook is recorded as `registered` here, and
 `refresh()` later resolves the upstream attribute and walks its wrapper chain (`__wrapped__`, set by
 HookRegistry's wrappers) looking for our function: found -> `applied`, not found -> `failed` with
-the reason. `refresh()` runs wherever we next get control after `load_plugins()`: the launch-time
-preflight, `sglang-kimi-eagle3 status`, and the first call of any of our hooks.
+the reason. `refresh()` runs where a status is read: the launch-time preflight (build_deployment),
+`sglang-kimi-eagle3 status`/`check`, and the scheduler's runtime status (runtime_status.status_rows),
+which also verifies every call-site binding, not only the defining attribute.
 """
 
 from __future__ import annotations

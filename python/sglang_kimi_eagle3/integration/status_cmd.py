@@ -42,9 +42,15 @@ def collect(check_model_class: bool = True) -> list[hookstatus.HookStatus]:
 
 def main(argv: list[str]) -> int:
     if any(a in ("-h", "--help") for a in argv):
-        print("usage: sglang-kimi-eagle3 status [--json] [--no-model-class]\n\nLoads SGLang's plugins the way launch_server "
-              "does and prints every hook of this plugin: applied / skipped (why) / failed (error).")
+        print("usage: sglang-kimi-eagle3 status [--json] [--no-model-class]\n       sglang-kimi-eagle3 status --running "
+              "[PORT|FILE] [--json]\n\nLoads SGLang's plugins the way launch_server does and prints every hook of this "
+              "plugin: active / installed, SGLang kernel for this GPU/shapes / skipped (why) / failed (error).\n"
+              "--running: the table a serving TP-0 scheduler wrote after capturing its CUDA graphs (call sites "
+              "verified, table in effect, call counters), from $SGLANG_KIMI_EAGLE3_STATUS_DIR (default "
+              "~/.cache/sglang-kimi-eagle3/run).")
         return 0
+    if argv and argv[0] == "--running":
+        return show_running(argv[1:])
     unknown = [a for a in argv if a not in ("--json", "--no-model-class")]
     if unknown:
         from ..errors import UserError
@@ -55,9 +61,13 @@ def main(argv: list[str]) -> int:
     from importlib.metadata import version
 
     sglang_version = version("sglang")
+    from .runtime_status import status_rows
+
+    words = {r["name"]: r["status"] for r in status_rows(import_modules="--no-model-class" not in argv)}
     if "--json" in argv:
         json.dump({"plugin": __version__, "sglang": sglang_version, "tested_sglang": TESTED_SGLANG,
-                   "hooks": hookstatus.as_dicts()}, sys.stdout, indent=1)
+                   "hooks": [{**d, "status": words.get(d["name"], d["state"])} for d in hookstatus.as_dicts()]},
+                  sys.stdout, indent=1)
         print()
     else:
         from rich.console import Console
@@ -71,10 +81,46 @@ def main(argv: list[str]) -> int:
                       "and not excluded by SGLANG_PLUGINS?[/]")
             return 1
         table = Table(show_lines=False)
-        for col in ("hook", "state", "upstream target", "detail"):
+        for col in ("hook", "state", "status", "upstream target"):
             table.add_column(col, overflow="fold")
         color = {"applied": "green", "skipped": "cyan", "failed": "bold red", "registered": "yellow"}
         for r in rows:
-            table.add_row(r.name, f"[{color[r.state]}]{r.state}[/]", r.target, r.detail)
+            table.add_row(r.name, f"[{color[r.state]}]{r.state}[/]", words.get(r.name, r.detail), r.target)
         con.print(table)
-    return 1 if not rows or any(r.state == "failed" for r in rows) else 0
+    return 1 if not rows or any(w.startswith("failed") for w in words.values()) else 0
+
+
+def show_running(argv: list[str]) -> int:
+    """Print the status file a serving TP-0 scheduler wrote (runtime_status.py). No sglang import."""
+    from pathlib import Path
+
+    from ..errors import UserError
+    from .runtime_status import format_snapshot, status_dir
+
+    args = [a for a in argv if a != "--json"]
+    if len(args) > 1:
+        raise UserError(f"status --running takes one PORT or FILE, got {' '.join(args)}")
+    where = status_dir()
+    if not args:
+        files = sorted(where.glob("port*.json"), key=lambda p: p.stat().st_mtime)
+        if not files:
+            raise UserError(f"no status file in {where}: no EAGLE/EAGLE3 server with this plugin has captured its CUDA "
+                            f"graphs here yet (or set SGLANG_KIMI_EAGLE3_STATUS_DIR to the server's directory)")
+        path = files[-1]
+    elif args[0].isdigit():
+        path = where / f"port{args[0]}.json"
+    else:
+        path = Path(args[0])
+    try:
+        snap = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such status file; `sglang-kimi-eagle3 status --running` lists the newest in {where}") from None
+    except (OSError, json.JSONDecodeError) as exc:
+        raise UserError(f"{path}: not a readable status file ({exc})") from None
+    if "--json" in argv:
+        json.dump(snap, sys.stdout, indent=1)
+        print()
+    else:
+        print(f"{path}:")
+        print(format_snapshot(snap))
+    return 1 if any(h["status"].startswith("failed") for h in snap.get("hooks", [])) else 0

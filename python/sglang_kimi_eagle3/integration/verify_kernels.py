@@ -2,7 +2,9 @@
 
 Three AROUND hooks, each with SGLang's exact signature and return value; each falls through to the
 original whenever our kernel does not apply (not CUDA, a case outside the fast path, or the kernel
-switch says upstream for this shape). `SGLANG_KIMI_EAGLE3_KERNELS`: upstream -> no hook is queued
+switch says upstream for this shape, or the op's guard raises ops.arch.Unsupported - the only exception
+a hook catches; any other error propagates). Every call is counted (runtime_status.note): ours, or
+SGLang's with the reason. Launches other than EAGLE/EAGLE3 pass through. `SGLANG_KIMI_EAGLE3_KERNELS`: upstream -> no hook is queued
 (status `skipped`); ours -> ours on every CUDA call; auto (default) -> ours only for the (op, shape)
 entries where this device's launch table (ops/configs/<arch>.verify.json) records a measured win.
 All three are CUDA-graph safe: no host sync, allocations depend on shapes only.
@@ -14,6 +16,7 @@ import os
 
 from .. import hookstatus
 from ..ops import arch
+from .runtime_status import guard_reason, note, our_launch
 
 _BS_BUCKETS = (1, 8, 32, 64, 128, 256)
 _N_BUCKETS = (4, 16)
@@ -32,12 +35,19 @@ def _table(device):
     return launch_table(device)
 
 
-def _ours(op: str, device, bs: int, n: int) -> bool:
-    """Kernel switch for one call. CUDA only, except that `ours` also runs on CPU tensors under the
-    Triton interpreter (TRITON_INTERPRET=1: tests and debugging; SGLang has no CPU kernel there)."""
+def _why_not(op: str, device, bs: int, n: int) -> str:
+    """"" when our kernel takes this call, else the fallback reason. CUDA only, except that `ours` also
+    runs on CPU tensors under the Triton interpreter (TRITON_INTERPRET=1: tests and debugging)."""
+    if our_launch() is False:
+        return "not an EAGLE/EAGLE3 launch"
     if device.type == "cuda":
-        return arch.use_ours(op, shape_key(bs, n), _table(device))
-    return device.type == "cpu" and os.environ.get("TRITON_INTERPRET") == "1" and arch.kernels_mode() == "ours"
+        return "" if arch.use_ours(op, shape_key(bs, n), _table(device)) else "launch table: no win for this shape"
+    if device.type == "cpu" and os.environ.get("TRITON_INTERPRET") == "1" and arch.kernels_mode() == "ours":
+        return ""
+    return f"{device.type} tensors (our kernels need CUDA)"
+
+
+H1, H2, H3 = "verify_argmax_greedy", "verify_tree_greedy", "verify_tree_sampling"
 
 
 # --- hook 1 ---------------------------------------------------------------------------------------
@@ -71,7 +81,11 @@ def eagle_sample_hook(orig, verify_input, batch, logits_output, grammar_mask=Non
     )
     n = verify_input.draft_token_num
     bs = len(batch.seq_lens)
-    if not fast or not _ours("argmax_verify", logits.device, bs, n):
+    why = "" if fast else "not the plain greedy verify (sampling, penalties, bias, grammar or watermark)"
+    if logits is not None:
+        why = why or _why_not("argmax_verify", logits.device, bs, n)
+    if why:
+        note(H1, "sglang", shape_key(bs, n), why)
         return orig(verify_input, batch, logits_output, grammar_mask, uno_target_max_top_k,
                     watermark_state=watermark_state, watermark_full_mask=watermark_full_mask)
     from sglang.srt.utils.async_probe import sanitize_nan_logits
@@ -87,9 +101,11 @@ def eagle_sample_hook(orig, verify_input, batch, logits_output, grammar_mask=Non
         argmax_verify_greedy(predict, accept_index, num_correct_drafts, verify_input.draft_token.reshape(bs, n),
                              verify_input.retrieve_index, verify_input.retrieve_next_token,
                              verify_input.retrieve_next_sibling, logits)
-    except ValueError:
+    except arch.Unsupported as exc:  # only the guard's "not my fast path"; anything else propagates
+        note(H1, "sglang", shape_key(bs, n), guard_reason(exc))
         return orig(verify_input, batch, logits_output, grammar_mask, uno_target_max_top_k,
                     watermark_state=watermark_state, watermark_full_mask=watermark_full_mask)
+    note(H1, "ours", shape_key(bs, n))
     return predict, num_correct_drafts + 1, accept_index
 
 
@@ -106,7 +122,11 @@ def verify_tree_greedy_hook(orig, predicts, accept_index, accept_token_num, cand
     import torch
 
     fits = candidates.ndim == 2 and target_predict.dtype == torch.int64 and target_predict.numel() == candidates.numel()
-    if not fits or not _ours("verify_greedy", candidates.device, candidates.shape[0], candidates.shape[1]):
+    bucket = shape_key(candidates.shape[0], candidates.shape[-1]) if candidates.ndim == 2 else "other"
+    why = _why_not("verify_greedy", candidates.device, candidates.shape[0], candidates.shape[-1]) if fits else \
+        "layout: candidates not [bs, N] or target_predict not int64 of the same size"
+    if why:
+        note(H2, "sglang", bucket, why)
         return orig(predicts, accept_index, accept_token_num, candidates, retrieve_index, retrieve_next_token,
                     retrieve_next_sibling, target_predict, topk)
     from ..ops.verify_greedy import verify_tree_greedy
@@ -114,9 +134,11 @@ def verify_tree_greedy_hook(orig, predicts, accept_index, accept_token_num, cand
     try:  # guards run before the launch
         verify_tree_greedy(predicts, accept_index, accept_token_num, candidates, retrieve_index, retrieve_next_token,
                            retrieve_next_sibling, target_predict.contiguous())
-    except ValueError:
+    except arch.Unsupported as exc:
+        note(H2, "sglang", bucket, guard_reason(exc))
         return orig(predicts, accept_index, accept_token_num, candidates, retrieve_index, retrieve_next_token,
                     retrieve_next_sibling, target_predict, topk)
+    note(H2, "ours", bucket)
     return predicts, accept_index, accept_token_num
 
 
@@ -134,14 +156,19 @@ def tree_sampling_hook(orig, predicts, accept_index, accept_token_num, candidate
     args = (predicts, accept_index, accept_token_num, candidates, retrive_index, retrive_next_token,
             retrive_next_sibling, uniform_samples, uniform_samples_for_final_sampling, target_probs, draft_probs,
             threshold_single, threshold_acc, deterministic)
-    if not _ours("tree_sampling", candidates.device, candidates.shape[0], candidates.shape[1]):
+    bucket = shape_key(candidates.shape[0], candidates.shape[-1])
+    why = _why_not("tree_sampling", candidates.device, candidates.shape[0], candidates.shape[-1])
+    if why:
+        note(H3, "sglang", bucket, why)
         return orig(*args)
     from ..ops.tree_sampling import tree_speculative_sampling
 
     try:  # guards run before the first launch
         tree_speculative_sampling(*args)
-    except ValueError:
+    except arch.Unsupported as exc:
+        note(H3, "sglang", bucket, guard_reason(exc))
         return orig(*args)
+    note(H3, "ours", bucket)
 
 
 HOOKS = (

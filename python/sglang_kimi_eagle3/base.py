@@ -1,0 +1,88 @@
+"""The ground floor every other module may import (pure: no sglang, no torch).
+
+Versions, our logger, and the plugin's environment switches with their validation. A garbage value
+of any of our variables is a `UserError` naming the variable and the accepted values; where it is
+read at launch (the resolution step, integration/launch_gate.py) that error stops the launch in the
+main process, before any scheduler starts.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+from .errors import UserError
+
+__version__ = "0.1.0"
+TESTED_SGLANG = "0.5.23"
+
+ENV_ENABLE = "SGLANG_KIMI_EAGLE3"
+ENV_KERNELS = "SGLANG_KIMI_EAGLE3_KERNELS"
+ENV_PREFLIGHT = "SGLANG_KIMI_EAGLE3_PREFLIGHT"
+ENV_CONTEXT_POLICY = "SGLANG_KIMI_EAGLE3_CONTEXT_POLICY"
+ENV_STATUS_DIR = "SGLANG_KIMI_EAGLE3_STATUS_DIR"
+
+_ON = ("1", "true", "on", "yes")
+_OFF = ("0", "false", "off", "no")
+# variable -> (accepted values, default); the context policy's values live in policy/context.py
+CHOICES = {
+    ENV_KERNELS: (("auto", "ours", "upstream"), "auto"),
+    ENV_PREFLIGHT: (("on", "warn", "off"), "on"),
+}
+
+
+class _Prefixed(logging.LoggerAdapter):
+    def process(self, msg, kwargs):
+        return f"sglang-kimi-eagle3: {msg}", kwargs
+
+
+def logger() -> logging.LoggerAdapter:
+    """Our logger (every line prefixed `sglang-kimi-eagle3:`). SGLang configures logging only after
+    load_plugins() in launch_server, so until the root logger has a handler we print through our own
+    (and do not propagate, to avoid doubles)."""
+    log = logging.getLogger("sglang_kimi_eagle3")
+    if not log.handlers and not logging.getLogger().handlers:
+        h = logging.StreamHandler(sys.stderr)
+        h.setFormatter(logging.Formatter("[%(asctime)s] %(message)s", "%Y-%m-%d %H:%M:%S"))
+        log.addHandler(h)
+        if log.level == logging.NOTSET:
+            log.setLevel(logging.INFO)
+        log.propagate = False
+    return _Prefixed(log, {})
+
+
+def enabled() -> bool:
+    """The kill switch: SGLANG_KIMI_EAGLE3 unset/1/true/on/yes -> True, 0/false/off/no -> False.
+    Anything else raises UserError (it used to mean 'enabled')."""
+    raw = os.environ.get(ENV_ENABLE)
+    value = (raw or "").strip().lower()
+    if not value or value in _ON:
+        return True
+    if value in _OFF:
+        return False
+    raise UserError(f"{ENV_ENABLE}={raw!r} is not a switch value; use 1|0 (also true|false, on|off, yes|no), "
+                    f"or unset it")
+
+
+def env_choice(name: str) -> str:
+    """The value of one of our enumerated variables (CHOICES), lower-cased; UserError when not accepted."""
+    choices, default = CHOICES[name]
+    raw = os.environ.get(name)
+    value = (raw or "").strip().lower() or default
+    if value not in choices:
+        raise UserError(f"{name}={raw!r} is not one of {'|'.join(choices)}; unset it or pick one")
+    return value
+
+
+def env_errors() -> list[str]:
+    """One line per of our variables holding a value we do not accept (empty when all are fine)."""
+    from .policy.context import resolve_policy
+
+    out = []
+    for check in (enabled, lambda: env_choice(ENV_KERNELS), lambda: env_choice(ENV_PREFLIGHT), resolve_policy):
+        try:
+            check()
+        except UserError as exc:
+            out.append(str(exc))
+    return out

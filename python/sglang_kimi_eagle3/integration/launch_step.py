@@ -1,0 +1,80 @@
+"""Hook: the one launch-time step - gate, our variables, the context policy, preflight.
+
+Upstream target: SGLang's resolution step `handle_speculative_decoding`, through its plugin API
+  `sglang.srt.arg_groups.resolution_hooks.register_resolution_hook` (sglang 0.5.23
+  arg_groups/resolution_hooks.py; the step runs in arg_groups/pipeline.py:306). Resolution runs in
+  the main process inside `ServerArgs.resolve_once()`, the first thing `run_server` / `Engine` do -
+  before any scheduler process starts or any weight is read.
+Why: SGLang swallows exceptions raised by plugins at load time, but an exception raised from a
+  resolution step propagates out of resolve_once() and stops the launch.
+How: run SGLang's own step first (keeping its error, if any), then:
+  1. gate: unless the launch is EAGLE or EAGLE3 with a draft model (`is_our_launch`), return exactly
+     what SGLang's step did - nothing read, nothing changed, nothing refused;
+  2. our variables: a garbage SGLANG_KIMI_EAGLE3 / _KERNELS / _PREFLIGHT / _CONTEXT_POLICY value
+     raises the UserError that names it (this is how a bad value aborts a launch cleanly);
+  3. the context policy's main-process part (context_policy.resolve_launch: `cap`), whatever the
+     preflight mode;
+  4. preflight (preflight_launch.report): SGLANG_KIMI_EAGLE3_PREFLIGHT=on refuses on errors, warn
+     logs them, off skips. Preflight only reports.
+Remove when: never; this is the product.
+"""
+
+from __future__ import annotations
+
+from .. import hookstatus
+from ..base import env_errors
+from ..errors import UserError
+
+NAME = "launch_step"
+STEP = "handle_speculative_decoding"
+TARGET = f"sglang.srt.arg_groups.resolution_hooks:{STEP}"
+OUR_ALGORITHMS = ("EAGLE", "EAGLE3")
+
+
+def install(env_only: bool = False) -> None:
+    """Add the step (idempotent). env_only: the plugin is off because a variable is garbage; the
+    step then only refuses our launches with that error (register() could not raise it)."""
+    from sglang.srt.arg_groups.resolution_hooks import _HOOKS, register_resolution_hook
+
+    if _step not in _HOOKS.get(STEP, ()):
+        register_resolution_hook(STEP)(_step)
+    hookstatus.record(NAME, TARGET, "registered", "runs at the next argument resolution (resolve_once) in this process"
+                      + ("; refuses EAGLE/EAGLE3 launches: bad environment" if env_only else ""))
+
+
+def is_our_launch(server_args) -> bool:
+    """EAGLE or EAGLE3 with a draft model, as resolved (or as typed when SGLang refused to resolve)."""
+    from sglang.srt.arg_groups.overrides import resolving_view
+
+    from .preflight_inputs import raw_input
+
+    cfg = resolving_view(server_args)
+    algo = getattr(cfg, "speculative_algorithm", None) or raw_input(server_args, "speculative_algorithm")
+    draft = getattr(cfg, "speculative_draft_model_path", None) or raw_input(server_args, "speculative_draft_model_path")
+    return bool(draft) and str(algo or "").upper() in OUR_ALGORITHMS
+
+
+def _step(server_args, previous) -> None:
+    sglang_error = None
+    try:
+        previous(server_args)
+    except Exception as exc:  # SGLang's own refusal: ours to report only for our launches
+        sglang_error = exc
+    if not is_our_launch(server_args):
+        hookstatus.record(NAME, TARGET, "applied", "ran; not an EAGLE/EAGLE3 launch with a draft model: passed through")
+        if sglang_error is not None:
+            raise sglang_error
+        return None
+    bad = env_errors()
+    if bad:
+        raise UserError(bad[0] if len(bad) == 1 else "; ".join(bad))
+    from . import context_policy, preflight_launch
+
+    if sglang_error is None:
+        context_policy.resolve_launch(server_args)
+    mode = preflight_launch.report(server_args, sglang_error)
+    hookstatus.record(NAME, TARGET, "applied", f"ran for this EAGLE/EAGLE3 launch: context policy resolved, preflight {mode}")
+    if sglang_error is not None:
+        raise sglang_error
+    return None
+

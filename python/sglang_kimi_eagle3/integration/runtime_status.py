@@ -1,0 +1,254 @@
+"""Runtime truth: which hooks really run here, at which call sites, and how often ours ran.
+
+Upstream target: sglang.srt.managers.scheduler.Scheduler.init_all_cuda_graphs (scheduler.py:1122),
+  AFTER: it returns once the target's and the draft worker's CUDA graphs are captured, in every
+  scheduler process (EAGLEWorkerV2 and MultiLayerEagleWorkerV2 alike), before serving starts.
+Why: the main process's table says what was queued; only a scheduler knows whether the names its
+  callers use (eagle_worker_v2.draft_topk1_postprocess, eagle_utils.verify_tree_greedy_func, ...)
+  route through our functions and whether our kernel was chosen for this GPU's table and the
+  launch's shapes. SGLang swallows hook errors, so this is the only place an operator can see it.
+How: the TP-0 scheduler of an EAGLE/EAGLE3 launch logs one table (hook, status word, call sites
+  verified, table in effect, counters so far) and writes it as JSON, atomically, to
+  `status_path()`: $SGLANG_KIMI_EAGLE3_STATUS_DIR, default ~/.cache/sglang-kimi-eagle3/run/, file
+  `port<PORT>[-dp<K>].json`; the kernel hooks rewrite it at most every FLUSH_S seconds while serving.
+  `sglang-kimi-eagle3 status --running [PORT|FILE]` reads it.
+Remove when: never (it is how the plugin reports).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import re
+import sys
+import time
+from pathlib import Path
+
+from .. import hookstatus
+from ..base import ENV_STATUS_DIR, __version__, logger
+from . import registry
+
+NAME = "runtime_status"
+TARGET = "sglang.srt.managers.scheduler.Scheduler.init_all_cuda_graphs"
+FLUSH_S = 10.0
+# hook -> call sites ("module:attr" or "module:Class.attr") whose binding must route through our function;
+# the first is the defining attribute. Sites whose module holds None (no kernel on this platform) are n/a.
+CALL_SITES = {
+    "context_policy": ["sglang.srt.configs.model_config:ModelConfig._derive_context_length"],
+    "context_policy_flag": ["sglang.srt.server_args:ServerArgs.add_cli_args"],
+    "context_policy_flag_value": ["sglang.srt.server_args:ServerArgs.from_cli_args"],
+    "delegation_probe": ["sglang.srt.model_loader.utils:get_model_architecture",
+                         "sglang.srt.model_executor.model_runner_components.startup_weight_load:get_model_architecture"],
+    "draft_lm_head": ["sglang.srt.layers.logits_processor:LogitsProcessor._compute_lm_head"],
+    "draft_topk1": ["sglang.kernels.ops.speculative.topk1:draft_topk1_postprocess",
+                    "sglang.srt.speculative.eagle_worker_v2:draft_topk1_postprocess"],
+    "draft_probs": ["sglang.srt.speculative.spec_utils:renorm_draft_probs",
+                    "sglang.srt.speculative.eagle_worker_v2:renorm_draft_probs"],
+    "draft_worker_topk": ["sglang.srt.speculative.eagle_worker_v2:fast_topk"],
+    "verify_argmax_greedy": ["sglang.srt.speculative.eagle_utils:eagle_sample",
+                             "sglang.srt.speculative.eagle_worker_common:eagle_sample"],
+    "verify_tree_greedy": ["sglang.kernels.ops.speculative.spec_tree:verify_tree_greedy_func",
+                           "sglang.srt.speculative.eagle_utils:verify_tree_greedy_func"],
+    "verify_tree_sampling": ["sglang.kernels.ops.speculative.sampling:tree_speculative_sampling_target_only",
+                             "sglang.kernels.ops.speculative.verify_sampling:tree_speculative_sampling_target_only",
+                             "sglang.srt.speculative.eagle_utils:tree_speculative_sampling_target_only"],
+}
+KERNEL_HOOKS = ("draft_lm_head", "draft_topk1", "draft_worker_topk", "verify_argmax_greedy",
+                "verify_tree_greedy", "verify_tree_sampling")
+_STATE = {"path": None, "last": 0.0, "ours": None}
+
+
+def install() -> None:
+    registry.register(NAME, TARGET, _after_cuda_graphs, "after")
+
+
+# ---- is this process serving one of our launches? -----------------------------------------------
+
+
+def our_launch() -> bool | None:
+    """True/False once SGLang published this process's spec config (cached); None before that."""
+    if _STATE["ours"] is not None:
+        return _STATE["ours"]
+    try:
+        from sglang.srt.runtime_context import get_spec
+
+        spec = get_spec()
+        algo = str(spec.speculative_algorithm or "").upper()
+        ours = algo in ("EAGLE", "EAGLE3") and bool(spec.speculative_draft_model_path)
+    except Exception:
+        return None
+    _STATE["ours"] = ours
+    return ours
+
+
+def note(hook: str, who: str, bucket: str, reason: str = "") -> None:
+    """Count one call (hookstatus.count) and keep the status file fresh while serving."""
+    hookstatus.count(hook, who, bucket, reason)
+    if _STATE["path"] is not None and time.monotonic() - _STATE["last"] > FLUSH_S:
+        write_status()
+
+
+def guard_reason(exc: Exception) -> str:
+    """A low-cardinality fallback reason from an op guard's message (numbers folded)."""
+    return "op guard: " + re.sub(r"\d+", "N", str(exc))[:90]
+
+
+# ---- call sites ----------------------------------------------------------------------------------
+
+
+def _lookup(site: str):
+    mod_name, attr_path = site.split(":")
+    mod = sys.modules.get(mod_name)
+    if mod is None:
+        return None, False
+    obj = mod
+    *owners, attr = attr_path.split(".")
+    for o in owners:
+        obj = getattr(obj, o)
+    raw = obj.__dict__.get(attr) if isinstance(obj, type) else None
+    return (raw if raw is not None else getattr(obj, attr, None)), True
+
+
+def _ours_fn(hook: str):
+    if hook == "draft_worker_topk":
+        from .draft_head_kernels import _fast_topk
+
+        return _fast_topk
+    pending = registry._PENDING.get(hook)
+    return pending[1] if pending else None
+
+
+def verify_sites(hook: str, import_modules: bool = False) -> dict:
+    """{"bound": [...], "unbound": [...], "n/a": [...], "not imported": [...]} for one hook."""
+    out = {"bound": [], "unbound": [], "n/a": [], "not imported": []}
+    fn = _ours_fn(hook)
+    for site in CALL_SITES.get(hook, []):
+        if import_modules:
+            try:
+                importlib.import_module(site.split(":")[0])
+            except Exception:
+                pass
+        try:
+            attr, imported = _lookup(site)
+        except Exception:
+            out["unbound"].append(site)
+            continue
+        short = site.split(":")[0].rsplit(".", 1)[-1] + "." + site.split(":")[1].rsplit(".", 1)[-1]
+        if not imported:
+            out["not imported"].append(short)
+        elif attr is None:
+            out["n/a"].append(short)
+        elif fn is not None and (attr is fn or registry._chain_contains(attr, fn)):
+            out["bound"].append(short)
+        else:
+            out["unbound"].append(short)
+    return out
+
+
+# ---- the table -----------------------------------------------------------------------------------
+
+
+def table_in_effect() -> str:
+    from ..ops import arch
+
+    try:
+        mode = arch.kernels_mode()
+        table = arch.load_table(*arch.current_device())
+    except Exception as exc:
+        return f"unreadable: {type(exc).__name__}: {exc}"
+    origin = table.get("origin") or table.get("source")
+    if isinstance(origin, dict):
+        origin = ", ".join(f"{k} {v}" for k, v in origin.items())
+    return f"{arch.ENV_KERNELS}={mode}; " + (str(origin) if origin else "no launch table for this device")
+
+
+def status_rows(import_modules: bool = False) -> list[dict]:
+    """One dict per hook: name, target, state, word, sites, counters."""
+    registry.refresh()
+    counts = hookstatus.counters()
+    out = []
+    for row in hookstatus.rows():
+        sites = verify_sites(row.name, import_modules) if row.state in ("applied", "registered") else {}
+        if row.name == "draft_worker_topk" and sites.get("unbound") and row.state == "registered":
+            sites = {**sites, "unbound": []}  # bound lazily at the first draft renorm_draft_probs call
+        out.append({"name": row.name, "target": row.target, "state": row.state, "detail": row.detail,
+                    "status": hookstatus.status_word(row, sites.get("unbound"), kernel=row.name in KERNEL_HOOKS),
+                    "sites": sites, "counters": counts.get(row.name, {"ours": {}, "sglang": {}})})
+    return out
+
+
+def snapshot(import_modules: bool = False) -> dict:
+    return {"plugin": __version__, "pid": os.getpid(), "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "table_in_effect": table_in_effect(), "hooks": status_rows(import_modules)}
+
+
+def format_snapshot(snap: dict) -> str:
+    lines = [f"runtime status (pid {snap['pid']}, {snap['time']}; {snap['table_in_effect']}):"]
+    w = max((len(h["name"]) for h in snap["hooks"]), default=4)
+    for h in snap["hooks"]:
+        c = h["counters"]
+        ours = sum(c["ours"].values())
+        theirs = {r: sum(b.values()) for r, b in c["sglang"].items()}
+        calls = f"ours {ours}" + "".join(f", SGLang {n} ({r})" for r, n in theirs.items())
+        sites = h["sites"]
+        bound = f"bound {len(sites.get('bound', []))}/{len(CALL_SITES.get(h['name'], []))}" if sites else ""
+        lines.append(f"  {h['name']:<{w}}  {h['status']}" + (f"  [{bound}]" if bound else "")
+                     + (f"  calls: {calls}" if (ours or theirs) else ""))
+    return "\n".join(lines)
+
+
+# ---- the status file -----------------------------------------------------------------------------
+
+
+def status_dir() -> Path:
+    return Path(os.environ.get(ENV_STATUS_DIR) or Path.home() / ".cache" / "sglang-kimi-eagle3" / "run")
+
+
+def status_path(port, dp_rank=None) -> Path:
+    return status_dir() / (f"port{port}" + (f"-dp{dp_rank}" if dp_rank else "") + ".json")
+
+
+def write_status(path: Path | None = None) -> Path | None:
+    """Write the snapshot atomically (temp file + os.replace) to `path` or this process's status path."""
+    path = path or _STATE["path"]
+    if path is None:
+        return None
+    _STATE["last"] = time.monotonic()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(snapshot(), indent=1))
+        os.replace(tmp, path)
+    except OSError as exc:
+        logger().warning("cannot write the status file %s: %s", path, exc)
+        return None
+    return path
+
+
+def publish_status(port, tp_rank: int, dp_rank=None) -> Path | None:
+    """After capture: bind the lazy worker top-k, log the table (TP 0), start the status file."""
+    if our_launch() is False:
+        return None
+    from .draft_head_kernels import bind_worker_topk
+
+    if hookstatus.get("draft_worker_topk") is not None and hookstatus.get("draft_worker_topk").state == "registered":
+        bind_worker_topk()
+    if tp_rank != 0:
+        return None
+    _STATE["path"] = status_path(port, dp_rank)
+    path = write_status()
+    logger().info("%s\n  status file: %s (`sglang-kimi-eagle3 status --running %s`)",
+                  format_snapshot(snapshot()), path, port)
+    return path
+
+
+def _after_cuda_graphs(result, scheduler=None, *args, **kwargs):
+    try:
+        from sglang.srt.runtime_context import get_parallel, get_server_args
+
+        par = get_parallel()
+        publish_status(get_server_args().port, int(par.tp_rank), getattr(par, "attn_dp_rank", None) or None)
+    except Exception as exc:  # never break serving from a status report
+        hookstatus.record(NAME, TARGET, "failed", f"{type(exc).__name__}: {exc}")
+    return result
