@@ -71,3 +71,24 @@ def test_ctrl_c_keeps_finished_ops_and_shapes(fake_gpu, monkeypatch):
     assert sorted(t["ops"]["draft_topk"]["measured"]) == ["V32000:k1:bs1", "V32000:k1:bs128", "V32000:k1:bs32"]
     assert list(t["ops"]["argmax_verify"]["measured"]) == ["n4_bs1"]  # the op in progress: its finished shape
     assert [p.name for p in fake_gpu.iterdir()] == ["NVIDIA_H200.json"]  # no temp files left behind
+
+
+def test_baseline_failure_is_one_line_and_keeps_what_finished(fake_gpu, monkeypatch, capsys):
+    from sglang_kimi_eagle3.cli import main
+    from sglang_kimi_eagle3.errors import UserError
+    from sglang_kimi_eagle3.tuning import measure
+
+    ok = canned()
+
+    def measure_or_fail(m, *args):
+        if m["op"] == "argmax_verify":  # what _measure raises when SGLang's kernel does not run
+            raise UserError("tune: SGLang's kernel for argmax_verify (x) does not run here: boom")
+        return ok(m, *args)
+    monkeypatch.setattr(tune_cmd, "_measure", measure_or_fail)
+    monkeypatch.setattr(tune_cmd, "_require_gpu", lambda: None)
+    monkeypatch.setattr(measure, "clear", lambda: None)
+    assert main(["tune", "--quick", "--ops", "draft_topk,argmax_verify", "--cache-dir", str(fake_gpu)]) == 2
+    err = capsys.readouterr().err
+    assert "kept the 3 shapes measured so far" in err and err.strip().endswith("does not run here: boom")
+    t = json.loads((fake_gpu / "NVIDIA_H200.json").read_text())
+    assert set(t["ops"]) == {"draft_topk"}

@@ -278,11 +278,12 @@ def run(shapes: TuneShapes, todo: list[dict], title: str, ours: dict, command: s
                 table["ops"][m["op"]] = cache.merge_op(previous.get(m["op"]), spec)
                 cache.write_atomic(path, table)
         _progress(len(todo), len(todo), f"done in {time.perf_counter() - t0:.0f} s")
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, UserError) as exc:
         for op, spec in ops_done.items():  # the op in progress too: its finished shapes
             table["ops"][op] = cache.merge_op(previous.get(op), spec)
         cache.write_atomic(path, table)
-        print(f"interrupted: kept the ops that finished in {path}", file=sys.stderr)
+        what = "interrupted" if isinstance(exc, KeyboardInterrupt) else "stopped"
+        print(f"{what}: kept the {len(rows)} shapes measured so far in {path}", file=sys.stderr)
         raise
     finally:
         measure.clear()
@@ -313,13 +314,21 @@ def _measure(m, sg, cc, sms, shapes, quick, gemv_best, measure, tree_shape) -> d
     timed.sort(key=lambda t: t[0])
     if op == "lm_head_gemv":
         gemv_best[(m["shape"]["R"], m["shape"]["bs"])] = [c for _, c in timed[:2]]
-    up_us = _time(case.sglang, case.items, quick)
+    try:
+        up_us = _time(case.sglang, case.items, quick)
+    except Exception as exc:  # the baseline itself does not run here: say so, keep the finished ops
+        raise UserError(f"tune: SGLang's kernel for {op} ({case.upstream}) does not run here: {type(exc).__name__}: "
+                        f"{' '.join(str(exc).split())[:200]}; it is the baseline tune compares against (its JIT "
+                        f"kernels need nvcc and the CUDA headers); `--ops` without {op} skips it") from None
     if not timed:
         exact, detail, ours_us, cfg = False, "no candidate config ran", None, None
     else:
         ours_us, cfg = timed[0]
-        exact, detail = case.check(cfg)
-        torch.cuda.synchronize()
+        try:
+            exact, detail = case.check(cfg)
+            torch.cuda.synchronize()
+        except Exception as exc:  # a failing check is a loss for ours, reported in the table
+            exact, detail = False, f"check failed: {type(exc).__name__}: {str(exc)[:160]}"
     win = bool(exact and ours_us is not None and ours_us < WIN_MARGIN * up_us)
     return {"op": op, "key": m["key"], "shape": m["shape"], "sglang_us": up_us, "ours_us": ours_us, "config": cfg,
             "chosen": "ours" if win else "sglang", "exact": exact, "detail": detail,
