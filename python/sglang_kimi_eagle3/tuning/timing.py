@@ -1,5 +1,6 @@
 """CUDA-graph replay timing (GPU only; torch and triton, no sglang): one implementation for `tune`
-and the kernel benchmarks (benchmark/kernels/harness.py re-exports it).
+and the kernel benchmarks (benchmark/kernels/harness.py's capture_graph / graph_time_us, to be imported
+from here: issue 11).
 
 Two methods:
   graph_time_us(fn)            `triton.testing.do_bench` over replays of a graph of `fn` (median and
