@@ -47,3 +47,19 @@ def test_bad_tune_flags_exit_2(capsys):
     assert "unknown op(s) nope" in capsys.readouterr().err
     assert main(["tune", "--dry-run", "--model-path", "/no/such/folder", "--speculative-draft-model-path", "x"]) == 2
     assert "--model-path /no/such/folder" in capsys.readouterr().err
+
+
+def test_dry_run_where_sglangs_server_stack_does_not_import(capsys, monkeypatch):
+    """As on the lent GPU box (SGLang's kernels, not its server): the flags are read directly."""
+    from sglang_kimi_eagle3.integration import tune_cmd
+
+    monkeypatch.setattr(tune_cmd, "_parsed_by_sglang", lambda argv: None)
+    assert main(["tune", "--dry-run", "--quick", "--model-path", "kimi-k2.5", "--speculative-draft-model-path",
+                 "aq-medai/kimi-k2-eagle3", "--tp-size=4", "--cuda-graph-max-bs", "8"]) == 0
+    out = capsys.readouterr().out
+    assert "flags read directly" in out and "shard 8000 rows" in out and "top-k 1; N 4" in out
+    assert main(["tune", "--dry-run", "--model-path", "kimi-k2.5", "--speculative-draft-model-path",
+                 "aq-medai/kimi-k2-eagle3", "--cuda-graph-max-bs", "8"]) == 0
+    assert "bs 1,8 (draft), 1,8 (verify)" in capsys.readouterr().out
+    assert main(["tune", "--dry-run", "--model-path", "kimi-k2.5", "--tp-size", "eight"]) == 2
+    assert "--tp-size 'eight': expected an integer" in capsys.readouterr().err
