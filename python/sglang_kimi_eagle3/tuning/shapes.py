@@ -1,4 +1,5 @@
-"""The kernel shapes a deployment runs (pure: no torch, no sglang), from the inputs `check` reads.
+"""The kernel shapes a deployment runs (pure w.r.t. sglang; measurements() takes its wins keys from the
+ops modules' shape_key, the keys the hooks look up), from the inputs `check` reads.
 
 Draft head (per draft step, hidden [bs, H] bf16):
   lm_head_gemv   [bs, H] x [R, H]^T, R = this rank's lm_head shard (SGLang's ParallelLMHead padding)
@@ -99,24 +100,21 @@ def tree_of(s: TuneShapes) -> tuple[int, int]:
 def measurements(s: TuneShapes) -> list[dict]:
     """Every (op, shape) tune measures, in order: {"op", "shape": {...}, "key": the table's wins key,
     "match": the op_config match fields}."""
-    from ..ops.lm_head_gemv import bs_bucket  # pure helper; triton is imported but not run
+    from ..ops import draft_topk, lm_head_gemv, lm_head_topk  # their shape_key: the hooks' lookup keys
 
     out = []
     H, R, V = s.hidden, s.rows, s.draft_vocab
     for bs in s.draft_bs:
-        b = bs_bucket(bs)
-        out.append({"op": "lm_head_gemv", "shape": {"R": R, "H": H, "bs": bs}, "key": f"R{R}:H{H}:bs{b}",
+        out.append({"op": "lm_head_gemv", "shape": {"R": R, "H": H, "bs": bs}, "key": lm_head_gemv.shape_key(bs, R, H),
                     "match": {"bs": bs, "rows": R, "hidden": H}})
     ks = sorted({1, s.topk})  # k=1 is SGLang's top-1 contract (first draft step / topk 1)
     for k in ks:
         for bs in s.draft_bs:
-            b = bs_bucket(bs)
-            out.append({"op": "lm_head_topk", "shape": {"R": R, "H": H, "k": k, "bs": bs}, "key": f"R{R}:H{H}:k{k}:bs{b}",
-                        "match": {"bs": bs, "rows": R, "hidden": H, "k": k}})
+            out.append({"op": "lm_head_topk", "shape": {"R": R, "H": H, "k": k, "bs": bs},
+                        "key": lm_head_topk.shape_key(bs, R, H, k), "match": {"bs": bs, "rows": R, "hidden": H, "k": k}})
     for k in ks:
         for bs in s.draft_bs:
-            b = bs_bucket(bs)
-            out.append({"op": "draft_topk", "shape": {"V": V, "k": k, "bs": bs}, "key": f"V{V}:k{k}:bs{b}",
+            out.append({"op": "draft_topk", "shape": {"V": V, "k": k, "bs": bs}, "key": draft_topk.shape_key(bs, V, k),
                         "match": {"bs": bs, "vocab": V, "k": k}})
     n, nb = s.draft_tokens, n_bucket(s.draft_tokens)
     for op in VERIFY_OPS:
