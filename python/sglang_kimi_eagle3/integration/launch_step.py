@@ -29,6 +29,7 @@ NAME = "launch_step"
 STEP = "handle_speculative_decoding"
 TARGET = f"sglang.srt.arg_groups.resolution_hooks:{STEP}"
 OUR_ALGORITHMS = ("EAGLE", "EAGLE3")
+MARK = "_kimi_eagle3_launch_step"
 
 
 def install(env_only: bool = False) -> None:
@@ -73,7 +74,9 @@ def _step(server_args, previous) -> None:
     if sglang_error is None:
         context_policy.resolve_launch(server_args)
     mode = preflight_launch.report(server_args, sglang_error)
-    hookstatus.record(NAME, TARGET, "applied", f"ran for this EAGLE/EAGLE3 launch: context policy resolved, preflight {mode}")
+    done = f"ran in the main process for this EAGLE/EAGLE3 launch: context policy resolved, preflight {mode}"
+    setattr(server_args, MARK, done)  # bookkeeping attribute: pickled to the schedulers, read by runtime_status
+    hookstatus.record(NAME, TARGET, "applied", done)
     if sglang_error is not None:
         raise sglang_error
     return None

@@ -226,6 +226,23 @@ def write_status(path: Path | None = None) -> Path | None:
     return path
 
 
+def _launch_step_row() -> None:
+    """The launch step runs in the main process only; its mark on the record tells a scheduler whether it ran."""
+    from sglang.srt.runtime_context import get_server_args
+
+    from .launch_step import MARK, NAME as STEP, TARGET as STEP_TARGET
+
+    row = hookstatus.get(STEP)
+    if row is None or row.state in ("skipped", "failed"):
+        return
+    done = getattr(get_server_args(), MARK, None)
+    if done:
+        hookstatus.record(STEP, STEP_TARGET, "applied", done)
+    else:
+        hookstatus.record(STEP, STEP_TARGET, "failed", "SGLang resolved this launch without this plugin's launch step "
+                          "(plugins loaded after resolve_once?): no preflight ran and `cap` was not applied")
+
+
 def publish_status(port, tp_rank: int, dp_rank=None) -> Path | None:
     """After capture: bind the lazy worker top-k, log the table (TP 0), start the status file."""
     if our_launch() is False:
@@ -234,6 +251,7 @@ def publish_status(port, tp_rank: int, dp_rank=None) -> Path | None:
 
     if hookstatus.get("draft_worker_topk") is not None and hookstatus.get("draft_worker_topk").state == "registered":
         bind_worker_topk()
+    _launch_step_row()
     if tp_rank != 0:
         return None
     _STATE["path"] = status_path(port, dp_rank)

@@ -1,0 +1,25 @@
+"""Preflight says where the runtime hooks do not reach (issue 10): --use-ray (SGLang's Ray scheduler actors,
+srt/ray/scheduler_actor.py, never call load_plugins()) and --enable-multi-layer-eagle (MultiLayerEagleWorkerV2
+never calls draft_topk1_postprocess / renorm_draft_probs / the v2 worker's fast_topk). Warnings, not errors."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from helpers import ROOT, clean_env
+
+pytestmark = pytest.mark.slow
+
+
+def test_use_ray_and_multi_layer_eagle_are_warned_about():
+    cp = subprocess.run([sys.executable, "-m", "sglang_kimi_eagle3.cli", "check", "--model-path", "llama-3.1-8b-instruct",
+                         "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "llama-3.1-8b-eagle3",
+                         "--for-gpu", "H200", "--json", "--use-ray", "--enable-multi-layer-eagle"],
+                        capture_output=True, text=True, timeout=300, env=clean_env(), cwd=str(ROOT))
+    assert cp.returncode == 0, cp.stdout[-2000:] + cp.stderr[-2000:]
+    plugin = [f for f in json.loads(cp.stdout)["findings"] if f["check"] == "plugin"]
+    assert [f["severity"] for f in plugin] == ["warning", "warning"], plugin
+    assert "--use-ray" in plugin[0]["found"] and "load_plugins()" in plugin[0]["found"]
+    assert "draft_topk1" in plugin[1]["found"] and "verify hooks still do" in plugin[1]["found"]
