@@ -17,10 +17,12 @@ class Server:
         self.url = f"http://127.0.0.1:{port}"
         self.log = log_dir / f"{name}.log"
         self.cmd = [sys.executable, "-m", "sglang.launch_server", *argv, "--host", "127.0.0.1", "--port", str(port)]
-        self.env = {**os.environ, **(env or {})}
+        self.env = dict(env) if env is not None else dict(os.environ)  # the whole environment of the server
         self.proc: subprocess.Popen | None = None
 
-    def start(self, timeout: float) -> None:
+    def start(self, timeout: float, give_up: str | None = None) -> None:
+        """Wait for /health_generate; raise with the log tail if the server exits, is not healthy within
+        `timeout` s, or prints `give_up` (a fatal line after which SGLang may linger instead of exiting)."""
         self.log.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log, "w") as f:
             f.write(" ".join(self.cmd) + "\n")
@@ -31,13 +33,16 @@ class Server:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"{self.name} server exited with {self.proc.returncode} during startup; "
                                    f"log tail ({self.log}):\n{self.tail()}")
+            if give_up and give_up in self.log.read_text(errors="replace"):
+                self.stop()
+                raise RuntimeError(f"{self.name} server printed {give_up!r} during startup; log tail ({self.log}):\n{self.tail()}")
             try:
                 with urllib.request.urlopen(self.url + "/health_generate", timeout=30) as r:
                     if r.status == 200:
                         return
             except Exception:
                 pass
-            time.sleep(5)
+            time.sleep(2)
         self.stop()
         raise RuntimeError(f"{self.name} server not healthy after {timeout:.0f} s; log tail ({self.log}):\n{self.tail()}")
 
