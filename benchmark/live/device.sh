@@ -6,7 +6,7 @@
 #              plugin a dist-info there so SGLang finds its entry point (the code itself comes from ./python)
 #   env        print the exports that make python3 use the carried stack (eval "$(benchmark/live/device.sh env)")
 #   smoke      versions, the H200, NCCL, sgl_kernel's rmsnorm and `import sglang.launch_server`
-# carry.md in this folder is the whole recipe.
+# README.md in this folder is the whole recipe.
 set -euo pipefail
 PARTS=/tmp/parts SITE=/tmp/site
 step=${1:?usage: device.sh recv|install|env|smoke}

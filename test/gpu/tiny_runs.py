@@ -10,7 +10,8 @@ sglang.launch_server` with this plugin (SGLang loads it through its entry point)
 
 Variables: GPU_CI_TINY_DIR (where the models go; default a temporary folder), GPU_CI_LOG_DIR (server
 logs, status files, bench JSON), GPU_CI_PORT (first port, default 30200), GPU_CI_STARTUP_TIMEOUT
-(seconds per server, default 600), GPU_CI_TP (default: 2 when two GPUs are visible, else 1).
+(seconds per server, default 600), GPU_CI_TP (default: 2 when two GPUs are visible, else 1),
+GPU_CI_EXTRA_ARGS (more launch_server flags for every server).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -88,7 +90,8 @@ def argv_of(role: str) -> list[str]:
 
     target, draft = models()
     shape, _ = ROLES[role]
-    return base_args(target, tp()) + (spec_args(draft, shape) if shape else [])
+    extra = shlex.split(os.environ.get("GPU_CI_EXTRA_ARGS", ""))
+    return base_args(target, tp()) + (spec_args(draft, shape) if shape else []) + extra
 
 
 def run(role: str) -> dict:

@@ -13,11 +13,11 @@ from __future__ import annotations
 SPEC_SHAPES = {"chain": (3, 1, 4), "tree": (3, 4, 8)}
 
 
-def base_args(target: str, tp: int = 1, mem_fraction: float = 0.5) -> list[str]:
+def base_args(target: str, tp: int = 1, mem_fraction: float = 0.3) -> list[str]:
     return ["--model-path", str(target), "--tp-size", str(tp), "--trust-remote-code",
             "--attention-backend", "triton", "--sampling-backend", "pytorch", "--grammar-backend", "none",
-            "--mem-fraction-static", str(mem_fraction), "--max-running-requests", "32",
-            "--cuda-graph-max-bs-decode", "32", "--disable-prefill-cuda-graph"]
+            "--mem-fraction-static", str(mem_fraction), "--max-total-tokens", "65536", "--max-running-requests", "16",
+            "--cuda-graph-max-bs-decode", "8", "--disable-prefill-cuda-graph"]
 
 
 def spec_args(draft: str, shape: str = "chain") -> list[str]:

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Runs ON the device machine after device.sh install (same warm machine): the live tiny test, logs to $OUT.
+#   benchmark/live/live.sh [pytest -k expression]
+# Writes $OUT/live.log (pytest output) and $OUT/live-logs.tgz (server logs, status files, bench JSON).
+set -uo pipefail
+eval "$(benchmark/live/device.sh env)"
+export GPU_CI_LOG_DIR=/tmp/live-logs GPU_CI_TINY_DIR=/tmp/tiny GPU_CI_STARTUP_TIMEOUT=${GPU_CI_STARTUP_TIMEOUT:-300}
+mkdir -p $GPU_CI_LOG_DIR
+python3 -m sglang_kimi_eagle3.tiny $GPU_CI_TINY_DIR
+k=${1:-}
+python3 -m pytest -q -rA -p no:cacheprovider test/gpu/test_live_tiny.py ${k:+-k "$k"} 2>&1 | tee ${OUT:-/tmp}/live.log
+rc=${PIPESTATUS[0]}
+tar czf ${OUT:-/tmp}/live-logs.tgz -C /tmp live-logs --exclude='live-logs/models' 2>/dev/null
+echo "live.sh: pytest exit $rc"
+exit $rc
