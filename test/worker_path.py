@@ -118,7 +118,8 @@ def _draft_calls(torch):
 def scheduler_like(server_args, out_q, mask: str | None = None, calls: bool = True):
     """run_scheduler_process's first steps (load_plugins, publish with spawn ranks), the worker modules
     imported as building a Scheduler imports them, optional calls through SGLang's own functions, then
-    SGLang's own Scheduler.init_all_cuda_graphs (whose AFTER hook publishes our runtime status)."""
+    SGLang's own Scheduler.init_all_cuda_graphs -> BaseSpecWorker.init_cuda_graphs (whose AFTER hook publishes
+    our runtime status)."""
     import warnings
 
     warnings.filterwarnings("ignore")
@@ -144,12 +145,18 @@ def scheduler_like(server_args, out_q, mask: str | None = None, calls: bool = Tr
             _verify_call(torch)
             _draft_calls(torch)
 
-        class _Workers:  # the model workers cannot run on this CPU box: their CUDA-graph capture is a no-op
+        from sglang.srt.speculative.base_spec_worker import BaseSpecWorker
+
+        class _TargetWorker:  # the model workers cannot run on this CPU box: their graph capture is a no-op
             def init_cuda_graphs(self):
                 return None
 
+        class _SpecWorker:  # SGLang's own BaseSpecWorker.init_cuda_graphs, with no draft worker to capture
+            draft_worker = None
+            init_cuda_graphs = BaseSpecWorker.init_cuda_graphs
+
         stand_in = type("S", (), {})()
-        stand_in.tp_worker, stand_in.draft_worker = _Workers(), _Workers()
+        stand_in.tp_worker, stand_in.draft_worker = _TargetWorker(), _SpecWorker()
         Scheduler.init_all_cuda_graphs(stand_in)
         from sglang_kimi_eagle3.integration import runtime_status
 

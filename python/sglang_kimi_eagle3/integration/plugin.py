@@ -3,11 +3,10 @@
 SGLang calls it through `load_plugins()` in every process it starts (main, each scheduler/TP rank,
 detokenizer, DP controller). It queues every hook with SGLang's HookRegistry (or the resolution
 pipeline) and records each one's status; it loads no model and no kernel. It is NOT cheap in imports:
-queueing a hook resolves its target's module, and HookRegistry.apply_hooks then imports every
-target, so after load_plugins() the process has imported ~2,900 sglang/torch/triton modules
-(measured here: load_plugins() in a fresh interpreter takes ~3.8 s with the plugin and ~0.6 s
-with SGLANG_KIMI_EAGLE3=0 - see docs/hooks.md for the command). It is idempotent, and switched
-off by SGLANG_KIMI_EAGLE3=0.
+queueing a hook resolves its target's module, and HookRegistry.apply_hooks imports every target, so
+load_plugins() imports ~2,900 sglang/torch/triton modules and takes ~4.1 s on a 2-core CPU, against
+~130 modules and 0.1 s with SGLANG_KIMI_EAGLE3=0 (2026-11-30, sglang 0.5.23; docs/hooks.md has the
+command). It is idempotent, and switched off by SGLANG_KIMI_EAGLE3=0.
 
 A garbage value of one of our variables cannot be raised from here (SGLang logs and swallows plugin
 exceptions): register() then installs only the launch-time step, which refuses EAGLE/EAGLE3 launches

@@ -1,8 +1,11 @@
 """Runtime truth: which hooks really run here, at which call sites, and how often ours ran.
 
-Upstream target: sglang.srt.managers.scheduler.Scheduler.init_all_cuda_graphs (scheduler.py:1122),
-  AFTER: it returns once the target's and the draft worker's CUDA graphs are captured, in every
-  scheduler process (EAGLEWorkerV2 and MultiLayerEagleWorkerV2 alike), before serving starts.
+Upstream target: sglang.srt.speculative.base_spec_worker.BaseSpecWorker.init_cuda_graphs
+  (base_spec_worker.py:375), AFTER. Scheduler.init_all_cuda_graphs (scheduler.py:1122) captures the
+  target's graphs, then calls the speculative worker's init_cuda_graphs; EAGLEWorkerV2 (:1387) and
+  MultiLayerEagleWorkerV2 reach this method through super(), so it returns once the draft graphs are
+  captured, in every scheduler process, before serving starts. (Hooking Scheduler itself would make
+  every process that loads plugins import the scheduler module: ~490 modules, ~0.5 s here.)
 Why: the main process's table says what was queued; only a scheduler knows whether the names its
   callers use (eagle_worker_v2.draft_topk1_postprocess, eagle_utils.verify_tree_greedy_func, ...)
   route through our functions and whether our kernel was chosen for this GPU's table and the
@@ -30,7 +33,7 @@ from ..base import ENV_STATUS_DIR, __version__, logger
 from . import registry
 
 NAME = "runtime_status"
-TARGET = "sglang.srt.managers.scheduler.Scheduler.init_all_cuda_graphs"
+TARGET = "sglang.srt.speculative.base_spec_worker.BaseSpecWorker.init_cuda_graphs"
 FLUSH_S = 10.0
 # hook -> call sites ("module:attr" or "module:Class.attr") whose binding must route through our function;
 # the first is the defining attribute. Sites whose module holds None (no kernel on this platform) are n/a.
@@ -261,7 +264,7 @@ def publish_status(port, tp_rank: int, dp_rank=None) -> Path | None:
     return path
 
 
-def _after_cuda_graphs(result, scheduler=None, *args, **kwargs):
+def _after_cuda_graphs(result, worker=None, *args, **kwargs):
     try:
         from sglang.srt.runtime_context import get_parallel, get_server_args
 
