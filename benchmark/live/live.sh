@@ -8,7 +8,7 @@ export GPU_CI_LOG_DIR=/tmp/live-logs GPU_CI_TINY_DIR=/tmp/tiny GPU_CI_STARTUP_TI
 mkdir -p $GPU_CI_LOG_DIR
 python3 -m sglang_kimi_eagle3.tiny $GPU_CI_TINY_DIR
 k=${1:-}
-python3 -m pytest -q -rA -p no:cacheprovider test/gpu/test_live_tiny.py ${k:+-k "$k"} 2>&1 | tee ${OUT:-/tmp}/live.log
+timeout ${LIVE_TIMEOUT:-560} python3 -m pytest -q -rA -p no:cacheprovider test/gpu/test_live_tiny.py ${k:+-k "$k"} 2>&1 | tee ${OUT:-/tmp}/live.log
 rc=${PIPESTATUS[0]}
 tar czf ${OUT:-/tmp}/live-logs.tgz -C /tmp live-logs --exclude='live-logs/models' 2>/dev/null
 echo "live.sh: pytest exit $rc"
