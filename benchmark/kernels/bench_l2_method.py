@@ -13,27 +13,22 @@ own data - on the order of 50 MB / 4 TB/s = 12 µs, charged to whichever call co
 
 Both methods time SGLang's path and ours in the same run; the floor is bytes / measured copy bandwidth.
 
-    python benchmark/kernels/bench_l2_method.py     (device: see docs/benchmarks.md for the command)
+    python -m benchmark.kernels.bench_l2_method     (from the repository root; device: docs/benchmarks.md)
 """
 
 from __future__ import annotations
 
 import json
-import os
-import sys
 from pathlib import Path
 
 import torch
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent))
-import bench_draft_head as bdh  # noqa: E402
-import bench_verify as bv  # noqa: E402
-import tune_draft_head as tune  # noqa: E402
-from harness import Results, copy_bandwidth, graph_time_us, sglang_module  # noqa: E402
+from benchmark import tune_draft_head as tune
+from sglang_kimi_eagle3.ops.argmax_verify import argmax_verify_greedy
 
-from sglang_kimi_eagle3.ops.argmax_verify import argmax_verify_greedy  # noqa: E402
+from . import bench_draft_head as bdh
+from . import bench_verify as bv
+from .harness import Results, copy_bandwidth, graph_time_us, sglang_module
 
 STREAM_BYTES = 1536 << 20
 FLUSH_BYTES = 160 << 20
@@ -124,10 +119,9 @@ def main() -> None:
         raise
     draft_head(res, bw, sg_topk1)
     verify(res, bw, tree_mod)
-    path = res.save("l2_method-h200.json")
+    path = res.save()
     md = table(res.rows)
-    out = os.environ.get("OUT") or str(HERE.parent / "results")
-    Path(out, "l2_method-summary.md").write_text(md + "\n")
+    Path(res.out_dir(), "l2_method-summary.md").write_text(md + "\n")
     print(md)
     print("saved", path)
 

@@ -1,39 +1,32 @@
-"""Shared kernel-benchmark harness (GPU only): CUDA-graph replay timing, bandwidth floor, result rows.
+"""Shared kernel-benchmark harness (GPU only): one timing loop, one output writer, result rows.
 
-Used by every `benchmark/kernels/bench_<op>.py`. A bench file is thin: a setup factory and
-providers (`ours`, `sglang`, `torch_ref`); this module times them the same way in the same run and
-writes rows keyed by op/provider/shape/gpu with date and versions.
+Used by every `benchmark/kernels/bench_<op>.py`, run from the repository root as a module
+(`python -m benchmark.kernels.bench_verify`: package imports, no sys.path edits). A bench file is
+thin: a setup factory and providers (`ours`, `sglang`, `torch_ref`); `Results.time` times each the
+same way in the same run and writes rows keyed by op/provider/shape/gpu, with date, versions and
+command, to `$OUT/<bench>-<device>.json` (benchmark/results/ without $OUT), after every row.
 
-On the lent device machine SGLang's own kernels import without its heavy package __init__ through
-`sglang_module()` (needs the wheels of ../shared/tools/device-wheels.sh installed into $SITE).
+Timing is `sglang_kimi_eagle3.tuning.timing` (the one implementation `tune` uses too: CUDA-graph
+replays, L2 rotation, fixed counts); SGLang's own kernels come from
+`integration.upstream_kernels.sglang_module` (without sglang/__init__ where that cannot import, as
+on the lent H200 with the wheels of ../shared/tools/device-wheels.sh in $SITE). Exactness against
+SGLang's kernels is asserted in test/gpu_kernels/, not here.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
-import importlib
 import json
 import os
 import platform
 import sys
-import types
 
 import torch
 
-
-def sglang_module(name: str):
-    """Import `sglang.<name>` (e.g. 'kernels.ops.speculative.tree') without running sglang/__init__.
-
-    Where sglang is fully installed this is a plain import; on the device machine (torch + triton,
-    no sglang stack) it registers an empty parent package pointing at $SITE/sglang first.
-    """
-    if "sglang" not in sys.modules:
-        site = os.environ.get("SITE")
-        if site and os.path.isdir(os.path.join(site, "sglang")):
-            pkg = types.ModuleType("sglang")
-            pkg.__path__ = [os.path.join(site, "sglang")]
-            sys.modules["sglang"] = pkg
-    return importlib.import_module(f"sglang.{name}")
+from sglang_kimi_eagle3.integration.upstream_kernels import sglang_module  # noqa: F401  (re-exported)
+from sglang_kimi_eagle3.ops.arch import device_file_name
+from sglang_kimi_eagle3.tuning.timing import (capture_graph, copies_past_l2, graph_time_us,  # noqa: F401
+                                              replay_time_us, rotating)
 
 
 def versions() -> dict:
@@ -67,31 +60,6 @@ def copy_bandwidth(nbytes: int = 2**30) -> float:
     return 2 * nbytes / (ms / 1e3)
 
 
-def capture_graph(fn) -> "torch.cuda.CUDAGraph":
-    """`fn` warmed up on a side stream (compiles, allocator pools), then captured once into a CUDA graph."""
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(s)
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        fn()
-    torch.cuda.synchronize()
-    return g
-
-
-def graph_time_us(fn, warmup_ms: int = 50, rep_ms: int = 300) -> dict:
-    """Median and 20/80 quantiles (µs) of CUDA-graph replays of `fn` (captured once after warm-up)."""
-    from triton.testing import do_bench
-
-    g = capture_graph(fn)
-    q = do_bench(lambda: g.replay(), warmup=warmup_ms, rep=rep_ms, quantiles=[0.5, 0.2, 0.8])
-    return {"us": q[0] * 1e3, "p20_us": q[1] * 1e3, "p80_us": q[2] * 1e3}
-
-
 class Results:
     """Collects rows; prints a line per row; `save()` writes JSON with device/date/versions/command."""
 
@@ -112,10 +80,29 @@ class Results:
         print(f"{op:24s} {provider:10s} {json.dumps(shape):48s} {t}{fl}", flush=True)
         return row
 
+    def time(self, op: str, provider: str, shape: dict, fn, floor_us: float | None = None, *,
+             warmup_ms: int = 50, rep_ms: int = 300, **extra) -> dict | None:
+        """The one timing loop body: graph_time_us(fn), a row, and the file rewritten (a run cut short
+        keeps what it measured). A provider that fails is reported in its row, not fatal."""
+        try:
+            t = graph_time_us(fn, warmup_ms=warmup_ms, rep_ms=rep_ms)
+        except Exception as exc:
+            print(f"{op} {provider} {shape}: {type(exc).__name__}: {exc}", flush=True)
+            t, extra = None, {**extra, "error": f"{type(exc).__name__}: {exc}"[:300]}
+        row = self.add(op, provider, shape, t, floor_us, **extra)
+        self.save()
+        return row
+
+    def out_dir(self) -> str:
+        return os.environ.get("OUT") or os.path.join(os.path.dirname(__file__), "..", "results")
+
     def save(self, name: str | None = None) -> str:
-        out = os.environ.get("OUT") or os.path.join(os.path.dirname(__file__), "..", "results")
+        """Write `<bench>-<device>.json` (or `name`) atomically under $OUT or benchmark/results/."""
+        out = self.out_dir()
         os.makedirs(out, exist_ok=True)
-        path = os.path.join(out, name or f"{self.bench}.json")
-        with open(path, "w") as f:
+        path = os.path.join(out, name or f"{self.bench}-{device_file_name(self.meta['device']['name'])}.json")
+        tmp = path + ".tmp"
+        with open(tmp, "w") as f:
             json.dump({**self.meta, "rows": self.rows}, f, indent=1)
+        os.replace(tmp, path)
         return path

@@ -109,6 +109,79 @@ def test_greedy_bit_identical_to_sglang(n, topk, depth, bs, sg_verify):
         assert int(theirs[2].sum()) > 0, "nothing accepted: the walk was not exercised"
 
 
+def test_greedy_argmax_edge_cases_at_kimi_vocab(sg_verify):
+    """Ties across the vocab, NaN (the first one wins), all -inf, +inf twice, signed zeros: the fused
+    argmax + verify equals torch.argmax + SGLang's verify bit for bit (chain N 4, bs 8)."""
+    from sglang_kimi_eagle3.ops.argmax_verify import argmax_verify_greedy
+
+    bs, n = 8, 4
+    rng, parents, (ridx, nxt, sib) = _tree(5, bs, n, 1, 3)
+    g = torch.Generator(device=device()).manual_seed(5)
+    logits = torch.randn(bs * n, V, generator=g, device=device())
+    logits[0, 5] = logits[0, V * 11 // 12] = 1e4
+    logits[1, 7] = logits[1, V // 2] = float("nan")
+    logits[2] = float("-inf")
+    logits[3, 100] = logits[3, V - 1] = float("inf")
+    logits[4] = -1.0
+    logits[4, V * 3 // 7] = -0.0
+    logits[4, 3] = 0.0
+    am = logits.argmax(-1).reshape(bs, n)
+    assert am.reshape(-1)[:5].tolist() == [5, 7, 0, 100, 3]
+    cand = torch.zeros_like(am)
+    cand[:, 1:] = am[:, :-1]  # every draft accepted: every row's argmax reaches predicts
+    theirs, fused = _outs(bs, n, n), _outs(bs, n, n)
+    sg_verify(*theirs, cand, ridx, nxt, sib, am)
+    argmax_verify_greedy(*fused, cand, ridx, nxt, sib, logits)
+    assert all(torch.equal(a, b) for a, b in zip(theirs, fused))
+
+
+def test_graph_replay_equals_sglang_eager(sg_verify, sg_sampling):
+    """Ours captured in a CUDA graph (with its programmatic dependent launches) and replayed over
+    poisoned outputs gives SGLang's eager results, three replays in a row."""
+    from sglang_kimi_eagle3.ops.argmax_verify import argmax_verify_greedy
+    from sglang_kimi_eagle3.ops.tree_sampling import tree_speculative_sampling
+
+    bs, n, topk, depth = 8, 16, 4, 3
+    rng, parents, (ridx, nxt, sib) = _tree(21, bs, n, topk, depth)
+    g = torch.Generator(device=device()).manual_seed(21)
+    logits = torch.randn(bs * n, V, generator=g, device=device())
+    am = logits.argmax(-1).reshape(bs, n)
+    am_l = am.tolist()
+    cand = _follow(rng, parents, lambda b, p: am_l[b][p], 0.7)
+    s = depth + 1
+    theirs, ours = _outs(bs, n, s), _outs(bs, n, s)
+    sg_verify(*theirs, cand, ridx, nxt, sib, am)
+    argmax_verify_greedy(*ours, cand, ridx, nxt, sib, logits)  # compile outside the capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        argmax_verify_greedy(*ours, cand, ridx, nxt, sib, logits)
+    for _ in range(3):
+        ours[0].fill_(SENTINEL), ours[1].fill_(-1), ours[2].fill_(-5)
+        graph.replay()
+        torch.cuda.synchronize()
+        assert all(torch.equal(a, b) for a, b in zip(theirs, ours)), "greedy graph replay differs"
+    probs = _probs(g, bs, n)
+    top3 = probs.topk(3, -1).indices.tolist()
+    cand = _follow(rng, parents, lambda b, p: top3[b][p][rng.randrange(3)], 0.8)
+    coins, final = torch.rand(bs, n, generator=g, device=device()), torch.rand(bs, generator=g, device=device())
+    theirs, ours = _outs(bs, n, s), _outs(bs, n, s)
+    d_theirs, d_ours = torch.zeros_like(probs), torch.zeros_like(probs)
+    sg_sampling(*theirs, cand, ridx, nxt, sib, coins, final, probs, d_theirs, 1.0, 1.0, True)
+    tree_speculative_sampling(*ours, cand, ridx, nxt, sib, coins, final, probs, d_ours)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        tree_speculative_sampling(*ours, cand, ridx, nxt, sib, coins, final, probs, d_ours)
+    for _ in range(3):
+        ours[0].fill_(SENTINEL), ours[1].fill_(-1), ours[2].fill_(-5)
+        d_ours.zero_()
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(theirs[1], ours[1]) and torch.equal(theirs[2], ours[2]), "sampling path differs"
+        assert torch.equal(d_theirs, d_ours), "sampling draft_probs side effect differs"
+
+
 def _probs(g, bs, n, temp=5.0):
     return torch.softmax(torch.randn(bs, n, V, generator=g, device=device()) * temp, -1)
 
@@ -219,3 +292,58 @@ def test_topk1_identical_to_sglang(rows, bs, sg_topk1):
     p_up, i_up = sg_topk1(x, pos_up, toks_up, 1)
     assert torch.equal(i, i_up) and torch.equal(p, p_up)
     assert torch.equal(pos, pos_up) and torch.equal(toks, toks_up)
+
+
+# ---------------------------------------------------------------------------------- draft head
+H = 7168  # Kimi-K2.5 drafter hidden size
+
+
+def _bf16_ulp(x):
+    e = torch.frexp(x.abs().clamp_min(1e-30))[1]
+    return torch.ldexp(torch.ones_like(x), e - 8)
+
+
+@pytest.mark.parametrize("bs", [1, 32, 128])
+@pytest.mark.parametrize("rows", [4000, 32000])
+def test_draft_head_against_sglang_path(rows, bs, sg_topk1):
+    """Kimi draft lm_head (W [rows, 7168] bf16; 4000 = one TP-8 shard of the 32000 draft vocab):
+    - lm_head_gemv's bf16 logits within 2 bf16 ulps of torch's matmul (only the fp32 summation order
+      differs; 2 allows for a binade edge) and the fp32 output with bf16 rounding equal to the bf16 output;
+    - fused lm_head_topk with SGLang's top-1 contract (d2t, positions) picks SGLang's path's token
+      (bf16 matmul, .float(), draft_topk1_postprocess, hot_token_id) except between near-ties
+      (exact logits within 2 bf16 ulps); k 4 likewise against torch.topk;
+    - tensor parallel: 8 shards of rows/8 combined == one GPU (ids exactly, probs to 1e-6)."""
+    from sglang_kimi_eagle3.ops import lm_head_gemv as gemv
+    from sglang_kimi_eagle3.ops import lm_head_topk as lt
+
+    dev = device()
+    g = torch.Generator(device=dev).manual_seed(rows + bs)
+    w = (torch.randn(rows, H, generator=g, device=dev) * 0.02).bfloat16()
+    hot = torch.randperm(163840, generator=g, device=dev)[:rows]
+    h = torch.randn(bs, H, generator=g, device=dev).bfloat16()
+    ref16 = h @ w.t()
+    ours16 = gemv.lm_head_gemv(h, w)
+    exact = h.double() @ w.double().t()
+    ulps = ((ours16.double() - ref16.double()).abs() / _bf16_ulp(exact).double()).max()
+    assert float(ulps) <= 2, f"lm_head_gemv differs from torch's matmul by {float(ulps)} bf16 ulps"
+    assert torch.equal(gemv.lm_head_gemv(h, w, out_dtype=torch.float32, round_to=torch.bfloat16), ours16.float())
+    pos, pos_sg = torch.zeros(bs, dtype=torch.long, device=dev), torch.zeros(bs, dtype=torch.long, device=dev)
+    f1 = lt.lm_head_topk(h, w, 1, probs="one", hot_token_id=hot, positions=pos)
+    _, i_sg = sg_topk1(ref16.float(), pos_sg)
+    assert torch.equal(pos, pos_sg) and (f1.probs == 1.0).all()
+    ours_rows = lt.lm_head_topk(h, w, 1, probs="one").ids
+    assert torch.equal(hot[ours_rows], f1.ids)  # the d2t map folded in
+    for k, o_rows, s_rows in ((1, ours_rows, i_sg),
+                              (4, lt.lm_head_topk(h, w, 4).ids, ref16.float().topk(4, dim=-1).indices)):
+        eo, es = exact.gather(1, o_rows), exact.gather(1, s_rows)
+        near = (eo - es).abs() <= 2 * _bf16_ulp(es.float()).double()
+        assert bool(near.all()), f"k={k}: ids differ from SGLang's path beyond near-ties"
+    if rows == 32000:
+        n = rows // 8
+        shards = [lt.lm_head_topk(h, w[s * n:(s + 1) * n], 4, probs=None, id_offset=s * n) for s in range(8)]
+        cp, ci = lt.combine(shards, 4, hot_token_id=hot)
+        single = lt.lm_head_topk(h, w, 4, hot_token_id=hot)
+        assert torch.equal(ci, single.ids)
+        torch.testing.assert_close(cp, single.probs, atol=1e-6, rtol=1e-5)
+    torch.cuda.synchronize()
+    assert int(gemv.semaphores(dev, 1).abs().sum()) == 0

@@ -48,8 +48,8 @@ def _greedy_cases():
         plain = op_config("verify_greedy", {"bs": bs, "n": n}, TABLE)
         for fused, c in ((True, vcfg), (False, plain)):
             np_, bb, vwarps = vg.walk_config("verify_greedy", n, bs, c, None)
-            spp = vg._pow2(splits, 1) if fused else 1
-            yield (f"verify_greedy-{'fused' if fused else 'tp'}-np{np_}-bb{bb}-spp{spp}-w{vwarps}", vg._verify_greedy_kernel,
+            spp = vg.pow2(splits, 1) if fused else 1
+            yield (f"verify_greedy-{'fused' if fused else 'tp'}-np{np_}-bb{bb}-spp{spp}-w{vwarps}", vg.verify_greedy_kernel,
                    {"predicts_ptr": I32, "accept_index_ptr": I32, "accept_num_ptr": I32, **TREE, "target_ptr": I64,
                     "part_key_ptr": I32, "part_idx_ptr": I32, **{k: "i32" for k in ("bs", "S", "N", "R", "SP")}},
                    {"NP": np_, "BB": bb, "SPP": spp, "FROM_PARTIALS": fused, "USE_PDL": fused and pdl}, [], vwarps)

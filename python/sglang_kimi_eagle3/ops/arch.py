@@ -153,6 +153,76 @@ def use_ours(op: str, shape_key: str, table: dict | None = None) -> bool:
     return "*" in wins or shape_key in wins
 
 
+# ---- one batch-bucket scheme for every table's `wins` ---------------------------------------------
+BS_BUCKETS = (1, 8, 32, 64, 128, 256)  # the batch sizes the benchmarks measure wins at
+N_BUCKETS = (4, 16)  # draft tokens per request, likewise (tree ops)
+
+
+def bs_bucket(bs: int) -> int:
+    """The measured batch size a run-time bs is filed under: the first bucket >= bs (the last one
+    above the grid, where no table records a draft-head win, so `auto` stays upstream there)."""
+    return next((b for b in BS_BUCKETS if bs <= b), BS_BUCKETS[-1])
+
+
+def n_bucket(n: int) -> int:
+    """Draft tokens per request rounded up to the measured grid (n itself above it)."""
+    return next((b for b in N_BUCKETS if n <= b), n)
+
+
+# ---- per-device lookups, cached per device index (one dict lookup per call) ------------------------
+_DEVICE_KEYS: dict[int, tuple] = {}
+_PDL: dict[int, bool] = {}
+
+
+def _index(device) -> int:
+    import torch
+
+    return device.index if device.index is not None else torch.cuda.current_device()
+
+
+def launch_table(device) -> dict:
+    """The launch table in effect for a torch device (load_table of its name and capability); the
+    CPU (Triton interpreter) gets the table of no device. Resolve it once per hook call and hand it
+    to use_ours and the launcher's `table=`."""
+    if device.type != "cuda":
+        return load_table(None, None)
+    idx = _index(device)
+    key = _DEVICE_KEYS.get(idx)
+    if key is None:
+        import torch
+
+        with torch.cuda.device(idx):
+            key = _DEVICE_KEYS[idx] = current_device()
+    return load_table(*key)
+
+
+def pdl_supported(device) -> bool:
+    """Programmatic dependent launch usable here: CUDA SM90+, not interpreted, and a Triton that
+    has both the `launch_pdl` launch option and tl.extra.cuda.gdc_* (3.4+)."""
+    if device.type != "cuda" or os.environ.get("TRITON_INTERPRET", "0") == "1":
+        return False
+    idx = _index(device)
+    ok = _PDL.get(idx)
+    if ok is None:
+        try:
+            import torch
+            import triton.language as tl
+            from triton.backends.nvidia.compiler import CUDAOptions
+
+            ok = ("launch_pdl" in CUDAOptions.__dataclass_fields__ and hasattr(tl.extra.cuda, "gdc_wait")
+                  and torch.cuda.get_device_capability(idx)[0] >= 9)
+        except Exception:
+            ok = False
+        _PDL[idx] = ok
+    return ok
+
+
+def disable_pdl(device) -> None:
+    """Launch without programmatic dependent launch on this device from now on (a benchmark's smoke
+    test found it broken with this Triton/driver)."""
+    _PDL[_index(device)] = False
+
+
 def require_launchable(op: str, *tensors) -> None:
     """Guard shared by the launchers: every tensor on one device, and that device one Triton launches
     on here (CUDA; any device under TRITON_INTERPRET=1). Raises Unsupported naming the op."""

@@ -5,7 +5,7 @@ Same outputs and in-place writes as `verify_tree_greedy(..., target_predict=argm
 second a programmatic dependent launch on SM90+, so it starts while the first runs),
   1. `_split_argmax_kernel`, grid (row blocks, vocab splits): each program reduces its slice of
      logits [bs*N, V] to (key, first column of the maximum) per row -> partials [bs*N, splits];
-  2. `verify_greedy._verify_greedy_kernel` (FROM_PARTIALS): per request, combines the partials of
+  2. `verify_greedy.verify_greedy_kernel` (FROM_PARTIALS): per request, combines the partials of
      its rows (largest key, lowest column) and walks the tree.
 Numerics match torch.argmax: ties -> lowest index; NaN is the maximum (first NaN wins); -0.0 == +0.0.
 Splits (argmax_plan): enough programs to fill the GPU at small batch, slices of at most `chunk`
@@ -18,9 +18,9 @@ import torch
 import triton
 import triton.language as tl
 
-from .arch import Unsupported, op_config, require_launchable
-from .verify_greedy import (_pow2, _verify_greedy_kernel, check_tree_inputs, launch_table, pdl_supported,
-                            verify_tree_greedy_ref, walk_config)
+from ._tree import check_tree_inputs, pow2, walk_config
+from .arch import Unsupported, launch_table, op_config, pdl_supported
+from .verify_greedy import verify_greedy_kernel, verify_tree_greedy_ref
 
 
 @triton.jit
@@ -109,6 +109,7 @@ def argmax_verify_greedy(
     retrive_next_sibling: torch.Tensor,
     logits: torch.Tensor,
     config: dict | None = None,
+    table: dict | None = None,
 ) -> None:
     """verify_tree_greedy with target_predict = argmax(logits [bs*N, V], -1), fused.
 
@@ -117,7 +118,7 @@ def argmax_verify_greedy(
     config (optional) overrides the table entry `argmax_verify`: rows_per_program, block,
     num_warps, splits or chunk / min_programs, verify_rows_per_program / verify_num_warps, and pdl
     (programmatic dependent launch of the verify kernel, SM90+: it loads its tree while the argmax
-    runs)."""
+    runs). table (optional): the launch table in effect (arch.launch_table) when a caller already resolved it."""
     bs, n, s = check_tree_inputs(predicts, accept_index, accept_token_num, candidates, retrive_index,
                                  retrive_next_token, retrive_next_sibling)
     if logits.ndim != 2 or logits.shape[0] != bs * n or logits.dtype not in (torch.float32, torch.bfloat16, torch.float16):
@@ -130,7 +131,7 @@ def argmax_verify_greedy(
         return
     rows, vocab = logits.shape
     cfg = dict(config) if config is not None else op_config(
-        "argmax_verify", {"rows": rows, "vocab": vocab, "bs": bs, "n": n}, launch_table(logits.device))
+        "argmax_verify", {"rows": rows, "vocab": vocab, "bs": bs, "n": n}, table if table is not None else launch_table(logits.device))
     br, block, ch, splits, warps, even = argmax_plan(rows, vocab, cfg)
     pdl = bool(cfg.get("pdl", True)) and pdl_supported(logits.device)
     part_key = torch.empty((rows, splits), dtype=torch.int32, device=logits.device)
@@ -142,10 +143,10 @@ def argmax_verify_greedy(
     if "verify_num_warps" in cfg:
         vcfg["num_warps"] = cfg["verify_num_warps"]
     np_, bb, vwarps = walk_config("verify_greedy", n, bs, vcfg, logits.device)
-    _verify_greedy_kernel[(triton.cdiv(bs, bb),)](
+    verify_greedy_kernel[(triton.cdiv(bs, bb),)](
         predicts, accept_index, accept_token_num, candidates, retrive_index, retrive_next_token,
         retrive_next_sibling, candidates, part_key, part_idx, bs, s, n, rows, splits,
-        NP=np_, BB=bb, SPP=_pow2(splits, 1), FROM_PARTIALS=True, USE_PDL=pdl, num_warps=vwarps, launch_pdl=pdl)
+        NP=np_, BB=bb, SPP=pow2(splits, 1), FROM_PARTIALS=True, USE_PDL=pdl, num_warps=vwarps, launch_pdl=pdl)
 
 
 def argmax_verify_greedy_ref(predicts, accept_index, accept_token_num, candidates, retrive_index,

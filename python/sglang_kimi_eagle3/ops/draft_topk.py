@@ -23,8 +23,8 @@ import torch
 import triton
 import triton.language as tl
 
-from .arch import Unsupported, op_config, require_launchable
-from .lm_head_gemv import bs_bucket, launch_options, semaphores
+from .arch import Unsupported, bs_bucket, launch_table, op_config, require_launchable
+from .lm_head_gemv import launch_options, semaphores
 
 OP = "draft_topk"
 DEFAULT = {"BLOCK": 4096, "num_warps": 8}
@@ -182,9 +182,10 @@ def launch_config(bs: int, vocab: int, k: int, table: dict | None = None) -> dic
 
 
 def _launch(x, k, mode, *, vals, ids, positions=None, draft_tokens=None, column=0, hot_token_id=None,
-            config=None):
+            config=None, table=None):
     bs, V = x.shape
-    cfg = {**launch_config(bs, V, k), **(config or {})}
+    table = table if table is not None else launch_table(x.device)
+    cfg = {**launch_config(bs, V, k, table), **(config or {})}
     block = min(cfg["BLOCK"], max(16, triton.next_power_of_2(V)))
     n_splits = triton.cdiv(V, block)
     k_p2 = triton.next_power_of_2(k)
@@ -223,7 +224,7 @@ def _check_rows(name, x, k, hot_token_id):
 
 def draft_topk1(logits: torch.Tensor, positions: torch.Tensor, draft_tokens: torch.Tensor | None = None,
                 draft_token_column: int = 0, *, hot_token_id: torch.Tensor | None = None,
-                config: dict | None = None):
+                config: dict | None = None, table: dict | None = None):
     """SGLang's `draft_topk1_postprocess` in one launch: (topk_p [bs,1] fp32 = 1.0, topk_index [bs,1] int64).
 
     positions (mutable): [bs] contiguous, += 1. draft_tokens (mutable, optional): [bs, n] int64, column
@@ -246,11 +247,11 @@ def draft_topk1(logits: torch.Tensor, positions: torch.Tensor, draft_tokens: tor
     if bs == 0:
         return topk_p, topk_index
     return _launch(logits, 1, 0, vals=topk_p, ids=topk_index, positions=positions, draft_tokens=draft_tokens,
-                   column=draft_token_column, hot_token_id=hot_token_id, config=config)
+                   column=draft_token_column, hot_token_id=hot_token_id, config=config, table=table)
 
 
 def draft_softmax_topk(logits: torch.Tensor, k: int, *, hot_token_id: torch.Tensor | None = None,
-                       config: dict | None = None):
+                       config: dict | None = None, table: dict | None = None):
     """softmax(logits) then top-k, fused: (probs [bs,k] fp32 descending, ids [bs,k] int64)."""
     _check_rows("draft_softmax_topk", logits, k, hot_token_id)
     bs = logits.shape[0]
@@ -258,10 +259,10 @@ def draft_softmax_topk(logits: torch.Tensor, k: int, *, hot_token_id: torch.Tens
     ids = torch.empty((bs, k), dtype=torch.int64, device=logits.device)
     if bs == 0:
         return probs, ids
-    return _launch(logits, k, 1, vals=probs, ids=ids, hot_token_id=hot_token_id, config=config)
+    return _launch(logits, k, 1, vals=probs, ids=ids, hot_token_id=hot_token_id, config=config, table=table)
 
 
-def topk_rows(values: torch.Tensor, k: int, *, config: dict | None = None):
+def topk_rows(values: torch.Tensor, k: int, *, config: dict | None = None, table: dict | None = None):
     """torch.topk(values, k, dim=-1) (sorted, NaN largest, ties -> lowest index); values fp32 out."""
     _check_rows("topk_rows", values, k, None)
     bs = values.shape[0]
@@ -269,7 +270,7 @@ def topk_rows(values: torch.Tensor, k: int, *, config: dict | None = None):
     ids = torch.empty((bs, k), dtype=torch.int64, device=values.device)
     if bs == 0:
         return vals, ids
-    return _launch(values, k, 2, vals=vals, ids=ids, config=config)
+    return _launch(values, k, 2, vals=vals, ids=ids, config=config, table=table)
 
 
 # ---- references (plain torch) ---------------------------------------------------------------------

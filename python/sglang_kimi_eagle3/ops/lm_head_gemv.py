@@ -23,7 +23,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .arch import Unsupported, op_config, require_launchable
+from .arch import BS_BUCKETS, Unsupported, bs_bucket, launch_table, op_config, require_launchable  # noqa: F401  (bs_bucket re-exported)
 
 OP = "lm_head_gemv"
 # Safe launch defaults when no table entry matches (also the interpreter's).
@@ -33,7 +33,7 @@ INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 
 @triton.jit
-def _segment(h_ptr, w_ptr, stride_hb, stride_wr, bs, R, H, r, k0, k1,
+def gemv_segment(h_ptr, w_ptr, stride_hb, stride_wr, bs, R, H, r, k0, k1,
              BLOCK_R: tl.constexpr, BLOCK_B: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr,
              UPCAST: tl.constexpr):
     """fp32 [BLOCK_R, BLOCK_B] = W[row block r, k-tiles k0..k1) @ hidden[batch block, same k]^T."""
@@ -79,7 +79,7 @@ def round_16bit(x, ROUND: tl.constexpr):
 
 
 @triton.jit
-def _row_block_total(acc, r, full, n_k, n_rb, P, part_ptr, sem_ptr, MAXC,
+def row_block_total(acc, r, full, n_k, n_rb, P, part_ptr, sem_ptr, MAXC,
                      BLOCK_R: tl.constexpr, BLOCK_B: tl.constexpr):
     """Stream-K fix-up of row block r: (done, total). done: this program holds the block's whole sum.
 
@@ -128,9 +128,9 @@ def _lm_head_gemv_kernel(out_ptr, part_ptr, sem_ptr, h_ptr, w_ptr,
         k0 = t - r * n_k
         seg_end = tl.minimum(t_end, (r + 1) * n_k)
         k1 = seg_end - r * n_k
-        acc = _segment(h_ptr, w_ptr, stride_hb, stride_wr, bs, R, H, r, k0, k1,
+        acc = gemv_segment(h_ptr, w_ptr, stride_hb, stride_wr, bs, R, H, r, k0, k1,
                        BLOCK_R, BLOCK_B, BLOCK_K, EVEN_K, UPCAST)
-        done, total = _row_block_total(acc, r, (k0 == 0) & (k1 == n_k), n_k, n_rb, P, part_ptr, sem_ptr, MAXC,
+        done, total = row_block_total(acc, r, (k0 == 0) & (k1 == n_k), n_k, n_rb, P, part_ptr, sem_ptr, MAXC,
                                        BLOCK_R, BLOCK_B)
         if done:
             # a 16-bit output, or fp32 holding 16-bit-rounded values (SGLang: bf16 matmul, then .float())
@@ -139,14 +139,6 @@ def _lm_head_gemv_kernel(out_ptr, part_ptr, sem_ptr, h_ptr, w_ptr,
             tl.store(out_ptr + offs_b[None, :] * stride_ob + offs_r[:, None], total.to(out_ptr.dtype.element_ty),
                      mask=(offs_r < R)[:, None] & (offs_b < bs)[None, :])
         t = seg_end
-
-
-BS_BUCKETS = (1, 8, 32, 64, 128)
-
-
-def bs_bucket(bs: int) -> str:
-    """The benchmarked batch size a run-time bs is filed under in a table's `wins` (1, 8, 32, 64, 128, big)."""
-    return next((str(b) for b in BS_BUCKETS if bs <= b), "big")
 
 
 def shape_key(bs: int, rows: int, hidden: int) -> str:
@@ -223,20 +215,21 @@ def semaphores(device: torch.device, n: int) -> torch.Tensor:
     return buf
 
 
-def _round_code(out_dtype: torch.dtype, round_to: torch.dtype | None) -> int:
+def round_code(out_dtype: torch.dtype, round_to: torch.dtype | None) -> int:
     target = out_dtype if out_dtype != torch.float32 else round_to
     return {None: 0, torch.bfloat16: 1, torch.float16: 2}[target]
 
 
 def lm_head_gemv(hidden: torch.Tensor, weight: torch.Tensor, *, out: torch.Tensor | None = None,
                  out_dtype: torch.dtype | None = None, round_to: torch.dtype | None = None,
-                 config: dict | None = None) -> torch.Tensor:
+                 config: dict | None = None, table: dict | None = None) -> torch.Tensor:
     """logits [bs, R] = hidden [bs, H] @ weight [R, H]^T.
 
     hidden, weight: same 16-bit dtype, last dim contiguous. out_dtype: hidden's dtype (default) or
     float32; round_to (bf16/fp16, float32 output only) rounds each logit to that dtype first.
     out (mutable, optional): [bs, R] of out_dtype, last dim contiguous; written and returned.
-    config: launch params overriding the per-arch table (tests, tuner).
+    config: launch params overriding the per-arch table (tests, tuner). table (optional): the launch table in effect (arch.launch_table), resolved once by the caller (a hook
+    also asks arch.use_ours with it); default: the table of the tensors' device.
     Raises arch.Unsupported for any call outside the kernel's fast path (shapes, dtypes, strides,
     devices): a hook hands such a call to SGLang's own path.
     """
@@ -260,7 +253,8 @@ def lm_head_gemv(hidden: torch.Tensor, weight: torch.Tensor, *, out: torch.Tenso
         return out
     if H == 0:
         return out.zero_()
-    cfg = {**launch_config(bs, R, H), **(config or {})}
+    table = table if table is not None else launch_table(hidden.device)
+    cfg = {**launch_config(bs, R, H, table), **(config or {})}
     P, n_k, maxc = stream_plan(bs, R, H, cfg, hidden.device)
     n_rb, n_bb = triton.cdiv(R, cfg["BLOCK_R"]), triton.cdiv(bs, cfg["BLOCK_B"])
     part = torch.empty(n_bb * n_rb * maxc * cfg["BLOCK_R"] * cfg["BLOCK_B"], dtype=torch.float32, device=hidden.device)
@@ -268,6 +262,6 @@ def lm_head_gemv(hidden: torch.Tensor, weight: torch.Tensor, *, out: torch.Tenso
         out, part, semaphores(hidden.device, n_bb * n_rb), hidden, weight,
         out.stride(0), hidden.stride(0), weight.stride(0), bs, R, H, n_k, n_rb, maxc,
         BLOCK_R=cfg["BLOCK_R"], BLOCK_B=cfg["BLOCK_B"], BLOCK_K=cfg["BLOCK_K"], EVEN_K=H % cfg["BLOCK_K"] == 0,
-        ROUND=_round_code(out_dtype, round_to), UPCAST=INTERPRET, num_warps=cfg["num_warps"],
+        ROUND=round_code(out_dtype, round_to), UPCAST=INTERPRET, num_warps=cfg["num_warps"],
         num_stages=cfg["num_stages"], **launch_options(cfg))
     return out

@@ -25,9 +25,9 @@ import torch
 import triton
 import triton.language as tl
 
-from .arch import Unsupported, op_config, require_launchable
+from .arch import Unsupported, bs_bucket, launch_table, op_config, require_launchable
 from .draft_topk import MAX_K, canonical, float_key, key_index, key_value, sentinel_like, stable_topk_ref
-from .lm_head_gemv import (INTERPRET, _round_code, _row_block_total, _segment, bs_bucket, launch_options,
+from .lm_head_gemv import (INTERPRET, gemv_segment, launch_options, round_code, row_block_total,
                            lm_head_gemv_ref, round_16bit, semaphores, stream_plan)
 
 OP = "lm_head_topk"
@@ -65,9 +65,9 @@ def _lm_head_topk_kernel(p_ptr, logit_ptr, id_ptr, stat_ptr, pos_ptr,
         k0 = t - r * n_k
         seg_end = tl.minimum(t_end, (r + 1) * n_k)
         k1 = seg_end - r * n_k
-        acc = _segment(h_ptr, w_ptr, stride_hb, stride_wr, bs, R, H, r, k0, k1,
+        acc = gemv_segment(h_ptr, w_ptr, stride_hb, stride_wr, bs, R, H, r, k0, k1,
                        BLOCK_R, BLOCK_B, BLOCK_K, EVEN_K, UPCAST)
-        done, x = _row_block_total(acc, r, (k0 == 0) & (k1 == n_k), n_k, n_rb, P, part_ptr, sem_ptr, MAXC,
+        done, x = row_block_total(acc, r, (k0 == 0) & (k1 == n_k), n_k, n_rb, P, part_ptr, sem_ptr, MAXC,
                                    BLOCK_R, BLOCK_B)
         if done:
             _row_block_candidates(x, r, p_ptr, logit_ptr, id_ptr, stat_ptr, pos_ptr, cand_ptr, cstat_ptr, sem_ptr,
@@ -216,7 +216,7 @@ def merge_plan(block_b: int, nrb_p2: int, k_p2: int) -> tuple[int, int]:
 def lm_head_topk(hidden: torch.Tensor, weight: torch.Tensor, k: int, *, probs: str | None = "softmax",
                  id_offset: int = 0, hot_token_id: torch.Tensor | None = None,
                  positions: torch.Tensor | None = None, round_logits: bool = True,
-                 config: dict | None = None) -> LocalTopK:
+                 config: dict | None = None, table: dict | None = None) -> LocalTopK:
     """Top-k of hidden @ weight^T per row without writing the logits.
 
     probs: "softmax" (one shard = the whole vocab: softmax probabilities of the top-k), "one"
@@ -224,6 +224,8 @@ def lm_head_topk(hidden: torch.Tensor, weight: torch.Tensor, k: int, *, probs: s
     id_offset: global id of the shard's row 0. hot_token_id: map ids through the d2t table (one shard
     only; `combine` maps after merging). positions (mutable, optional): [bs], += 1.
     round_logits: round logits to the input dtype first (SGLang's bf16 lm_head output).
+    table (optional): the launch table in effect (arch.launch_table), resolved once by the caller (a hook
+    also asks arch.use_ours with it); default: the table of the tensors' device.
     Raises arch.Unsupported outside the fast path (shapes, dtypes, strides, devices, k > 16); a bad
     `probs` mode stays a plain ValueError: it is a programming error, not a call to hand to SGLang.
     """
@@ -251,7 +253,8 @@ def lm_head_topk(hidden: torch.Tensor, weight: torch.Tensor, k: int, *, probs: s
     stats = torch.empty((bs, 2), dtype=torch.float32, device=dev)
     if bs == 0:
         return LocalTopK(p, ids, logits, stats)
-    cfg = {**launch_config(bs, R, H, k), **(config or {})}
+    table = table if table is not None else launch_table(dev)
+    cfg = {**launch_config(bs, R, H, k, table), **(config or {})}
     P, n_k, maxc = stream_plan(bs, R, H, cfg, dev)
     n_rb, n_bb = triton.cdiv(R, cfg["BLOCK_R"]), triton.cdiv(bs, cfg["BLOCK_B"])
     k_p2, nrb_p2 = triton.next_power_of_2(k), triton.next_power_of_2(n_rb)
@@ -265,7 +268,7 @@ def lm_head_topk(hidden: torch.Tensor, weight: torch.Tensor, k: int, *, probs: s
         part, cand, cstat, sem, hidden, weight, hot_token_id if hot_token_id is not None else ids,
         hidden.stride(0), weight.stride(0), bs, R, H, n_k, n_rb, maxc, id_offset,
         BLOCK_R=cfg["BLOCK_R"], BLOCK_B=cfg["BLOCK_B"], BLOCK_K=cfg["BLOCK_K"], EVEN_K=H % cfg["BLOCK_K"] == 0,
-        UPCAST=INTERPRET, ROUND=_round_code(torch.float32, hidden.dtype) if round_logits else 0,
+        UPCAST=INTERPRET, ROUND=round_code(torch.float32, hidden.dtype) if round_logits else 0,
         K=k, K_P2=k_p2, NRB_P2=nrb_p2, MERGE_ROWS=merge_rows, CHUNK=chunk,
         P_MODE={None: P_NONE, "softmax": P_SOFTMAX, "one": P_ONE}[probs],
         HAS_D2T=hot_token_id is not None, HAS_POS=positions is not None,

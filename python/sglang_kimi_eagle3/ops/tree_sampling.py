@@ -38,9 +38,9 @@ import torch
 import triton
 import triton.language as tl
 
-from .arch import Unsupported, op_config, require_launchable
-from .verify_greedy import (_first_child, _load_tree_block, _pick, _pow2, _take, _tree_links, _walk, check_tree_inputs, launch_table,
-                            pdl_supported, walk_config)
+from ._tree import (check_tree_inputs, first_child, load_tree_block, pick, pow2, take, tree_links, walk,
+                    walk_config)
+from .arch import Unsupported, launch_table, op_config, pdl_supported, require_launchable
 
 TILE = 4096  # G: residual tile, min(TILE, vocab rounded up to a power of two); it fixes the fp32
 # summation order per vocabulary size (never per batch or split), so keep it fixed per release
@@ -71,9 +71,9 @@ def _walk_kernel(
 ):
     if USE_PDL:
         tl.extra.cuda.gdc_launch_dependents()  # the tile-sum kernel may get its SMs now
-    b, bm, offs, nm, row, cand, ridx, nxt, sib = _load_tree_block(cand_ptr, ridx_ptr, nxt_ptr, sib_ptr, bs, N, NP, BB)
+    b, bm, offs, nm, row, cand, ridx, nxt, sib = load_tree_block(cand_ptr, ridx_ptr, nxt_ptr, sib_ptr, bs, N, NP, BB)
     coins = tl.load(coins_ptr + row, mask=nm, other=0.0)
-    par, prev, rank = _tree_links(nxt, sib, offs, NP)
+    par, prev, rank = tree_links(nxt, sib, offs, NP)
     # q of each edge: target prob of the child's token in its parent's row, all gathered at once
     em = nm & (par >= 0) & (cand >= 0) & (cand < V)
     qoff = (b[:, None] * N + par) * V + cand
@@ -83,30 +83,30 @@ def _walk_kernel(
     k = 1
     max_rank = tl.max(rank)
     while k <= max_rank:
-        acc = tl.where(rank == k, _take(acc, prev, offs) + q, acc)
+        acc = tl.where(rank == k, take(acc, prev, offs) + q, acc)
         k += 1
-    coin = _take(coins, par, offs)  # the coin of the parent (the last accepted node when tried)
+    coin = take(coins, par, offs)  # the coin of the parent (the last accepted node when tried)
     # q: target prob of the draft token, acc: running sum over the siblings tried (one coin per parent);
     # accept when coin < acc / threshold_acc (IEEE division, as nvcc without fast-math) or q >= single
     ok = em & (q > 0) & ((coin < tl.math.div_rn(acc, threshold_acc)) | (q >= threshold_single))
-    accd = _first_child(par, rank, ok, offs, NP)
-    pos, n, cur = _walk(accd, offs, S)
+    accd = first_child(par, rank, ok, offs, NP)
+    pos, n, cur = walk(accd, offs, S)
     onp = nm & (pos >= 0)
     tl.store(accept_index_ptr + b[:, None] * S + pos, ridx.to(tl.int32), mask=onp)
     # path nodes before the last predict the draft token accepted after them
-    tl.store(predicts_ptr + ridx, _take(cand, accd, offs).to(tl.int32), mask=onp & (pos < n[:, None]))
+    tl.store(predicts_ptr + ridx, take(cand, accd, offs).to(tl.int32), mask=onp & (pos < n[:, None]))
     tl.store(accept_num_ptr + b, n, mask=bm)
     # rejected children: those tried before the accepted one, or all children of the last node when
     # the walk stopped on a rejection (not after S-1 accepts); SGLang sets draft_probs = q there
-    ppos = _take(pos + 1, par, offs) - 1
+    ppos = take(pos + 1, par, offs) - 1
     tried = (ppos >= 0) & ((ppos < n[:, None]) | (n[:, None] < S - 1))
-    pacc = _take(accd + 1, par, offs) - 1  # the accepted sibling, if any
-    arank = _take(rank + 1, pacc, offs) - 1
+    pacc = take(accd + 1, par, offs) - 1  # the accepted sibling, if any
+    arank = take(rank + 1, pacc, offs) - 1
     rej = em & tried & ((pacc < 0) | (rank < arank))
     tl.store(draft_probs_ptr + qoff, q, mask=rej)
     tl.store(work_ptr + b * 3, b * N + cur, mask=bm)
     tl.store(work_ptr + b * 3 + 1, (n != S - 1).to(tl.int64), mask=bm)
-    tl.store(work_ptr + b * 3 + 2, _pick(ridx, offs, cur), mask=bm)
+    tl.store(work_ptr + b * 3 + 2, pick(ridx, offs, cur), mask=bm)
 
 
 @triton.jit
@@ -226,6 +226,7 @@ def tree_speculative_sampling(
     threshold_acc: float = 1.0,
     deterministic: bool = True,
     config: dict | None = None,
+    table: dict | None = None,
 ) -> None:
     """SGLang's tree_speculative_sampling_target_only, parallel over the vocabulary.
 
@@ -233,7 +234,7 @@ def tree_speculative_sampling(
     sync; allocations are shape-dependent workspaces only (CUDA-graph safe). Guards raise
     arch.Unsupported, except thresholds outside [0, 1]: a plain ValueError (a caller's error that
     SGLang's kernel would not catch either, so handing it over would hide it). config (optional)
-    overrides the table entry `tree_sampling` (keys: see sampling_plan). On SM90+ the second and
+    overrides the table entry `tree_sampling` (keys: see sampling_plan). table (optional): the launch table in effect (arch.launch_table) when a caller already resolved it. On SM90+ the second and
     third kernels are programmatic dependent launches (they start while the previous one runs)."""
     del deterministic  # both modes are deterministic here (see module docstring)
     bs, n, s = check_tree_inputs(predicts, accept_index, accept_token_num, candidates, retrive_index,
@@ -260,7 +261,7 @@ def tree_speculative_sampling(
         return
     dev = candidates.device
     cfg = dict(config) if config is not None else op_config(
-        "tree_sampling", {"bs": bs, "n": n, "vocab": vocab}, launch_table(dev))
+        "tree_sampling", {"bs": bs, "n": n, "vocab": vocab}, table if table is not None else launch_table(dev))
     # SGLang's kernel takes float thresholds (threshold_acc clamped to >= 1e-9 to avoid 0/0)
     thr_single = float(np.float32(threshold_single))
     thr_acc = float(max(np.float32(threshold_acc), np.float32(1e-9)))
@@ -291,11 +292,11 @@ def sampling_plan(bs: int, n: int, vocab: int, cfg: dict) -> dict:
     if "walk_num_warps" in cfg:
         wcfg["num_warps"] = cfg["walk_num_warps"]
     np_, walk_bb, walk_warps = walk_config("tree_sampling", n, bs, wcfg, None)
-    g = min(TILE, _pow2(vocab, 16))
+    g = min(TILE, pow2(vocab, 16))
     tiles = triton.cdiv(vocab, g)
     sum_bb = max(1, triton.next_power_of_2(int(cfg.get("rows_per_program", 1))))
     tps = max(1, min(int(cfg.get("tiles_per_program", 1)), tiles))
-    return {"np": np_, "walk_bb": walk_bb, "walk_warps": walk_warps, "G": g, "tiles": tiles, "TP": _pow2(tiles, 1),
+    return {"np": np_, "walk_bb": walk_bb, "walk_warps": walk_warps, "G": g, "tiles": tiles, "TP": pow2(tiles, 1),
             "sum_bb": sum_bb, "tps": tps, "sum_warps": int(cfg.get("num_warps", 8)),
             "sample_bb": max(1, triton.next_power_of_2(int(cfg.get("sample_rows_per_program", 1)))),
             "sample_warps": int(cfg.get("sample_num_warps", 8))}

@@ -15,178 +15,26 @@ matching child or after S-1 accepts. `retrive_index` values are flat row indices
 [bs*N] target rows (as in SGLang), node links are row-local.
 
 Ours loads a whole request row at once and resolves every node's parent, sibling rank and first
-matching child in registers (tree width/depth only bound loop trip counts), so the sequential part is
-one in-register step per accepted token instead of a chain of dependent global loads. Trees must be
-well formed (each node in at most one sibling chain), which SGLang's tree builders guarantee.
-
-The `_tree_*` / `_walk` helpers are shared with `argmax_verify` and `tree_sampling`.
+matching child in registers (ops/_tree.py, shared with argmax_verify and tree_sampling), so the
+sequential part is one in-register step per accepted token instead of a chain of dependent global
+loads. `verify_greedy_kernel` is also argmax_verify's second launch (FROM_PARTIALS).
 """
 
 from __future__ import annotations
-
-import os
 
 import torch
 import triton
 import triton.language as tl
 
-from .arch import Unsupported, current_device, load_table, op_config, require_launchable
-
-MAX_DRAFT_TOKENS = 64  # the in-register link matrices are [NP, NP]
-
-
-def _pow2(n: int, lo: int = 2) -> int:
-    return max(lo, triton.next_power_of_2(max(int(n), 1)))
-
-
-def launch_table(device: torch.device) -> dict:
-    """The merged per-arch launch table for `device` (cached by load_table)."""
-    if device.type != "cuda":
-        return load_table(None, None)
-    name, cc = _device_key(device.index if device.index is not None else torch.cuda.current_device())
-    return load_table(name, cc)
-
-
-_DEVICE_KEYS: dict[int, tuple] = {}
-
-
-def _device_key(index: int) -> tuple:
-    key = _DEVICE_KEYS.get(index)
-    if key is None:
-        with torch.cuda.device(index):
-            key = _DEVICE_KEYS[index] = current_device()
-    return key
-
-
-_PDL: dict[int, bool] = {}
-
-
-def pdl_supported(device: torch.device) -> bool:
-    """Programmatic dependent launch usable here: CUDA SM90+, not interpreted, and a Triton that
-    has both the `launch_pdl` launch option and tl.extra.cuda.gdc_* (3.4+)."""
-    if device.type != "cuda" or os.environ.get("TRITON_INTERPRET", "0") == "1":
-        return False
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    ok = _PDL.get(index)
-    if ok is None:
-        try:
-            from triton.backends.nvidia.compiler import CUDAOptions
-
-            ok = ("launch_pdl" in CUDAOptions.__dataclass_fields__ and hasattr(tl.extra.cuda, "gdc_wait")
-                  and torch.cuda.get_device_capability(index)[0] >= 9)
-        except Exception:
-            ok = False
-        _PDL[index] = ok
-    return ok
-
-
-def walk_config(op: str, n_draft: int, bs: int, config: dict | None, device: torch.device) -> tuple[int, int, int]:
-    """(NP, requests per program, num_warps) for a per-request tree kernel.
-
-    Requests per program keeps the [BB, NP, NP] link matrices small (<= 8192 elements). `device`
-    only picks the launch table when no config is given."""
-    cfg = dict(config) if config is not None else op_config(op, {"bs": bs, "n": n_draft}, launch_table(device))
-    np_ = _pow2(n_draft)
-    bb = int(cfg.get("rows_per_program", 1))
-    bb = max(1, min(triton.next_power_of_2(bb), max(1, 8192 // (np_ * np_))))
-    warps = int(cfg.get("num_warps", 1 if np_ * np_ * bb <= 256 else 4))
-    return np_, bb, warps
-
-
-# ----------------------------------------------------------------------------- shared tree helpers
-
-
-@triton.jit
-def _pick(vec, offs, idx):
-    """vec[b, idx[b]] for each row b of vec [BB, NP] (0 where idx[b] is out of range)."""
-    return tl.sum(tl.where(offs[None, :] == idx[:, None], vec, 0), axis=1)
-
-
-@triton.jit
-def _take(vec, idx, offs):
-    """out[b, i] = vec[b, idx[b, i]] (0 where idx[b, i] is out of range), vec/idx [BB, NP].
-
-    Exact for ints and floats: each output sums one selected element and zeros."""
-    hit = idx[:, :, None] == offs[None, None, :]
-    return tl.sum(tl.where(hit, vec[:, None, :], 0), axis=2)
-
-
-@triton.jit
-def _tree_links(nxt, sib, offs, NP: tl.constexpr):
-    """Parent, previous sibling and rank in the sibling chain of every node ([BB, NP] each, -1 = none).
-
-    nxt/sib are retrive_next_token/_sibling (row-local, -1 terminated). A node's parent is the node
-    whose first child it is, or its previous sibling's parent; rank 0 is the first child. The loop
-    runs once per sibling position (topk - 1 times on a SGLang tree; capped at NP)."""
-    hit = nxt[:, :, None] == offs[None, None, :]  # [BB, p, c]: c is p's first child
-    par = tl.max(tl.where(hit, offs[None, :, None], -1), axis=1)
-    hit = sib[:, :, None] == offs[None, None, :]  # [BB, x, c]: c follows x
-    prev = tl.max(tl.where(hit, offs[None, :, None], -1), axis=1)
-    rank = tl.where(par >= 0, 0, -1)
-    todo = (par < 0) & (prev >= 0)
-    it = 0
-    while (tl.max(todo.to(tl.int32)) > 0) & (it < NP):
-        pp = _take(par + 1, prev, offs) - 1  # parent of the previous sibling, -1 if not known yet
-        pr = _take(rank + 1, prev, offs)
-        upd = todo & (pp >= 0)
-        par = tl.where(upd, pp, par)
-        rank = tl.where(upd, pr, rank)
-        todo = todo & (pp < 0)
-        it += 1
-    return par, prev, rank
-
-
-@triton.jit
-def _first_child(par, rank, ok, offs, NP: tl.constexpr):
-    """acc[b, p] = the child c of p with ok[b, c] that comes first in p's sibling chain, else -1."""
-    key = tl.where(ok & (par >= 0), rank * NP + offs[None, :], 1 << 30)  # [BB, c]
-    hit = par[:, None, :] == offs[None, :, None]  # [BB, p, c]
-    k = tl.min(tl.where(hit, key[:, None, :], 1 << 30), axis=2)
-    return tl.where(k < (1 << 30), k % NP, -1)
-
-
-@triton.jit
-def _walk(acc, offs, S):
-    """Follow acc (first accepted child) from the root for at most S-1 steps.
-
-    Returns pos [BB, NP] (a node's position on the accepted path, -1 off it), n [BB] (accepted
-    draft tokens) and cur [BB] (the last path node, row-local)."""
-    zero = tl.sum(acc * 0, axis=1)  # [BB] int32 zeros in acc's row layout
-    n = zero
-    cur = zero
-    pos = tl.where(offs[None, :] == 0, 0, -1) + acc * 0
-    nx = _pick(acc, offs, cur)
-    go = (nx >= 0) & (n + 1 < S)
-    while tl.max(go.to(tl.int32)) > 0:
-        n = tl.where(go, n + 1, n)
-        cur = tl.where(go, nx, cur)
-        pos = tl.where(go[:, None] & (offs[None, :] == cur[:, None]), n[:, None], pos)
-        nx = _pick(acc, offs, cur)
-        go = go & (nx >= 0) & (n + 1 < S)
-    return pos, n, cur
-
+from ._tree import (MAX_DRAFT_TOKENS, check_tree_inputs, first_child, load_tree_block, pow2, random_tree_parents,  # noqa: F401
+                    take, tree_from_parents, tree_links, walk, walk_config)
+from .arch import Unsupported, launch_table, pdl_supported, require_launchable  # noqa: F401  (re-exported)
 
 # ----------------------------------------------------------------------------- greedy verify kernel
 
 
 @triton.jit
-def _load_tree_block(cand_ptr, ridx_ptr, nxt_ptr, sib_ptr, bs, N, NP: tl.constexpr, BB: tl.constexpr):
-    """This program's BB requests x NP node slots: candidates, retrive_index/next_token/next_sibling.
-    Masked slots (past bs or N) read -1. Request ids in int64 (row offsets may pass 2**31)."""
-    b = tl.program_id(0).to(tl.int64) * BB + tl.arange(0, BB)
-    bm = b < bs
-    offs = tl.arange(0, NP)
-    nm = bm[:, None] & (offs[None, :] < N)
-    row = b[:, None] * N + offs[None, :]
-    cand = tl.load(cand_ptr + row, mask=nm, other=-1)
-    ridx = tl.load(ridx_ptr + row, mask=nm, other=-1)
-    nxt = tl.load(nxt_ptr + row, mask=nm, other=-1).to(tl.int32)
-    sib = tl.load(sib_ptr + row, mask=nm, other=-1).to(tl.int32)
-    return b, bm, offs, nm, row, cand, ridx, nxt, sib
-
-
-@triton.jit
-def _verify_greedy_kernel(
+def verify_greedy_kernel(
     predicts_ptr,  # mutable [bs*N] int32
     accept_index_ptr,  # mutable [bs, S] int32
     accept_num_ptr,  # mutable [bs] int32
@@ -208,7 +56,7 @@ def _verify_greedy_kernel(
     FROM_PARTIALS: tl.constexpr,
     USE_PDL: tl.constexpr,  # launched as a programmatic dependent of _split_argmax_kernel
 ):
-    b, bm, offs, nm, row, cand, ridx, nxt, sib = _load_tree_block(cand_ptr, ridx_ptr, nxt_ptr, sib_ptr, bs, N, NP, BB)
+    b, bm, offs, nm, row, cand, ridx, nxt, sib = load_tree_block(cand_ptr, ridx_ptr, nxt_ptr, sib_ptr, bs, N, NP, BB)
     rok = nm & (ridx >= 0) & (ridx < R)
     if USE_PDL:
         tl.extra.cuda.gdc_wait()  # the tree is loaded; the partials need the argmax grid finished
@@ -225,11 +73,11 @@ def _verify_greedy_kernel(
         tgt = tl.where(rok, tgt, -1)
     else:
         tgt = tl.load(target_ptr + ridx, mask=rok, other=-1)
-    par, prev, rank = _tree_links(nxt, sib, offs, NP)
+    par, prev, rank = tree_links(nxt, sib, offs, NP)
     # a child matches when its draft token is the target's token at its parent
-    ok = nm & (cand == _take(tgt, par, offs))
-    acc = _first_child(par, rank, ok, offs, NP)
-    pos, n, cur = _walk(acc, offs, S)
+    ok = nm & (cand == take(tgt, par, offs))
+    acc = first_child(par, rank, ok, offs, NP)
+    pos, n, cur = walk(acc, offs, S)
     onp = nm & (pos >= 0)
     tl.store(accept_index_ptr + b[:, None] * S + pos, ridx.to(tl.int32), mask=onp)
     # every path node's prediction is the target's token there (the last one is the bonus token)
@@ -237,39 +85,7 @@ def _verify_greedy_kernel(
     tl.store(accept_num_ptr + b, n, mask=bm)
 
 
-# ----------------------------------------------------------------------------- launchers
-
-
-def check_tree_inputs(predicts, accept_index, accept_token_num, candidates, retrive_index, retrive_next_token,
-                      retrive_next_sibling) -> tuple[int, int, int]:
-    """Guard SGLang's tree-op contract; returns (bs, N, S). Every rejection is arch.Unsupported (a
-    layout, dtype, device or tree size these kernels do not take: SGLang's kernel takes the call)."""
-    if candidates.ndim != 2:
-        raise Unsupported(f"candidates must be [bs, num_draft_tokens], got shape {tuple(candidates.shape)}")
-    bs, n = candidates.shape
-
-    def need(ok: bool, name: str, t: torch.Tensor, want: str):
-        if not ok:
-            raise Unsupported(f"{name} must be {want}, got {t.dtype} {tuple(t.shape)}")
-
-    for name, t in (("candidates", candidates), ("retrive_index", retrive_index),
-                    ("retrive_next_token", retrive_next_token), ("retrive_next_sibling", retrive_next_sibling)):
-        need(t.dtype == torch.int64 and tuple(t.shape) == (bs, n) and t.is_contiguous(), name, t,
-             f"a contiguous int64 [{bs}, {n}] tensor")
-    need(accept_index.ndim == 2 and accept_index.shape[0] == bs and accept_index.dtype == torch.int32
-         and accept_index.is_contiguous(), "accept_index", accept_index, f"a contiguous int32 [{bs}, spec_steps+1] tensor")
-    need(tuple(accept_token_num.shape) == (bs,) and accept_token_num.dtype == torch.int32, "accept_token_num",
-         accept_token_num, f"int32 [{bs}]")
-    need(tuple(predicts.shape) == (bs * n,) and predicts.dtype == torch.int32 and predicts.is_contiguous(), "predicts",
-         predicts, f"a contiguous int32 [{bs * n}] tensor")
-    if n <= 0 or accept_index.shape[1] <= 0:
-        raise Unsupported("num_draft_tokens and accept_index.shape[1] must be positive")
-    if n > MAX_DRAFT_TOKENS:
-        raise Unsupported(f"{n} draft tokens per request: these kernels take at most {MAX_DRAFT_TOKENS} "
-                         "(the hooks hand larger trees to SGLang's kernels)")
-    require_launchable("tree verify", candidates, predicts, accept_index, accept_token_num, retrive_index,
-                       retrive_next_token, retrive_next_sibling)
-    return bs, n, accept_index.shape[1]
+# ----------------------------------------------------------------------------- launcher
 
 
 def verify_tree_greedy(
@@ -282,11 +98,12 @@ def verify_tree_greedy(
     retrive_next_sibling: torch.Tensor,
     target_predict: torch.Tensor,
     config: dict | None = None,
+    table: dict | None = None,
 ) -> None:
     """Greedy tree verify with SGLang's contract; writes predicts, accept_index, accept_token_num.
 
     config (optional) overrides the per-arch table entry `verify_greedy`:
-    {"rows_per_program": requests per program, "num_warps": ...}."""
+    {"rows_per_program": requests per program, "num_warps": ...}. table (optional): the launch table in effect (arch.launch_table) when a caller already resolved it."""
     bs, n, s = check_tree_inputs(predicts, accept_index, accept_token_num, candidates, retrive_index,
                                  retrive_next_token, retrive_next_sibling)
     if target_predict.dtype != torch.int64 or target_predict.numel() != bs * n or not target_predict.is_contiguous():
@@ -295,51 +112,11 @@ def verify_tree_greedy(
     require_launchable("verify_tree_greedy", candidates, target_predict)
     if bs == 0:
         return
-    np_, bb, warps = walk_config("verify_greedy", n, bs, config, candidates.device)
-    _verify_greedy_kernel[(triton.cdiv(bs, bb),)](
+    np_, bb, warps = walk_config("verify_greedy", n, bs, config, candidates.device, table)
+    verify_greedy_kernel[(triton.cdiv(bs, bb),)](
         predicts, accept_index, accept_token_num, candidates, retrive_index, retrive_next_token,
         retrive_next_sibling, target_predict, predicts, predicts, bs, s, n, bs * n, 1,
         NP=np_, BB=bb, SPP=1, FROM_PARTIALS=False, USE_PDL=False, num_warps=warps)
-
-
-def random_tree_parents(rng, n: int, topk: int, depth: int) -> list[int]:
-    """A random tree of n nodes as a parent list: at most topk children per node and `depth` levels
-    below the root (rng: random.Random). For tests and benchmarks."""
-    par, lvl, kids = [-1], [0], [0] * n
-    for i in range(1, n):
-        open_ = [p for p in range(i) if lvl[p] < depth and kids[p] < topk]
-        p = rng.choice(open_) if open_ else 0
-        par.append(p)
-        lvl.append(lvl[p] + 1)
-        kids[p] += 1
-    return par
-
-
-def tree_from_parents(parents: list[list[int]], sibling_order: str = "asc", device=None):
-    """SGLang's (retrive_index, retrive_next_token, retrive_next_sibling) [bs, N] int64 for trees
-    given as parent lists (parents[b][0] == -1 for the root; every other parent has a lower index).
-
-    retrive_index is the flat row b*N + i; children are chained in ascending ("asc") or descending
-    ("desc") node order. Tests and benchmarks build their trees with this."""
-    bs, n = len(parents), len(parents[0])
-    ridx = torch.arange(bs * n, dtype=torch.int64).reshape(bs, n)
-    nxt = torch.full((bs, n), -1, dtype=torch.int64)
-    sib = torch.full((bs, n), -1, dtype=torch.int64)
-    for b, par in enumerate(parents):
-        if len(par) != n or par[0] != -1 or any(not 0 <= p < i for i, p in enumerate(par) if i):
-            raise ValueError(f"request {b}: parents must start with -1 and point to lower indices, got {par}")
-        for p in range(n):
-            kids = [i for i in range(1, n) if par[i] == p]
-            if sibling_order == "desc":
-                kids.reverse()
-            if kids:
-                nxt[b, p] = kids[0]
-                for a, c in zip(kids, kids[1:]):
-                    sib[b, a] = c
-    if device is not None:
-        ridx, nxt, sib = ridx.to(device), nxt.to(device), sib.to(device)
-    return ridx, nxt, sib
-
 
 def verify_tree_greedy_ref(
     predicts: torch.Tensor,  # mutable
