@@ -100,6 +100,9 @@ def run(role: str) -> dict:
     {'ok', 'error', 'log', 'outputs': [...], 'status': {...} | None, 'port', 'startup_s', 'gen_s'}"""
     if role in _CACHE:
         return _CACHE[role]
+    if _CACHE.get("broken") and role != "refused":  # one root cause, reported once: no 5 x startup timeouts
+        return {"ok": False, "error": f"not started: the {_CACHE['broken']} server failed first (see its test)",
+                "log": "-", "log_text": "", "outputs": [], "status": None}
     _shape, extra = ROLES[role]
     port = int(os.environ.get("GPU_CI_PORT", "30200")) + list(ROLES).index(role)
     status_dir = log_dir() / f"status-{role}"
@@ -120,6 +123,8 @@ def run(role: str) -> dict:
         res["ok"] = True
     except Exception as exc:  # recorded: each test says what it needed
         res["error"] = f"{type(exc).__name__}: {exc}"
+        if role != "refused" and "startup_s" not in res:
+            _CACHE["broken"] = role
     finally:
         srv.stop()
     res["log_text"] = Path(srv.log).read_text(errors="replace") if Path(srv.log).is_file() else ""
