@@ -35,5 +35,5 @@ fi
 # one stream of every wheel, split into parts; the manifest lists names, sizes and md5s
 rm -f $W/parts/part-* $W/parts/MANIFEST
 (cd $W && ls big/*.whl small/*.whl > parts/FILES && tar cf - $(cat parts/FILES)) | split -b 58M -d -a 3 - $W/parts/part-
-(cd $W/parts && md5sum part-* > MANIFEST && cat FILES >> MANIFEST.files)
+(cd $W/parts && md5sum part-* > MANIFEST)
 du -sh $W/big $W/small; ls $W/parts | wc -l
