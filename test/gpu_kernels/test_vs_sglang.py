@@ -307,8 +307,9 @@ def _bf16_ulp(x):
 @pytest.mark.parametrize("rows", [4000, 32000])
 def test_draft_head_against_sglang_path(rows, bs, sg_topk1):
     """Kimi draft lm_head (W [rows, 7168] bf16; 4000 = one TP-8 shard of the 32000 draft vocab):
-    - lm_head_gemv's bf16 logits within 2 bf16 ulps of torch's matmul (only the fp32 summation order
-      differs; 2 allows for a binade edge) and the fp32 output with bf16 rounding equal to the bf16 output;
+    - lm_head_gemv's bf16 logits within one bf16 ulp (+1e-4 for fp32 summation order) of torch's
+      matmul, as close to the fp64 product as torch's, and its fp32-with-bf16-rounding output equal to
+      its bf16 output;
     - fused lm_head_topk with SGLang's top-1 contract (d2t, positions) picks SGLang's path's token
       (bf16 matmul, .float(), draft_topk1_postprocess, hot_token_id) except between near-ties
       (exact logits within 2 bf16 ulps); k 4 likewise against torch.topk;
@@ -324,8 +325,13 @@ def test_draft_head_against_sglang_path(rows, bs, sg_topk1):
     ref16 = h @ w.t()
     ours16 = gemv.lm_head_gemv(h, w)
     exact = h.double() @ w.double().t()
-    ulps = ((ours16.double() - ref16.double()).abs() / _bf16_ulp(exact).double()).max()
-    assert float(ulps) <= 2, f"lm_head_gemv differs from torch's matmul by {float(ulps)} bf16 ulps"
+    # both round an fp32 sum to bf16: at most one bf16 ulp of the larger value apart, plus the fp32
+    # summation-order difference (~1e-5 over 7168 terms), which dominates where the logit cancels to ~0
+    diff = (ours16.float() - ref16.float()).abs()
+    bound = _bf16_ulp(torch.maximum(ours16.float().abs(), ref16.float().abs())) + 1e-4
+    assert bool((diff <= bound).all()), f"lm_head_gemv differs from torch's matmul by up to {float(diff.max())}"
+    err = [float((x.double() - exact).norm() / exact.norm()) for x in (ours16, ref16)]
+    assert err[0] <= 1.05 * err[1], f"lm_head_gemv error vs fp64 {err[0]:.3e} > torch's matmul {err[1]:.3e}"
     assert torch.equal(gemv.lm_head_gemv(h, w, out_dtype=torch.float32, round_to=torch.bfloat16), ours16.float())
     pos, pos_sg = torch.zeros(bs, dtype=torch.long, device=dev), torch.zeros(bs, dtype=torch.long, device=dev)
     f1 = lt.lm_head_topk(h, w, 1, probs="one", hot_token_id=hot, positions=pos)
