@@ -246,8 +246,9 @@ def _launch_step_row() -> None:
                           "(plugins loaded after resolve_once?): no preflight ran and `cap` was not applied")
 
 
-def publish_status(port, tp_rank: int, dp_rank=None) -> Path | None:
-    """After capture: bind the lazy worker top-k, log the table (TP 0), start the status file."""
+def publish_status(port, lead: bool, dp_rank=None) -> Path | None:
+    """After capture: bind the lazy worker top-k; the lead rank (TP 0, PP 0) logs the table and starts the
+    status file of its DP replica."""
     if our_launch() is False:
         return None
     from .draft_head_kernels import bind_worker_topk
@@ -255,7 +256,7 @@ def publish_status(port, tp_rank: int, dp_rank=None) -> Path | None:
     if hookstatus.get("draft_worker_topk") is not None and hookstatus.get("draft_worker_topk").state == "registered":
         bind_worker_topk()
     _launch_step_row()
-    if tp_rank != 0:
+    if not lead:
         return None
     _STATE["path"] = status_path(port, dp_rank)
     path = write_status()
@@ -269,7 +270,8 @@ def _after_cuda_graphs(result, worker=None, *args, **kwargs):
         from sglang.srt.runtime_context import get_parallel, get_server_args
 
         par = get_parallel()
-        publish_status(get_server_args().port, int(par.tp_rank), getattr(par, "attn_dp_rank", None) or None)
+        lead = int(par.tp_rank) == 0 and int(getattr(par, "pp_rank", 0) or 0) == 0
+        publish_status(get_server_args().port, lead, getattr(par, "dp_rank", None) or None)
     except Exception as exc:  # never break serving from a status report
         hookstatus.record(NAME, TARGET, "failed", f"{type(exc).__name__}: {exc}")
     return result
