@@ -103,10 +103,12 @@ def totals(hook: str) -> tuple[int, int]:
 # ---- what an operator reads ----------------------------------------------------------------------
 
 
-def status_word(row: HookStatus, unbound: list[str] | None = None, kernel: bool = False) -> str:
+def status_word(row: HookStatus, unbound: list[str] | None = None, kernel: bool = False,
+                planned_wins: int = 0) -> str:
     """The status word of a hook: install state + call-site verification + (kernel hooks) counters.
 
     unbound: call sites that still hold SGLang's function (None: not verified, e.g. not imported yet).
+    planned_wins: shapes the launch table in effect gives to our kernel (used before any call; -1: all).
     """
     if row.state == "failed":
         return f"failed ({row.detail})"
@@ -115,12 +117,18 @@ def status_word(row: HookStatus, unbound: list[str] | None = None, kernel: bool 
     if unbound:
         return f"failed (not bound at {', '.join(unbound)}: that caller still runs SGLang's function)"
     if row.state == "registered":
-        return "installed, not yet confirmed in this process" if not kernel else \
+        return f"installed ({row.detail})" if not kernel else \
             "installed, not yet confirmed in this process; SGLang kernel so far"
     if not kernel:
         return "active"
-    ours, _theirs = totals(row.name)
-    return "active" if ours else "installed, SGLang kernel for this GPU/shapes"
+    ours, theirs = totals(row.name)
+    if ours:
+        return "active"
+    if not theirs and planned_wins < 0:
+        return "installed, ours for every call in its fast path (SGLANG_KIMI_EAGLE3_KERNELS=ours); no calls yet here"
+    if not theirs and planned_wins:
+        return f"installed, ours where the launch table records a win ({planned_wins} shape(s)); no calls yet here"
+    return "installed, SGLang kernel for this GPU/shapes"
 
 
 def format_table(table: list[HookStatus] | None = None) -> str:

@@ -80,8 +80,9 @@ def test_the_scheduler_child_counts_our_calls_and_sglangs_with_reasons(children)
     assert h["runtime_status"]["status"] == "active"
     # the launch step ran in the parent (main process); its mark travelled to the child with the record
     assert h["launch_step"]["status"] == "active" and "preflight on" in h["launch_step"]["detail"], h["launch_step"]
-    # no kernel call at all: bound, but SGLang's kernel so far
-    assert h["draft_lm_head"]["status"] == "installed, SGLang kernel for this GPU/shapes"
+    # no call at all yet: bound, and what the kernel switch would choose
+    assert h["draft_lm_head"]["status"].startswith("installed, ours for every call in its fast path"), h["draft_lm_head"]
+    assert h["draft_lm_head"]["table_wins"] == ["*"]
 
 
 def test_a_masked_call_site_is_reported_failed_and_status_running_reads_the_file(children):

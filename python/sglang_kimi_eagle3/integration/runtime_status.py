@@ -57,8 +57,11 @@ CALL_SITES = {
                              "sglang.kernels.ops.speculative.verify_sampling:tree_speculative_sampling_target_only",
                              "sglang.srt.speculative.eagle_utils:tree_speculative_sampling_target_only"],
 }
-KERNEL_HOOKS = ("draft_lm_head", "draft_topk1", "draft_worker_topk", "verify_argmax_greedy",
-                "verify_tree_greedy", "verify_tree_sampling")
+# kernel hook -> the op whose launch-table `wins` decide it under SGLANG_KIMI_EAGLE3_KERNELS=auto
+KERNEL_OPS = {"draft_lm_head": "lm_head_gemv", "draft_topk1": "draft_topk", "draft_worker_topk": "draft_topk",
+              "verify_argmax_greedy": "argmax_verify", "verify_tree_greedy": "verify_greedy",
+              "verify_tree_sampling": "tree_sampling"}
+KERNEL_HOOKS = tuple(KERNEL_OPS)
 _STATE = {"path": None, "last": 0.0, "ours": None}
 
 
@@ -166,6 +169,19 @@ def table_in_effect() -> str:
     return f"{arch.ENV_KERNELS}={mode}; " + (str(origin) if origin else "no launch table for this device")
 
 
+def table_wins(op: str) -> list[str]:
+    """Shape keys our kernel takes for `op` on this device: ["*"] under `ours`, the table's wins under `auto`."""
+    from ..ops import arch
+
+    try:
+        mode = arch.kernels_mode()
+        if mode != "auto":
+            return ["*"] if mode == "ours" else []
+        return list(arch.load_table(*arch.current_device()).get("ops", {}).get(op, {}).get("wins", []))
+    except Exception:
+        return []
+
+
 def status_rows(import_modules: bool = False) -> list[dict]:
     """One dict per hook: name, target, state, word, sites, counters."""
     registry.refresh()
@@ -175,9 +191,11 @@ def status_rows(import_modules: bool = False) -> list[dict]:
         sites = verify_sites(row.name, import_modules) if row.state in ("applied", "registered") else {}
         if row.name == "draft_worker_topk" and sites.get("unbound") and row.state == "registered":
             sites = {**sites, "unbound": []}  # bound lazily at the first draft renorm_draft_probs call
+        wins = table_wins(KERNEL_OPS[row.name]) if row.name in KERNEL_OPS else []
         out.append({"name": row.name, "target": row.target, "state": row.state, "detail": row.detail,
-                    "status": hookstatus.status_word(row, sites.get("unbound"), kernel=row.name in KERNEL_HOOKS),
-                    "sites": sites, "counters": counts.get(row.name, {"ours": {}, "sglang": {}})})
+                    "status": hookstatus.status_word(row, sites.get("unbound"), kernel=row.name in KERNEL_HOOKS,
+                                                     planned_wins=-1 if "*" in wins else len(wins)),
+                    "sites": sites, "table_wins": wins, "counters": counts.get(row.name, {"ours": {}, "sglang": {}})})
     return out
 
 
