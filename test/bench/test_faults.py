@@ -42,9 +42,12 @@ def test_each_fault_is_one_error_of_its_kind(kind, want):
 
 
 def test_good_answer_still_parses():
-    with FaultServer(cycle("ok"), lifetime=10) as url:
+    with FaultServer(cycle("ok", "adaptive_rate_above_1"), lifetime=10) as url:
         r = generate(url, "p", "chat", "x", SP, timeout=5, keep_output=True)
+        r2 = generate(url, "p", "chat", "x", SP, timeout=5)
     assert r.ok and r.completion_tokens == 22 and r.spec["histogram"] == HIST and len(r.output_ids) == 22
+    # under --speculative-adaptive SGLang divides by the current draft count: a rate above 1 is real data
+    assert r2.ok and r2.spec["accept_rate"] == 30 / 24
 
 
 def test_sweep_counts_each_kind_and_averages_only_good_answers(tmp_path):
