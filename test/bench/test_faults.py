@@ -191,3 +191,15 @@ def test_server_info_garbage_is_ignored_not_trusted():
         info = client.server_info(url)
     assert "speculative_num_steps" not in info and "tp_size" not in info and "model_path" not in info
     assert "speculative_num_steps" in info["ignored"]
+
+
+def test_absurd_but_well_typed_numbers_cannot_blow_up_the_summary():
+    from sglang_kimi_eagle3.bench.client import RequestResult
+    from sglang_kimi_eagle3.bench.stats import MAX_DEPTH, summarize
+
+    spec = {"accept_length": 2.0, "accept_rate": 0.5, "verify_ct": 1, "num_correct": 1, "num_proposed": 10**12,
+            "histogram": [0, 1]}
+    s = summarize([RequestResult("p", "chat", True, latency_s=1.0, completion_tokens=2, spec=spec)], 1.0)
+    assert len(s["alpha"]) == MAX_DEPTH and s["alpha"][0] == 1.0
+    with FaultServer(cycle("ok"), lifetime=10, info={"speculative_num_steps": 10**9}) as url:
+        assert "speculative_num_steps" not in client.server_info(url)

@@ -276,6 +276,7 @@ def generate(base_url: str, prompt_id: str, category: str, text: str, sampling_p
 INFO_KEYS = ("model_path", "served_model_name", "tp_size", "speculative_algorithm", "speculative_draft_model_path",
              "speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens", "speculative_adaptive",
              "speculative_adaptive_config", "cuda_graph_max_bs", "version")
+_INFO_MAX = 1 << 20  # larger "steps" or "tp" is nonsense (and would size lists)
 _INFO_INTS = ("tp_size", "speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens", "cuda_graph_max_bs")
 
 
@@ -296,7 +297,7 @@ def server_info(base_url: str, timeout: float = 10.0) -> dict:
         return {"error": f"{type(exc).__name__}: {exc}"[:300]}
     out = {k: doc.get(k) for k in INFO_KEYS if k in doc}
     bad = [k for k in _INFO_INTS if out.get(k) is not None
-           and (not isinstance(out[k], int) or isinstance(out[k], bool) or out[k] < 1)]
+           and (not isinstance(out[k], int) or isinstance(out[k], bool) or not 1 <= out[k] <= _INFO_MAX)]
     for k in bad:
         out.pop(k)
     for k in ("model_path", "served_model_name", "speculative_algorithm"):

@@ -16,6 +16,9 @@ import statistics
 from ..planner.acceptance import alphas_from_histogram, reach_from_histogram
 
 
+MAX_DEPTH = 1024  # draft positions reported at most (a server claiming more is not believed)
+
+
 def _pct(xs: list[float], q: float) -> float | None:
     if not xs:
         return None
@@ -64,7 +67,7 @@ def summarize(results: list, wall_s: float, depth: int | None = None) -> dict:
     s["drafts_per_verify"] = round(proposed / verify) if proposed else None  # = draft tokens - 1 (= steps at topk 1)
     hist = pooled_histogram([r.spec["histogram"] for r in spec if r.spec.get("histogram")])
     s["histogram"] = hist
-    depth = depth or s["drafts_per_verify"] or max(len(hist) - 1, 0)
+    depth = min(depth or s["drafts_per_verify"] or max(len(hist) - 1, 0), MAX_DEPTH)
     s["alpha"] = alphas_from_histogram(hist, depth) if hist else []
     s["reach"] = reach_from_histogram(hist, depth) if hist else []
     return s
