@@ -166,8 +166,8 @@ def read_json_file(path, missing_hint: str = "check the path", what: str = "file
     except NotADirectoryError:
         raise UserError(f"{p}: not found (a parent of it is a file, not a folder); {missing_hint}") from None
     except OSError as exc:
-        raise UserError(f"{p}: {what} exists but is unreadable ({exc.strerror or exc}); check the path and its "
-                        "permissions") from None
+        raise UserError(f"{p}: {what} is unreadable ({exc.strerror or exc}); check the path and the permissions of "
+                        "its folders") from None
     if stat.S_ISDIR(st.st_mode):
         raise UserError(f"{p}: {what} is unreadable: it is a folder, not a file; {missing_hint}")
     if not stat.S_ISREG(st.st_mode):
