@@ -124,7 +124,7 @@ FILES = [
     ("config_is_a_folder", lambda d: (d / "config.json").mkdir(parents=True) or d, "unreadable: it is a folder"),
     ("config_is_a_fifo", lambda d: d.mkdir() or os.mkfifo(d / "config.json") or d, "unreadable: it is a FIFO"),
     ("symlink_loop", lambda d: d.mkdir() or os.symlink(d / "config.json", d / "config.json") or d, "unreadable"),
-    ("name_too_long", lambda d: d / ("x" * 300), "unreadable (File name too long)"),  # an OSError even for root
+    ("name_too_long", lambda d: (d.mkdir(), d / ("x" * 300))[1], "unreadable (File name too long)"),  # an OSError even for root
     ("missing", lambda d: d.mkdir() or d, "not found"),
     ("parent_is_a_file", lambda d: (d.write_text("x"), d)[1], "a parent of it is a file"),
 ]
