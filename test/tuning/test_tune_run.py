@@ -2,6 +2,7 @@
 timing itself needs CUDA graphs); table writing, Ctrl-C, and what `auto` then picks are real."""
 
 import json
+import os
 import types
 
 import pytest
@@ -24,6 +25,9 @@ def fake_gpu(monkeypatch, tmp_path):
     for var in (cache.ENV_DIR, cache.ENV_BUNDLED, arch.ENV_KERNELS):
         monkeypatch.delenv(var, raising=False)
     yield tmp_path
+    # tune_cmd.run sets these for its own process; monkeypatch restores only variables it saw set
+    for var in (cache.ENV_DIR, cache.ENV_BUNDLED):
+        os.environ.pop(var, None)
     arch.load_table.cache_clear()
 
 
