@@ -32,10 +32,21 @@ def test_errors_abort_the_launch_during_argument_resolution_with_the_full_list()
     cp = launch()
     err = cp.stderr
     assert cp.returncode != 0
-    assert "sglang-kimi-eagle3 preflight found 2 error(s); nothing was loaded" in err
+    assert "sglang-kimi-eagle3: error: sglang-kimi-eagle3 preflight found 2 error(s); nothing was loaded" in err
     assert "[error] algorithm:" in err and "[error] context:" in err
-    assert "resolve_once" in err  # raised from SGLang's own resolution, i.e. before run_server launches anything
-    assert "image processor" not in err and "Load weight" not in err
+    assert "Traceback" not in err  # our refusal reads as its message
+    assert "image processor" not in err and "Load weight" not in err  # before run_server launched anything
+    debug = launch(SGLANG_KIMI_EAGLE3_DEBUG="1").stderr
+    assert "resolve_once" in debug  # the traceback, on request: raised from SGLang's own resolution
+
+
+def test_a_garbage_plugin_variable_aborts_an_eagle3_launch_in_one_line():
+    cp = launch(SGLANG_KIMI_EAGLE3_KERNELS="fastest")
+    lines = [ln for ln in cp.stderr.splitlines() if ln.strip()]
+    assert cp.returncode != 0 and "Traceback" not in cp.stderr
+    assert lines[-1] == ("sglang-kimi-eagle3: error: SGLANG_KIMI_EAGLE3_KERNELS='fastest' is not one of "
+                         "auto|ours|upstream; unset it or pick one")
+    assert "image processor" not in cp.stderr
 
 
 def test_warn_mode_logs_the_errors_and_lets_the_launch_continue():

@@ -46,9 +46,15 @@ _LOGGED: set[tuple] = set()
 
 
 def install() -> None:
+    install_flag()
+    registry.register(NAME, TARGET, _derive_context_length, "around")
+
+
+def install_flag() -> None:
+    """The flag alone (also when a garbage variable keeps every other hook off: the parser must still accept
+    the flag, so that the launch step, not argparse, says what is wrong)."""
     registry.register(FLAG_HOOKS[0][0], FLAG_HOOKS[0][1], _add_cli_args, "after")
     registry.register(FLAG_HOOKS[1][0], FLAG_HOOKS[1][1], _from_cli_args, "around")
-    registry.register(NAME, TARGET, _derive_context_length, "around")
 
 
 # ---- 1. the flag ---------------------------------------------------------------------------------

@@ -16,10 +16,15 @@ How: run SGLang's own step first (keeping its error, if any), then:
      preflight mode;
   4. preflight (preflight_launch.report): SGLANG_KIMI_EAGLE3_PREFLIGHT=on refuses on errors, warn
      logs them, off skips. Preflight only reports.
+  A refusal of ours (UserError, PreflightFailed) propagates out of resolve_once(); when nothing catches
+  it, launch_server prints it as one `sglang-kimi-eagle3: error: ...` message instead of a traceback.
 Remove when: never; this is the product.
 """
 
 from __future__ import annotations
+
+import os
+import sys
 
 from .. import hookstatus
 from ..base import env_errors
@@ -68,12 +73,15 @@ def _step(server_args, previous) -> None:
         return None
     bad = env_errors()
     if bad:
-        raise UserError(bad[0] if len(bad) == 1 else "; ".join(bad))
+        raise _without_traceback(UserError(bad[0] if len(bad) == 1 else "; ".join(bad)))
     from . import context_policy, preflight_launch
 
-    if sglang_error is None:
-        context_policy.resolve_launch(server_args)
-    mode = preflight_launch.report(server_args, sglang_error)
+    try:
+        if sglang_error is None:
+            context_policy.resolve_launch(server_args)
+        mode = preflight_launch.report(server_args, sglang_error)
+    except (UserError, preflight_launch.PreflightFailed) as exc:
+        raise _without_traceback(exc)
     done = f"ran in the main process for this EAGLE/EAGLE3 launch: context policy resolved, preflight {mode}"
     setattr(server_args, MARK, done)  # bookkeeping attribute: pickled to the schedulers, read by runtime_status
     hookstatus.record(NAME, TARGET, "applied", done)
@@ -81,3 +89,22 @@ def _step(server_args, previous) -> None:
         raise sglang_error
     return None
 
+
+
+def _without_traceback(exc: Exception) -> Exception:
+    """Our refusal of a launch reads as its message, not a traceback: if this very exception reaches the
+    top of the main process uncaught (launch_server), print `sglang-kimi-eagle3: error: <message>`
+    instead. Callers that catch it (Engine embedders, `check`) see the exception unchanged.
+    SGLANG_KIMI_EAGLE3_DEBUG=1 keeps the traceback."""
+    if os.environ.get("SGLANG_KIMI_EAGLE3_DEBUG"):
+        return exc
+    previous = sys.excepthook
+
+    def hook(tp, value, tb):
+        if value is exc:
+            print(f"sglang-kimi-eagle3: error: {value}", file=sys.stderr)
+        else:
+            previous(tp, value, tb)
+
+    sys.excepthook = hook
+    return exc

@@ -9,8 +9,9 @@ load_plugins() imports ~2,900 sglang/torch/triton modules and takes ~4.1 s on a 
 command). It is idempotent, and switched off by SGLANG_KIMI_EAGLE3=0.
 
 A garbage value of one of our variables cannot be raised from here (SGLang logs and swallows plugin
-exceptions): register() then installs only the launch-time step, which refuses EAGLE/EAGLE3 launches
-with the one-line error naming the variable, marks every other hook failed, and logs the error.
+exceptions): register() then installs only the launch-time step (which refuses EAGLE/EAGLE3 launches
+with the one-line error naming the variable) and the policy flag on the parser (so argparse does not
+refuse it first), marks every other hook failed, and logs the error.
 """
 
 from __future__ import annotations
@@ -40,11 +41,12 @@ def register() -> None:
         return
     _registered = True
     if bad:
-        from . import launch_step
+        from . import context_policy, launch_step
 
         for name in HOOK_MODULES:
             if name != "launch_step":
                 hookstatus.record(name, "-", "failed", f"not installed: {bad[0]}")
+        context_policy.install_flag()
         launch_step.install(env_only=True)
         logger().error("%s: no hooks applied, and EAGLE/EAGLE3 launches will be refused: %s", __version__, "; ".join(bad))
         return
