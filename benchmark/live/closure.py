@@ -42,7 +42,8 @@ triton typer typing-extensions typing-inspect urllib3 uvloop wadler-lindig werkz
 zipp""".split()
 # always carried (the serving stack itself, at SGLang's pins)
 CARRIED = ["torch", "triton", "nvidia-nccl-cu13", "sglang", "sglang-kernel", "flashinfer-python", "transformers",
-           "sglang-kimi-eagle3"]
+           "sglang-kimi-eagle3", "nvidia-cutlass-dsl", "nvidia-cutlass-dsl-libs-base", "nvidia-cutlass-dsl-libs-core",
+           "nvidia-cutlass-dsl-libs-cu13"]
 MODULES = ["sglang.launch_server", "sglang.srt.entrypoints.http_server", "sglang.srt.entrypoints.engine",
            "sglang.srt.managers.scheduler", "sglang.srt.managers.tokenizer_manager",
            "sglang.srt.managers.detokenizer_manager", "sglang.srt.models.deepseek_v2", "sglang.srt.models.llama_eagle3",
@@ -51,7 +52,9 @@ MODULES = ["sglang.launch_server", "sglang.srt.entrypoints.http_server", "sglang
            "sglang.srt.layers.sampler",
            "sglang.srt.speculative.eagle_utils", "sglang.srt.model_loader.loader",
            "sglang.srt.managers.data_parallel_controller", "sglang.kernels.ops.speculative.spec_tree",
-           "sglang_kimi_eagle3.bench.cli", "sglang_kimi_eagle3.cli", "flashinfer"]
+           "sglang_kimi_eagle3.bench.cli", "sglang_kimi_eagle3.cli", "flashinfer",
+           # imported only when a model is built (LlamaMLP -> DualGemm), so a plain import misses it
+           "sglang.kernels.ops.gemm.cutedsl_dual_gemm"]
 
 
 def norm(name: str) -> str:
@@ -110,7 +113,8 @@ def probe(site: Path) -> dict:
 
     root = Path(__file__).resolve().parents[2]
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",)}
-    env["PYTHONPATH"] = f"{site}:{root / 'python'}"
+    # as on the device: no .pth processing in a --target folder, so the CuTe DSL's path is explicit
+    env["PYTHONPATH"] = f"{site}:{site / 'nvidia_cutlass_dsl' / 'dsl_packages'}:{root / 'python'}"
     cp = subprocess.run([sys.executable, "-S", "-c", PROBE, ",".join(MODULES)], capture_output=True, text=True,
                         env=env, timeout=900)
     line = [l for l in cp.stdout.splitlines() if l.startswith("@@")]

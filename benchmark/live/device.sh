@@ -30,7 +30,7 @@ install)
   ;;
 env)
   cat <<EOT
-export PYTHONPATH=$SITE:$PWD/python
+export PYTHONPATH=$SITE:$SITE/nvidia_cutlass_dsl/dsl_packages:$PWD/python
 export LD_PRELOAD=$SITE/nvidia/nccl/lib/libnccl.so.2
 export PATH=$SITE/bin:\$PATH
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
