@@ -59,7 +59,15 @@ def test_dry_run_where_sglangs_server_stack_does_not_import(capsys, monkeypatch)
     out = capsys.readouterr().out
     assert "flags read directly" in out and "shard 8000 rows" in out and "top-k 1; N 4" in out
     assert main(["tune", "--dry-run", "--model-path", "kimi-k2.5", "--speculative-draft-model-path",
-                 "aq-medai/kimi-k2-eagle3", "--cuda-graph-max-bs", "8"]) == 0
+                 "aq-medai/kimi-k2-eagle3", "--cuda-graph-max-bs-decode", "8"]) == 0
     assert "bs 1,8 (draft), 1,8 (verify)" in capsys.readouterr().out
     assert main(["tune", "--dry-run", "--model-path", "kimi-k2.5", "--tp-size", "eight"]) == 2
     assert "--tp-size 'eight': expected an integer" in capsys.readouterr().err
+
+
+def test_cuda_graph_max_bs_decode_bounds_the_grid_through_sglangs_parser(capsys):
+    """SGLang 0.5.23 has --cuda-graph-max-bs-decode (no --cuda-graph-max-bs); tune must read it."""
+    assert main(["tune", "--dry-run", "--model-path", "kimi-k2.5", "--speculative-algorithm", "EAGLE3",
+                 "--speculative-draft-model-path", "aq-medai/kimi-k2-eagle3", "--tp-size", "8",
+                 "--cuda-graph-max-bs-decode", "8"]) == 0
+    assert "bs 1,8 (draft), 1,8 (verify)" in capsys.readouterr().out

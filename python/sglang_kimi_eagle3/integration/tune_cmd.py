@@ -108,7 +108,7 @@ def _parsed_by_sglang(argv: list[str]) -> dict | None:
     sa = _parse_with_sglang(argv)
     return {k: getattr(sa, k, None) for k in ("model_path", "speculative_draft_model_path", "tp_size",
                                                "speculative_eagle_topk", "speculative_num_steps",
-                                               "speculative_num_draft_tokens", "cuda_graph_max_bs",
+                                               "speculative_num_draft_tokens", "cuda_graph_max_bs_decode",
                                                "max_running_requests")}
 
 
@@ -131,7 +131,7 @@ def deployment_shapes(rest: list[str], quick: bool) -> tuple[TuneShapes, str, st
                   "speculative_eagle_topk": _int_flag(argv, "--speculative-eagle-topk"),
                   "speculative_num_steps": _int_flag(argv, "--speculative-num-steps"),
                   "speculative_num_draft_tokens": _int_flag(argv, "--speculative-num-draft-tokens"),
-                  "cuda_graph_max_bs": _int_flag(argv, "--cuda-graph-max-bs"),
+                  "cuda_graph_max_bs_decode": _int_flag(argv, "--cuda-graph-max-bs-decode", "--cuda-graph-max-bs"),
                   "max_running_requests": _int_flag(argv, "--max-running-requests")}
     if not parsed["model_path"]:
         raise UserError("tune: --model-path is not set; give the target model (or no flags for the embedded default)")
@@ -140,7 +140,7 @@ def deployment_shapes(rest: list[str], quick: bool) -> tuple[TuneShapes, str, st
     draft = read_config(dpath) if dpath else None
     shapes = from_configs(target, draft, tp=int(parsed["tp_size"] or 1), topk=parsed["speculative_eagle_topk"],
                           steps=parsed["speculative_num_steps"], draft_tokens=parsed["speculative_num_draft_tokens"],
-                          max_bs=parsed["cuda_graph_max_bs"] or parsed["max_running_requests"], quick=quick)
+                          max_bs=parsed["cuda_graph_max_bs_decode"] or parsed["max_running_requests"], quick=quick)
     return shapes, title, how
 
 

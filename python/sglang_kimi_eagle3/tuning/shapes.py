@@ -64,7 +64,7 @@ class TuneShapes:
     topk: int
     steps: int
     draft_tokens: int  # N
-    max_bs: int | None = None  # --cuda-graph-max-bs / --max-running-requests, when given
+    max_bs: int | None = None  # --cuda-graph-max-bs-decode / --max-running-requests, when given
     quick: bool = False
     rows: int = field(init=False)
     draft_bs: tuple = field(init=False)
