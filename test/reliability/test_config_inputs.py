@@ -262,3 +262,12 @@ def test_unwritable_output_paths(tmp_path, case, want):
 def test_read_json_file_accepts_nan_literals_that_field_readers_then_refuse(tmp_path):
     (tmp_path / "a.json").write_text('{"x": NaN}')
     assert read_json_file(tmp_path / "a.json")["x"] != read_json_file(tmp_path / "a.json")["x"]
+
+
+@pytest.mark.parametrize("var", ["SGLANG_KIMI_EAGLE3_KERNELS", "SGLANG_KIMI_EAGLE3_PREFLIGHT",
+                                 "SGLANG_KIMI_EAGLE3_CONTEXT_POLICY"])
+def test_status_with_a_garbage_variable_is_one_line_exit_2(capsys, monkeypatch, var):
+    monkeypatch.setenv(var, "bogus")
+    assert cli_main(["status"]) == 2
+    err = capsys.readouterr().err
+    assert f"{var}='bogus'" in err or (var in err and "bogus" in err), err

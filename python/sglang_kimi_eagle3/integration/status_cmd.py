@@ -56,6 +56,12 @@ def main(argv: list[str]) -> int:
         from ..errors import UserError
 
         raise UserError(f"status: unknown argument {unknown[0]!r}; status takes --json and --no-model-class (see --help)")
+    from ..base import env_errors
+    from ..errors import UserError
+
+    bad = env_errors()
+    if bad:  # as `check` and the launch step: one line naming the variable, exit 2 (docs/hooks.md "Switches")
+        raise UserError(bad[0])
     warnings.filterwarnings("ignore")
     rows = collect(check_model_class="--no-model-class" not in argv)
     from importlib.metadata import version
