@@ -193,6 +193,12 @@ def test_server_info_garbage_is_ignored_not_trusted():
     assert "speculative_num_steps" in info["ignored"]
 
 
+def test_server_info_keeps_sglang_0523s_cuda_graph_bound():
+    """SGLang 0.5.23's /server_info names the decode graph bound cuda_graph_max_bs_decode."""
+    with FaultServer(cycle("ok"), lifetime=10, info={"cuda_graph_max_bs_decode": 8}) as url:
+        assert client.server_info(url)["cuda_graph_max_bs_decode"] == 8
+
+
 def test_absurd_but_well_typed_numbers_cannot_blow_up_the_summary():
     from sglang_kimi_eagle3.bench.client import RequestResult
     from sglang_kimi_eagle3.bench.stats import MAX_DEPTH, summarize

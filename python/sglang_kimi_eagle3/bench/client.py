@@ -275,9 +275,10 @@ def generate(base_url: str, prompt_id: str, category: str, text: str, sampling_p
 
 INFO_KEYS = ("model_path", "served_model_name", "tp_size", "speculative_algorithm", "speculative_draft_model_path",
              "speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens", "speculative_adaptive",
-             "speculative_adaptive_config", "cuda_graph_max_bs", "version")
+             "speculative_adaptive_config", "cuda_graph_max_bs", "cuda_graph_max_bs_decode", "version")
 _INFO_MAX = 1 << 20  # larger "steps" or "tp" is nonsense (and would size lists)
-_INFO_INTS = ("tp_size", "speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens", "cuda_graph_max_bs")
+_INFO_INTS = ("tp_size", "speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens", "cuda_graph_max_bs",
+               "cuda_graph_max_bs_decode")  # 0.5.23 names it cuda_graph_max_bs_decode
 
 
 def server_info(base_url: str, timeout: float = 10.0) -> dict:
