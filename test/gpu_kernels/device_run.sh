@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One call on the lent H200 (docs/gpu-ci.md, "Kernel tests compiled on the H200"): install SGLang
+# One call on the lent H200 (docs/gpu-ci.md, "Kernel tests on the H200"): install SGLang
 # 0.5.23's wheel and its few dependencies (from ../shared/tools/device-wheels.sh, carried in $1,
 # default .whl/sgl) into /tmp/site, then run the kernel tests compiled and the exactness tests against
 # SGLang's own kernels; logs under $OUT. Then two deliberate breakages on the device's copy of the
