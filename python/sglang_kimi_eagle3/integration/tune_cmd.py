@@ -204,7 +204,8 @@ def _shape_text(shape: dict) -> str:
 
 def _rule(m: dict, cfg: dict) -> dict:
     """A table rule matching exactly this measured shape's bucket (bs above the previous bucket)."""
-    from ..tuning.shapes import DRAFT_BS, N_BUCKETS, VERIFY_BS
+    from ..ops.arch import N_BUCKETS, n_bucket
+    from ..tuning.shapes import DRAFT_BS, VERIFY_BS
 
     sh, op = m["shape"], m["op"]
     grid = VERIFY_BS if op in ("argmax_verify", "verify_greedy", "tree_sampling") else DRAFT_BS
@@ -217,7 +218,7 @@ def _rule(m: dict, cfg: dict) -> dict:
     if "k" in sh:
         rule["k"] = sh["k"]
     if "n" in sh:
-        nb = next((b for b in N_BUCKETS if sh["n"] <= b), sh["n"])
+        nb = n_bucket(sh["n"])
         rule.update(min_n=max([b for b in N_BUCKETS if b < nb], default=0) + 1, max_n=nb,
                     min_vocab=sh["vocab"], max_vocab=sh["vocab"])
     return {**rule, "config": {k: v for k, v in cfg.items() if v is not None}}

@@ -18,15 +18,7 @@ from .. import hookstatus
 from ..ops import arch
 from .runtime_status import guard_reason, note, our_launch
 
-_BS_BUCKETS = (1, 8, 32, 64, 128, 256)
-_N_BUCKETS = (4, 16)
-
-
-def shape_key(bs: int, n: int) -> str:
-    """Benchmark grid point a call falls in: 'n4_bs32' (bs, N rounded up to the measured grid)."""
-    nb = next((x for x in _N_BUCKETS if n <= x), n)
-    bb = next((x for x in _BS_BUCKETS if bs <= x), _BS_BUCKETS[-1])
-    return f"n{nb}_bs{bb}"
+shape_key = arch.tree_shape_key  # the key the launch tables and `tune` file wins under
 
 
 def _table(device):

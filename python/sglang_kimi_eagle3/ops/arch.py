@@ -169,6 +169,11 @@ def n_bucket(n: int) -> int:
     return next((b for b in N_BUCKETS if n <= b), n)
 
 
+def tree_shape_key(bs: int, n: int) -> str:
+    """`wins` key of the tree-verification ops (argmax_verify, verify_greedy, tree_sampling): 'n4_bs32'."""
+    return f"n{n_bucket(n)}_bs{bs_bucket(bs)}"
+
+
 # ---- per-device lookups, cached per device index (one dict lookup per call) ------------------------
 _DEVICE_KEYS: dict[int, tuple] = {}
 _PDL: dict[int, bool] = {}

@@ -18,11 +18,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..errors import UserError
+from ..ops.arch import BS_BUCKETS, tree_shape_key
 
-DRAFT_BS = (1, 8, 32, 64, 128)  # ops/lm_head_gemv.BS_BUCKETS
-VERIFY_BS = (1, 8, 32, 64, 128, 256)  # integration/verify_kernels._BS_BUCKETS
+DRAFT_BS = BS_BUCKETS[:-1]  # the draft-head tables were measured up to bs 128
+VERIFY_BS = BS_BUCKETS
 QUICK_BS = (1, 32, 128)
-N_BUCKETS = (4, 16)
 VOCAB_PADDING = 64  # sglang/srt/layers/vocab_parallel_embedding.py DEFAULT_VOCAB_PADDING_SIZE
 
 DRAFT_OPS = ("lm_head_gemv", "lm_head_topk", "draft_topk")
@@ -37,10 +37,6 @@ def shard_rows(vocab: int, tp: int) -> int:
     if -(-vocab // pad) * pad % tp:
         pad *= tp
     return -(-vocab // pad) * pad // tp
-
-
-def n_bucket(n: int) -> int:
-    return next((b for b in N_BUCKETS if n <= b), n)
 
 
 def bs_grid(buckets: tuple[int, ...], max_bs: int | None) -> tuple[int, ...]:
@@ -116,10 +112,10 @@ def measurements(s: TuneShapes) -> list[dict]:
         for bs in s.draft_bs:
             out.append({"op": "draft_topk", "shape": {"V": V, "k": k, "bs": bs}, "key": draft_topk.shape_key(bs, V, k),
                         "match": {"bs": bs, "vocab": V, "k": k}})
-    n, nb = s.draft_tokens, n_bucket(s.draft_tokens)
+    n = s.draft_tokens
     for op in VERIFY_OPS:
         for bs in s.verify_bs:
-            out.append({"op": op, "shape": {"n": n, "bs": bs, "vocab": s.target_vocab}, "key": f"n{nb}_bs{bs}",
+            out.append({"op": op, "shape": {"n": n, "bs": bs, "vocab": s.target_vocab}, "key": tree_shape_key(bs, n),
                         "match": {"bs": bs, "n": n, "vocab": s.target_vocab, "rows": bs * n}})
     return out
 
