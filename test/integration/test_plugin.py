@@ -77,6 +77,12 @@ def test_status_command_prints_the_table_from_a_launch_server_like_process():
     assert cp.returncode == 0, cp.stderr[-2000:]
     out = json.loads(cp.stdout)
     assert out["sglang"] == "0.5.23"
+    import torch
+
+    if torch.cuda.is_available():  # a GPU box: the table `auto` reads there, named by its files
+        assert out["kernel_table"].startswith("SGLANG_KIMI_EAGLE3_KERNELS=auto; ") and ".json" in out["kernel_table"], out
+    else:  # no GPU: no launch table applies, and status says so rather than naming one
+        assert out["kernel_table"].startswith("SGLANG_KIMI_EAGLE3_KERNELS=auto; no bundled table for this GPU"), out
     rows = {row["name"]: row for row in out["hooks"]}
     assert all(rows[n]["state"] == "applied" for n in OURS)
     # sglang 0.5.23 already has the three Kimi-K2.5 delegation methods (PR #19689): left alone

@@ -27,6 +27,9 @@ def test_embedded_default_says_so_first_and_reports_the_context_decision_without
     assert lines[0].startswith("Checking the embedded default: Kimi-K2.5 INT4 + AQ-MedAI Kimi-K2 EAGLE-3 drafter")
     assert "sm120" in lines[1] and "embedded default" in lines[1]
     assert "auto -> extend" in cp.stdout and "0 error(s)" in cp.stdout
+    # the launch table `auto` reads on the target GPU: SM120's has no measured win
+    assert "Kernel launch table for this GPU: SGLANG_KIMI_EAGLE3_KERNELS=auto; bundled sm120.draft_head.json " \
+           "(compile-verified only" in " ".join(cp.stdout.split())
     assert "Traceback" not in cp.stderr
 
 
@@ -55,6 +58,7 @@ def test_llama_pair_reports_its_2048_vs_131072_context():
     assert cp.returncode == 0
     ctx = [x for x in findings(cp) if x["check"] == "context"]
     assert ctx and "2048" in ctx[0]["found"] and "131072" in ctx[0]["found"] and ctx[0]["severity"] == "warning"
+    assert "bundled sm90.draft_head.json (measured on NVIDIA H200" in json.loads(cp.stdout)["kernel_table"]
 
 
 def test_unknown_flag_gets_sglangs_error_in_one_line():

@@ -189,7 +189,7 @@ def check_launch(argv: list[str], gpu: GpuTarget, labels: dict[str, str] | None 
 
 
 def run(argv: list[str]) -> dict:
-    """Check a launch; returns {"title", "gpu", "findings", "hooks", "timing"} (no printing)."""
+    """Check a launch; returns {"title", "gpu", "findings", "hooks", "table", "timing"} (no printing)."""
     ours, rest = _split(argv)
     embedded = not rest
     title = f"the embedded default: {DEFAULT_DEPLOYMENT_NAME}" if embedded else "launch_server " + " ".join(rest)
@@ -214,7 +214,10 @@ def run(argv: list[str]) -> dict:
     t1 = time.perf_counter()
     res = check_launch(rest, gpu, labels)
     t_check = time.perf_counter() - t1
-    return {"title": title, "gpu": gpu, "findings": res["findings"], "hooks": refresh(),
+    from .runtime_status import table_in_effect
+
+    device = None if gpu.how == "local GPU" else (None, (gpu.sm // 10, gpu.sm % 10))  # target GPU's bundled table
+    return {"title": title, "gpu": gpu, "findings": res["findings"], "hooks": refresh(), "table": table_in_effect(device),
             "timing": {"sglang_import_s": t_import, "parse_resolve_and_checks_s": t_check}}
 
 
@@ -227,6 +230,7 @@ def _print_human(res: dict) -> None:
     con.print(f"Checking {res['title']}")
     con.print(f"Target GPU: {gpu.name} (sm{gpu.sm}; {gpu.how})")
     con.print("Plugin hooks: " + ", ".join(f"{r.name}={r.state}" for r in res["hooks"]))
+    con.print(f"Kernel launch table for this GPU: {res['table']}")
     style = {"error": "bold red", "warning": "yellow", "info": "dim"}
     table = Table(show_lines=True, expand=True)
     table.add_column("severity", min_width=8, no_wrap=True)
@@ -251,7 +255,7 @@ def main(argv: list[str]) -> int:
                "errors": sum(f.severity == "error" for f in res["findings"]),
                "findings": [f.as_dict() for f in res["findings"]],
                "hooks": [{"name": r.name, "state": r.state, "target": r.target, "detail": r.detail} for r in res["hooks"]],
-               "timing": res["timing"]}
+               "kernel_table": res["table"], "timing": res["timing"]}
         json.dump(out, sys.stdout, indent=1)
         print()
     else:

@@ -155,12 +155,14 @@ def verify_sites(hook: str, import_modules: bool = False) -> dict:
 # ---- the table -----------------------------------------------------------------------------------
 
 
-def table_in_effect() -> str:
+def table_in_effect(device: tuple | None = None) -> str:
+    """The kernel switch and the launch table `auto` reads on `device` ((name, (major, minor)); default:
+    this machine's GPU) - which files, bundled or user-tuned, measured where and when."""
     from ..ops import arch
 
     try:
         mode = arch.kernels_mode()
-        table = arch.load_table(*arch.current_device())
+        table = arch.load_table(*(device or arch.current_device()))
     except Exception as exc:
         return f"unreadable: {type(exc).__name__}: {exc}"
     origin = table.get("origin") or table.get("source")

@@ -67,11 +67,12 @@ def main(argv: list[str]) -> int:
     from importlib.metadata import version
 
     sglang_version = version("sglang")
-    from .runtime_status import status_rows
+    from .runtime_status import status_rows, table_in_effect
 
     words = {r["name"]: r["status"] for r in status_rows(import_modules="--no-model-class" not in argv)}
     if "--json" in argv:
         json.dump({"plugin": __version__, "sglang": sglang_version, "tested_sglang": TESTED_SGLANG,
+                   "kernel_table": table_in_effect(),
                    "hooks": [{**d, "status": words.get(d["name"], d["state"])} for d in hookstatus.as_dicts()]},
                   sys.stdout, indent=1)
         print()
@@ -82,6 +83,7 @@ def main(argv: list[str]) -> int:
         con = Console(highlight=False)
         note = "" if sglang_version == TESTED_SGLANG else f"  (tested with {TESTED_SGLANG}: hooks may not match)"
         con.print(f"sglang-kimi-eagle3 {__version__} on sglang {sglang_version}{note}")
+        con.print(f"Kernel launch table on this machine: {table_in_effect()}")
         if not rows:
             con.print("[red]SGLang's load_plugins() did not run this plugin: is it installed in this environment, "
                       "and not excluded by SGLANG_PLUGINS?[/]")
