@@ -80,7 +80,8 @@ def test_status_command_prints_the_table_from_a_launch_server_like_process():
     import torch
 
     if torch.cuda.is_available():  # a GPU box: the table `auto` reads there, named by its files
-        assert out["kernel_table"].startswith("SGLANG_KIMI_EAGLE3_KERNELS=auto; ") and ".json" in out["kernel_table"], out
+        assert out["kernel_table"].startswith("SGLANG_KIMI_EAGLE3_KERNELS=auto; ") and (
+            ".json" in out["kernel_table"] or "no bundled table for this GPU" in out["kernel_table"]), out
     else:  # no GPU: no launch table applies, and status says so rather than naming one
         assert out["kernel_table"].startswith("SGLANG_KIMI_EAGLE3_KERNELS=auto; no bundled table for this GPU"), out
     rows = {row["name"]: row for row in out["hooks"]}
