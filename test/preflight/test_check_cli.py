@@ -120,3 +120,11 @@ def test_broken_draft_config_is_exit_2_naming_file_and_field(tmp_path):
         last = cp.stderr.strip().splitlines()[-1]
         assert last.startswith(f"sglang-kimi-eagle3: error: {folder / 'config.json'}: field") and want in last
         assert "Traceback" not in cp.stderr
+
+
+def test_plugin_switched_off_check_shows_sglangs_own_refusal_and_says_the_plugin_is_off():
+    # without the plugin, the 131072-position drafter beside the 262144 target is SGLang's context error
+    cp = check(SGLANG_KIMI_EAGLE3="0")
+    assert cp.returncode == 1, cp.stdout[-2000:] + cp.stderr[-2000:]
+    assert "NoneType: None" not in cp.stdout
+    assert "with this plugin switched off (SGLANG_KIMI_EAGLE3=0), launch_server would refuse to start" in cp.stdout

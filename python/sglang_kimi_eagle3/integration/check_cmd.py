@@ -241,7 +241,10 @@ def _print_human(res: dict) -> None:
         table.add_row(f"[{style[f.severity]}]{f.severity}[/]", f.check, f.found, f.expected, f.fix)
     con.print(table)
     verdict = "refuse to start" if has_errors(res["findings"]) else "start"
-    con.print(f"{summary(res['findings'])}: with this plugin, launch_server would {verdict}.")
+    from ..base import enabled
+
+    who = "with this plugin" if enabled() else "with this plugin switched off (SGLANG_KIMI_EAGLE3=0)"
+    con.print(f"{summary(res['findings'])}: {who}, launch_server would {verdict}.")
 
 
 def main(argv: list[str]) -> int:
