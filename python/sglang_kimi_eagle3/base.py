@@ -86,3 +86,11 @@ def env_errors() -> list[str]:
         except UserError as exc:
             out.append(str(exc))
     return out
+
+
+def user_cache_dir(*parts: str):
+    """$XDG_CACHE_HOME/sglang-kimi-eagle3/<parts> (else ~/.cache/...): tuned tables, run status files."""
+    from pathlib import Path
+
+    base = os.environ.get("XDG_CACHE_HOME", "").strip() or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base, "sglang-kimi-eagle3", *parts)

@@ -118,3 +118,13 @@ def test_retuning_replaces_only_the_shapes_it_measured():
     assert m["rules"] == [r(8, {"a": 80}), r(1, {"a": 1})]
     assert m["wins"] == ["bs1"] and m["measured"] == {"bs1": {"us": 1}, "bs8": {"us": 80}}
     assert cache.merge_op(None, new) is new
+
+
+def test_tuned_tables_and_run_status_share_the_xdg_cache_home(monkeypatch, tmp_path):
+    from sglang_kimi_eagle3.integration import runtime_status
+
+    for var in (cache.ENV_DIR, runtime_status.ENV_STATUS_DIR):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert cache.cache_dir() == tmp_path / "sglang-kimi-eagle3" / "tuned"
+    assert runtime_status.status_dir() == tmp_path / "sglang-kimi-eagle3" / "run"

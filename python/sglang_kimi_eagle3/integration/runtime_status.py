@@ -225,7 +225,9 @@ def format_snapshot(snap: dict) -> str:
 
 
 def status_dir() -> Path:
-    return Path(os.environ.get(ENV_STATUS_DIR) or Path.home() / ".cache" / "sglang-kimi-eagle3" / "run")
+    from ..base import user_cache_dir
+
+    return Path(os.environ.get(ENV_STATUS_DIR) or user_cache_dir("run"))
 
 
 def status_path(port, dp_rank=None) -> Path:

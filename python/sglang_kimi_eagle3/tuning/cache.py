@@ -18,10 +18,10 @@ import re
 import tempfile
 from pathlib import Path
 
+from ..base import user_cache_dir
 from ..ops.arch import device_file_name
 
 ENV_DIR = "SGLANG_KIMI_EAGLE3_TUNE_DIR"
-SUBDIR = ("sglang-kimi-eagle3", "tuned")
 
 
 def cache_dir(override: str | os.PathLike | None = None) -> Path:
@@ -30,8 +30,7 @@ def cache_dir(override: str | os.PathLike | None = None) -> Path:
     env = os.environ.get(ENV_DIR, "").strip()
     if env:
         return Path(env).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME", "").strip() or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base, *SUBDIR)
+    return user_cache_dir("tuned")
 
 
 def table_path(device_name: str, directory: str | os.PathLike | None = None) -> Path:
