@@ -49,9 +49,9 @@ import sys
 import weakref
 
 from .. import hookstatus
-from ..ops.arch import CONFIG_DIR, ENV_KERNELS, Unsupported, kernels_mode, use_ours
+from ..ops.arch import CONFIG_DIR, ENV_KERNELS, kernels_mode, use_ours
 from . import registry
-from .runtime_status import guard_reason, note, our_launch
+from .runtime_status import our_launch, take
 
 LM_HEAD = ("draft_lm_head", "sglang.srt.layers.logits_processor.LogitsProcessor._compute_lm_head")
 TOPK1 = ("draft_topk1", "sglang.kernels.ops.speculative.topk1.draft_topk1_postprocess")
@@ -151,26 +151,19 @@ def _compute_lm_head(original, self, hidden_states, lm_head, embedding_bias=None
     why = why or _device_ok(hidden_states)
     if not why and not use_ours(op.OP, bucket):
         why = "launch table: no win for this shape"
-    if why:
-        note(LM_HEAD[0], "sglang", bucket, why)
-        return original(self, hidden_states, lm_head, embedding_bias, out=out)
     import torch
 
-    rows = w.shape[0]
-    fits = out is not None and tuple(out.shape) == (bs, rows) and out.dtype == torch.float32 and out.stride(1) == 1
-    try:
+    def ours():
+        rows = w.shape[0]
+        fits = out is not None and tuple(out.shape) == (bs, rows) and out.dtype == torch.float32 and out.stride(1) == 1
         if self.use_fp32_lm_head_output:  # upstream: torch.mm(..., out_dtype=float32, out=out)
-            res = op.lm_head_gemv(hidden_states, w, out=out if fits else None, out_dtype=torch.float32)
-        elif _cast_follows(self, rows) and (out is None or fits):
+            return op.lm_head_gemv(hidden_states, w, out=out if fits else None, out_dtype=torch.float32)
+        if _cast_follows(self, rows) and (out is None or fits):
             # fp32 holding the bf16-rounded logits: exactly what _copy_logits_to_buffer would produce
-            res = op.lm_head_gemv(hidden_states, w, out=out, out_dtype=torch.float32, round_to=w.dtype)
-        else:
-            res = op.lm_head_gemv(hidden_states, w)
-    except Unsupported as exc:
-        note(LM_HEAD[0], "sglang", bucket, guard_reason(exc))
-        return original(self, hidden_states, lm_head, embedding_bias, out=out)
-    note(LM_HEAD[0], "ours", bucket)
-    return res
+            return op.lm_head_gemv(hidden_states, w, out=out, out_dtype=torch.float32, round_to=w.dtype)
+        return op.lm_head_gemv(hidden_states, w)
+
+    return take(LM_HEAD[0], bucket, why, ours, lambda: original(self, hidden_states, lm_head, embedding_bias, out=out))
 
 
 # ---- 2. top-1 --------------------------------------------------------------------------------------
@@ -195,16 +188,8 @@ def _draft_topk1_postprocess(original, next_token_logits, positions, draft_token
     why = why or ("layout: logits/positions/draft_tokens outside the fast path" if not ok else "") or _device_ok(x)
     if not why and not use_ours(op.OP, bucket):
         why = "launch table: no win for this shape"
-    if not why:
-        try:
-            res = op.draft_topk1(x, positions, draft_tokens, draft_token_column)
-        except Unsupported as exc:
-            why = guard_reason(exc)
-        else:
-            note(TOPK1[0], "ours", bucket)
-            return res
-    note(TOPK1[0], "sglang", bucket, why)
-    return original(next_token_logits, positions, draft_tokens, draft_token_column)
+    return take(TOPK1[0], bucket, why, lambda: op.draft_topk1(x, positions, draft_tokens, draft_token_column),
+                lambda: original(next_token_logits, positions, draft_tokens, draft_token_column))
 
 
 # ---- 3. top-k > 1 ----------------------------------------------------------------------------------
@@ -255,13 +240,5 @@ def _fast_topk(values, topk, dim):
     why = why or _device_ok(values)
     if not why and not use_ours(op.OP, bucket):
         why = "launch table: no win for this shape"
-    if not why:
-        try:
-            res = op.topk_rows(values, topk)
-        except Unsupported as exc:
-            why = guard_reason(exc)
-        else:
-            note(WORKER_TOPK[0], "ours", bucket)
-            return res
-    note(WORKER_TOPK[0], "sglang", bucket, why)
-    return _UPSTREAM_FAST_TOPK[0](values, topk, dim=dim)
+    return take(WORKER_TOPK[0], bucket, why, lambda: op.topk_rows(values, topk),
+                lambda: _UPSTREAM_FAST_TOPK[0](values, topk, dim=dim))

@@ -100,6 +100,23 @@ def guard_reason(exc: Exception) -> str:
     return "op guard: " + re.sub(r"\d+", "N", str(exc))[:90]
 
 
+def take(hook: str, bucket: str, why: str, ours, sglang):
+    """One kernel-hook call: `ours()` unless `why` already names a reason not to, or its guard raises
+    ops.arch.Unsupported (the only exception caught); else `sglang()`. Counted either way, with the reason."""
+    from ..ops.arch import Unsupported
+
+    if not why:
+        try:
+            res = ours()
+        except Unsupported as exc:
+            why = guard_reason(exc)
+        else:
+            note(hook, "ours", bucket)
+            return res
+    note(hook, "sglang", bucket, why)
+    return sglang()
+
+
 # ---- call sites ----------------------------------------------------------------------------------
 
 

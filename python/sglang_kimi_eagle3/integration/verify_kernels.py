@@ -16,7 +16,7 @@ import os
 
 from .. import hookstatus
 from ..ops import arch
-from .runtime_status import guard_reason, note, our_launch
+from .runtime_status import our_launch, take
 
 shape_key = arch.tree_shape_key  # the key the launch tables and `tune` file wins under
 
@@ -76,29 +76,26 @@ def eagle_sample_hook(orig, verify_input, batch, logits_output, grammar_mask=Non
     why = "" if fast else "not the plain greedy verify (sampling, penalties, bias, grammar or watermark)"
     if logits is not None:
         why = why or _why_not("argmax_verify", logits.device, bs, n)
-    if why:
-        note(H1, "sglang", shape_key(bs, n), why)
+    def upstream():
         return orig(verify_input, batch, logits_output, grammar_mask, uno_target_max_top_k,
                     watermark_state=watermark_state, watermark_full_mask=watermark_full_mask)
-    from sglang.srt.utils.async_probe import sanitize_nan_logits
 
-    from ..ops.argmax_verify import argmax_verify_greedy
+    def ours():  # our guards run before any launch: a layout we do not take goes to SGLang untouched
+        from sglang.srt.utils.async_probe import sanitize_nan_logits
 
-    sanitize_nan_logits(logits, "verify: target model logits")
-    device = batch.device
-    predict = torch.zeros(logits.shape[0], dtype=torch.int32, device=device)
-    accept_index = torch.full((bs, verify_input.max_tree_depth), -1, dtype=torch.int32, device=device)
-    num_correct_drafts = torch.empty((bs,), dtype=torch.int32, device=device)
-    try:  # our guards run before any launch: a layout we do not take goes to SGLang untouched
+        from ..ops.argmax_verify import argmax_verify_greedy
+
+        sanitize_nan_logits(logits, "verify: target model logits")
+        device = batch.device
+        predict = torch.zeros(logits.shape[0], dtype=torch.int32, device=device)
+        accept_index = torch.full((bs, verify_input.max_tree_depth), -1, dtype=torch.int32, device=device)
+        num_correct_drafts = torch.empty((bs,), dtype=torch.int32, device=device)
         argmax_verify_greedy(predict, accept_index, num_correct_drafts, verify_input.draft_token.reshape(bs, n),
                              verify_input.retrieve_index, verify_input.retrieve_next_token,
                              verify_input.retrieve_next_sibling, logits)
-    except arch.Unsupported as exc:  # only the guard's "not my fast path"; anything else propagates
-        note(H1, "sglang", shape_key(bs, n), guard_reason(exc))
-        return orig(verify_input, batch, logits_output, grammar_mask, uno_target_max_top_k,
-                    watermark_state=watermark_state, watermark_full_mask=watermark_full_mask)
-    note(H1, "ours", shape_key(bs, n))
-    return predict, num_correct_drafts + 1, accept_index
+        return predict, num_correct_drafts + 1, accept_index
+
+    return take(H1, shape_key(bs, n), why, ours, upstream)
 
 
 # --- hook 2 ---------------------------------------------------------------------------------------
@@ -117,21 +114,15 @@ def verify_tree_greedy_hook(orig, predicts, accept_index, accept_token_num, cand
     bucket = shape_key(candidates.shape[0], candidates.shape[-1]) if candidates.ndim == 2 else "other"
     why = _why_not("verify_greedy", candidates.device, candidates.shape[0], candidates.shape[-1]) if fits else \
         "layout: candidates not [bs, N] or target_predict not int64 of the same size"
-    if why:
-        note(H2, "sglang", bucket, why)
-        return orig(predicts, accept_index, accept_token_num, candidates, retrieve_index, retrieve_next_token,
-                    retrieve_next_sibling, target_predict, topk)
-    from ..ops.verify_greedy import verify_tree_greedy
+    def ours():  # guards run before the launch
+        from ..ops.verify_greedy import verify_tree_greedy
 
-    try:  # guards run before the launch
         verify_tree_greedy(predicts, accept_index, accept_token_num, candidates, retrieve_index, retrieve_next_token,
                            retrieve_next_sibling, target_predict.contiguous())
-    except arch.Unsupported as exc:
-        note(H2, "sglang", bucket, guard_reason(exc))
-        return orig(predicts, accept_index, accept_token_num, candidates, retrieve_index, retrieve_next_token,
-                    retrieve_next_sibling, target_predict, topk)
-    note(H2, "ours", bucket)
-    return predicts, accept_index, accept_token_num
+        return predicts, accept_index, accept_token_num
+
+    return take(H2, bucket, why, ours, lambda: orig(predicts, accept_index, accept_token_num, candidates, retrieve_index,
+                                                    retrieve_next_token, retrieve_next_sibling, target_predict, topk))
 
 
 # --- hook 3 ---------------------------------------------------------------------------------------
@@ -150,17 +141,12 @@ def tree_sampling_hook(orig, predicts, accept_index, accept_token_num, candidate
             threshold_single, threshold_acc, deterministic)
     bucket = shape_key(candidates.shape[0], candidates.shape[-1])
     why = _why_not("tree_sampling", candidates.device, candidates.shape[0], candidates.shape[-1])
-    if why:
-        note(H3, "sglang", bucket, why)
-        return orig(*args)
-    from ..ops.tree_sampling import tree_speculative_sampling
+    def ours():  # guards run before the first launch
+        from ..ops.tree_sampling import tree_speculative_sampling
 
-    try:  # guards run before the first launch
-        tree_speculative_sampling(*args)
-    except arch.Unsupported as exc:
-        note(H3, "sglang", bucket, guard_reason(exc))
-        return orig(*args)
-    note(H3, "ours", bucket)
+        return tree_speculative_sampling(*args)
+
+    return take(H3, bucket, why, ours, lambda: orig(*args))
 
 
 HOOKS = (
