@@ -62,24 +62,15 @@ SM90_FACTS = dict(is_cuda=True, is_hip=False, is_sm90=True, is_sm100=False, is_s
                   is_hopper_with_cuda_12_3=True, has_flashinfer=True, device_sm=90, device_capability=(9, 0))
 
 
-def _verify_call(torch):
-    """One greedy verify through SGLang's own eagle_sample (real SGLang objects, CPU tensors)."""
-    import random
-
-    from sglang.srt.layers.logits_processor import LogitsProcessorOutput
+def greedy_verify_batch(torch, cand, ridx, nxt, sib, depth, vocab):
+    """SGLang's own EagleVerifyInput and ScheduleBatch for one greedy target-verify of `cand` [bs, N] over a
+    topk-2 tree (CPU tensors, seq_len 17): what the worker hands eagle_sample."""
     from sglang.srt.managers.schedule_batch import ScheduleBatch
     from sglang.srt.model_executor.forward_batch_info import CaptureHiddenMode, ForwardMode
     from sglang.srt.sampling.sampling_batch_info import SamplingBatchInfo
-    from sglang.srt.speculative import eagle_utils
     from sglang.srt.speculative.eagle_info import EagleVerifyInput
 
-    from sglang_kimi_eagle3.ops.verify_greedy import random_tree_parents, tree_from_parents
-
-    bs, n, V, depth = 2, 4, 50, 3
-    rng = random.Random(0)
-    ridx, nxt, sib = tree_from_parents([random_tree_parents(rng, n, 2, depth) for _ in range(bs)])
-    logits = torch.randn(bs * n, V, generator=torch.Generator().manual_seed(0))
-    cand = logits.argmax(-1).reshape(bs, n)
+    bs, n = cand.shape
     seq_lens = torch.full((bs,), 17)
     vi = EagleVerifyInput(draft_token=cand.reshape(-1), custom_mask=None, positions=torch.zeros(bs * n, dtype=torch.int64),
                           retrieve_index=ridx, retrieve_next_token=nxt, retrieve_next_sibling=sib, retrieve_cum_len=None,
@@ -88,9 +79,27 @@ def _verify_call(torch):
     ones = torch.ones(bs, 1)
     info = SamplingBatchInfo(temperatures=ones, top_ps=ones.flatten(), top_ks=torch.ones(bs, dtype=torch.int32),
                              min_ps=torch.zeros(bs), is_all_greedy=True, is_any_greedy=True, need_top_p_sampling=False,
-                             need_top_k_sampling=False, need_min_p_sampling=False, vocab_size=V)
+                             need_top_k_sampling=False, need_min_p_sampling=False, vocab_size=vocab)
     batch = ScheduleBatch(reqs=[], device="cpu", seq_lens=seq_lens, forward_mode=ForwardMode.TARGET_VERIFY,
                           sampling_info=info)
+    return vi, batch
+
+
+def _verify_call(torch):
+    """One greedy verify through SGLang's own eagle_sample (real SGLang objects, CPU tensors)."""
+    import random
+
+    from sglang.srt.layers.logits_processor import LogitsProcessorOutput
+    from sglang.srt.speculative import eagle_utils
+
+    from sglang_kimi_eagle3.ops.verify_greedy import random_tree_parents, tree_from_parents
+
+    bs, n, V, depth = 2, 4, 50, 3
+    rng = random.Random(0)
+    ridx, nxt, sib = tree_from_parents([random_tree_parents(rng, n, 2, depth) for _ in range(bs)])
+    logits = torch.randn(bs * n, V, generator=torch.Generator().manual_seed(0))
+    cand = logits.argmax(-1).reshape(bs, n)
+    vi, batch = greedy_verify_batch(torch, cand, ridx, nxt, sib, depth, V)
     eagle_utils.eagle_sample(vi, batch, LogitsProcessorOutput(next_token_logits=logits))
     # the dispatcher with an int32 target_predict: outside our fast path -> SGLang's, counted with its reason
     p = torch.zeros(bs * n, dtype=torch.int32)

@@ -60,10 +60,9 @@ def ref_greedy():
 """
 
 CALLS = """
-from sglang.srt.speculative.eagle_info import EagleVerifyInput
-from sglang.srt.managers.schedule_batch import ScheduleBatch
-from sglang.srt.model_executor.forward_batch_info import CaptureHiddenMode, ForwardMode
-from sglang.srt.sampling.sampling_batch_info import SamplingBatchInfo
+import sys
+sys.path.insert(0, "test")
+from worker_path import greedy_verify_batch
 from sglang.srt.layers.logits_processor import LogitsProcessorOutput
 
 def call(name, fn):
@@ -76,17 +75,7 @@ out["calls"] = {}
 rp, ra, rk = ref_greedy()
 
 def via_eagle_sample():  # the worker's verify entry point, greedy batch
-    seq_lens = torch.full((bs,), 17)
-    vi = EagleVerifyInput(draft_token=cand.reshape(-1), custom_mask=None, positions=torch.zeros(bs * n, dtype=torch.int64),
-                          retrieve_index=ridx, retrieve_next_token=nxt, retrieve_next_sibling=sib, retrieve_cum_len=None,
-                          spec_steps=depth, topk=2, draft_token_num=n, capture_hidden_mode=CaptureHiddenMode.FULL,
-                          seq_lens_sum=int(seq_lens.sum()), seq_lens_cpu=seq_lens)
-    ones = torch.ones(bs, 1)
-    info = SamplingBatchInfo(temperatures=ones, top_ps=ones.flatten(), top_ks=torch.ones(bs, dtype=torch.int32),
-                             min_ps=torch.zeros(bs), is_all_greedy=True, is_any_greedy=True, need_top_p_sampling=False,
-                             need_top_k_sampling=False, need_min_p_sampling=False, vocab_size=V)
-    batch = ScheduleBatch(reqs=[], device="cpu", seq_lens=seq_lens, forward_mode=ForwardMode.TARGET_VERIFY,
-                          sampling_info=info)
+    vi, batch = greedy_verify_batch(torch, cand, ridx, nxt, sib, depth, V)
     predict, accept_lens, accept_index = eagle_utils.eagle_sample(vi, batch, LogitsProcessorOutput(next_token_logits=logits.clone()))
     return [torch.equal(predict, rp), torch.equal(accept_lens, rk + 1), torch.equal(accept_index, ra), int(rk.sum())]
 
