@@ -43,7 +43,7 @@ zipp""".split()
 # always carried (the serving stack itself, at SGLang's pins)
 CARRIED = ["torch", "triton", "nvidia-nccl-cu13", "sglang", "sglang-kernel", "flashinfer-python", "transformers",
            "sglang-kimi-eagle3", "nvidia-cutlass-dsl", "nvidia-cutlass-dsl-libs-base", "nvidia-cutlass-dsl-libs-core",
-           "nvidia-cutlass-dsl-libs-cu13"]
+           "nvidia-cutlass-dsl-libs-cu13", "sgl-flash-mla"]
 MODULES = ["sglang.launch_server", "sglang.srt.entrypoints.http_server", "sglang.srt.entrypoints.engine",
            "sglang.srt.managers.scheduler", "sglang.srt.managers.tokenizer_manager",
            "sglang.srt.managers.detokenizer_manager", "sglang.srt.models.deepseek_v2", "sglang.srt.models.llama_eagle3",
@@ -54,7 +54,9 @@ MODULES = ["sglang.launch_server", "sglang.srt.entrypoints.http_server", "sglang
            "sglang.srt.managers.data_parallel_controller", "sglang.kernels.ops.speculative.spec_tree",
            "sglang_kimi_eagle3.bench.cli", "sglang_kimi_eagle3.cli", "flashinfer",
            # imported only when a model is built (LlamaMLP -> DualGemm), so a plain import misses it
-           "sglang.kernels.ops.gemm.cutedsl_dual_gemm"]
+           "sglang.kernels.ops.gemm.cutedsl_dual_gemm",
+           # imported by eagle_worker_v2._capture_cuda_graphs after the draft graphs (H200 run 2, 2026-11-30)
+           "sglang.srt.layers.attention.flashmla_backend"]
 
 
 def norm(name: str) -> str:

@@ -5,10 +5,12 @@
 set -uo pipefail
 eval "$(benchmark/live/device.sh env)"
 export GPU_CI_LOG_DIR=/tmp/live-logs GPU_CI_TINY_DIR=/tmp/tiny GPU_CI_STARTUP_TIMEOUT=${GPU_CI_STARTUP_TIMEOUT:-300}
+# a second call (the 10-minute limit) picks up the roles the first one finished: tiny_runs.py GPU_CI_REUSE_RUNS
+export GPU_CI_REUSE_RUNS=${GPU_CI_REUSE_RUNS:-1}
 mkdir -p $GPU_CI_LOG_DIR
 python3 -m sglang_kimi_eagle3.tiny $GPU_CI_TINY_DIR
 k=${1:-}
-timeout ${LIVE_TIMEOUT:-560} python3 -m pytest -q -rA -p no:cacheprovider test/gpu/test_live_tiny.py ${k:+-k "$k"} 2>&1 | tee ${OUT:-/tmp}/live.log
+timeout -s INT ${LIVE_TIMEOUT:-560} python3 -m pytest -q -rA -p no:cacheprovider test/gpu/test_live_tiny.py ${k:+-k "$k"} 2>&1 | tee ${OUT:-/tmp}/live.log
 rc=${PIPESTATUS[0]}
 tar czf ${OUT:-/tmp}/live-logs.tgz -C /tmp live-logs --exclude='live-logs/models' 2>/dev/null
 echo "live.sh: pytest exit $rc"

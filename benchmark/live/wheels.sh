@@ -14,7 +14,7 @@ plat=(--platform manylinux_2_34_x86_64 --platform manylinux_2_28_x86_64 --platfo
 dl() { python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp "${plat[@]}" -d "$@"; }
 dl $W/big torch==2.14.1 triton==3.8.0 sglang-kernel==0.4.10 flashinfer-python==0.7.2 sglang==0.5.23 \
   transformers==5.19.0 torchvision==0.29.1 nvidia-cutlass-dsl==4.8.0 nvidia-cutlass-dsl-libs-base==4.8.0 \
-  nvidia-cutlass-dsl-libs-core==4.8.0 nvidia-cutlass-dsl-libs-cu13==4.8.0
+  nvidia-cutlass-dsl-libs-core==4.8.0 nvidia-cutlass-dsl-libs-cu13==4.8.0 sgl-flash-mla==1.0.0
 # (CuTe DSL: sglang/srt/layers/dual_gemm.py imports `cutlass` when it builds any Llama MLP on CUDA, the EAGLE-3
 #  drafter's included; first seen missing on the H200 2026-11-30. Its .pth is not read from a --target folder:
 #  device.sh env puts nvidia_cutlass_dsl/dsl_packages on PYTHONPATH.)
