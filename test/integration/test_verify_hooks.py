@@ -38,7 +38,9 @@ REFS = {
     "sampling.tree_speculative_sampling_target_only": (lambda: sampling.tree_speculative_sampling_target_only,
                                                        vk.tree_sampling_hook),
 }
-out = {"hooked": {k: registry._chain_contains(get(), fn) for k, (get, fn) in REFS.items()},
+from sglang.srt.utils import is_cuda
+out = {"sglang_cuda": bool(is_cuda()),  # SGLang's own platform branch: its JIT CUDA kernels on a GPU box
+       "hooked": {k: registry._chain_contains(get(), fn) for k, (get, fn) in REFS.items()},
        "wrapped": {k: hasattr(get(), "__wrapped__") for k, (get, fn) in REFS.items()},
        "rows": {r.name: r.state for r in hookstatus.rows() if r.name.startswith("verify_")}}
 
@@ -69,7 +71,7 @@ def call(name, fn):
     try:
         out["calls"][name] = fn()
     except Exception as exc:
-        out["calls"][name] = f"raised {type(exc).__name__}: {str(exc)[:200]}"
+        out["calls"][name] = f"raised {type(exc).__name__}: {str(exc)[:600]}"
 
 out["calls"] = {}
 rp, ra, rk = ref_greedy()
@@ -135,12 +137,18 @@ def test_auto_hooks_but_falls_through_without_a_table_win():
     out = _run("auto")
     assert all(out["hooked"].values()), out["hooked"]
     assert out["rows"] == dict.fromkeys(ROWS, "applied")
-    # no launch table for a CPU: SGLang's own code runs, and on this platform it has no kernel: its
-    # eagle_sample needs the server's runtime context, its greedy dispatcher finds no platform branch and
-    # writes nothing, its sampler tries to JIT-build the CUDA kernel
+    # no launch table for a CPU: SGLang's own code runs, and with these CPU tensors it has no kernel: its
+    # eagle_sample needs the server's runtime context; its greedy dispatcher, on a CPU-only box, finds no
+    # platform branch and writes nothing, and on a CUDA box takes its JIT CUDA kernel, which refuses CPU
+    # tensors; its sampler tries to JIT-build (or run) the CUDA kernel
     calls = out["calls"]
     assert calls["eagle_sample"].startswith("raised ValueError: config namespace 'spec'"), calls
-    assert calls["verify_tree_greedy_func"] == [True, False, False, False], calls
+    if out["sglang_cuda"]:
+        greedy = calls["verify_tree_greedy_func"]
+        assert isinstance(greedy, str) and greedy.startswith("raised RuntimeError") and "tree.cuh" in greedy \
+            and "allowed options: [cuda]" in greedy, calls
+    else:
+        assert calls["verify_tree_greedy_func"] == [True, False, False, False], calls
     assert calls["tree_sampling"].startswith("raised"), calls
 
 
