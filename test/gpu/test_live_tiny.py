@@ -93,6 +93,16 @@ def test_our_kernels_ran_in_the_scheduler():
     assert sum(ours.values()) > 0, f"no call of ours in the scheduler: {ours}"
 
 
+@pytest.mark.parametrize("role", ["chain", "tree"])
+def test_every_greedy_verify_is_counted(role):
+    """The greedy verify goes through SGLang's eagle_sample, hooked at both its call sites: its calls (ours or
+    SGLang's, with the reason) are in the file written while serving, not only what graph capture saw."""
+    hooks = {h["name"]: h for h in _served(role)["status"]["hooks"]}
+    c = hooks["verify_argmax_greedy"]["counters"]
+    calls = sum(c["ours"].values()) + sum(n for per in c["sglang"].values() for n in per.values())
+    assert calls > 0, f"{role}: no greedy verify counted in the status file: {hooks['verify_argmax_greedy']}"
+
+
 def test_upstream_mode_runs_only_sglangs_kernels():
     ours = _ours(_served("upstream")["status"])
     assert sum(ours.values()) == 0, f"SGLANG_KIMI_EAGLE3_KERNELS=upstream still ran ours: {ours}"

@@ -13,7 +13,9 @@ Why: the main process's table says what was queued; only a scheduler knows wheth
 How: the TP-0 scheduler of an EAGLE/EAGLE3 launch logs one table (hook, status word, call sites
   verified, table in effect, counters so far) and writes it as JSON, atomically, to
   `status_path()`: $SGLANG_KIMI_EAGLE3_STATUS_DIR, default ~/.cache/sglang-kimi-eagle3/run/, file
-  `port<PORT>[-dp<K>].json`; the kernel hooks rewrite it at most every FLUSH_S seconds while serving.
+  `port<PORT>[-dp<K>].json`; while serving, a daemon thread rewrites it within FLUSH_S seconds of any
+  counted call (a scheduler is ended by a signal, so there is no last write at exit; on the H200 on
+  2026-11-30 the old flush-on-the-next-call left a tree server's file with no verify calls at all).
   `sglang-kimi-eagle3 status --running [PORT|FILE]` reads it.
 Remove when: never (it is how the plugin reports).
 """
@@ -25,6 +27,7 @@ import json
 import os
 import re
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -34,7 +37,7 @@ from . import registry
 
 NAME = "runtime_status"
 TARGET = "sglang.srt.speculative.base_spec_worker.BaseSpecWorker.init_cuda_graphs"
-FLUSH_S = 10.0
+FLUSH_S = 2.0
 # hook -> call sites ("module:attr" or "module:Class.attr") whose binding must route through our function;
 # the first is the defining attribute. Sites whose module holds None (no kernel on this platform) are n/a.
 CALL_SITES = {
@@ -62,7 +65,7 @@ KERNEL_OPS = {"draft_lm_head": "lm_head_gemv", "draft_topk1": "draft_topk", "dra
               "verify_argmax_greedy": "argmax_verify", "verify_tree_greedy": "verify_greedy",
               "verify_tree_sampling": "tree_sampling"}
 KERNEL_HOOKS = tuple(KERNEL_OPS)
-_STATE = {"path": None, "last": 0.0, "ours": None}
+_STATE = {"path": None, "calls": 0, "written": -1, "writer": None, "ours": None}
 
 
 def install() -> None:
@@ -89,10 +92,29 @@ def our_launch() -> bool | None:
 
 
 def note(hook: str, who: str, bucket: str, reason: str = "") -> None:
-    """Count one call (hookstatus.count) and keep the status file fresh while serving."""
+    """Count one call (hookstatus.count); the status writer thread picks it up within FLUSH_S."""
     hookstatus.count(hook, who, bucket, reason)
-    if _STATE["path"] is not None and time.monotonic() - _STATE["last"] > FLUSH_S:
-        write_status()
+    _STATE["calls"] += 1
+
+
+def _keep_fresh() -> None:
+    """The lead scheduler's status writer: rewrite the file when calls were counted since the last write."""
+    while True:
+        time.sleep(FLUSH_S)
+        n = _STATE["calls"]
+        if n == _STATE["written"]:
+            continue
+        try:
+            if write_status() is not None:
+                _STATE["written"] = n
+        except RuntimeError:  # a counter grew while the snapshot read it: the next tick writes
+            pass
+
+
+def start_writer() -> None:
+    if _STATE["writer"] is None:
+        _STATE["writer"] = threading.Thread(target=_keep_fresh, name="sglang-kimi-eagle3-status", daemon=True)
+        _STATE["writer"].start()
 
 
 def guard_reason(exc: Exception) -> str:
@@ -256,7 +278,6 @@ def write_status(path: Path | None = None) -> Path | None:
     path = path or _STATE["path"]
     if path is None:
         return None
-    _STATE["last"] = time.monotonic()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -298,7 +319,9 @@ def publish_status(port, lead: bool, dp_rank=None) -> Path | None:
     if not lead:
         return None
     _STATE["path"] = status_path(port, dp_rank)
+    _STATE["written"] = _STATE["calls"]
     path = write_status()
+    start_writer()
     logger().info("%s\n  status file: %s (`sglang-kimi-eagle3 status --running %s`)",
                   format_snapshot(snapshot()), path, port)
     return path
