@@ -52,3 +52,14 @@ def test_counted_calls_reach_the_file_without_another_call(status):
     rs.note("verify_tree_greedy", "sglang", "n8_bs1", "launch table: no win for this shape")
     assert _wait(lambda: json.loads(status.read_text())["hooks"] and any(
         h["counters"]["sglang"] for h in json.loads(status.read_text())["hooks"] if h["name"] == "verify_tree_greedy"))
+
+
+def test_an_unwritable_status_file_stops_the_writer_after_one_warning(status, tmp_path, caplog):
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    rs._STATE["path"] = blocker / "port1.json"  # its parent is a file: mkdir fails
+    rs.start_writer()
+    rs.note("verify_tree_greedy", "ours", "n8_bs1")
+    assert _wait(lambda: not rs._STATE["writer"].is_alive()), "the writer kept retrying an unwritable file"
+    warnings = [r for r in caplog.records if "cannot write the status file" in r.getMessage()]
+    assert len(warnings) == 1, [r.getMessage() for r in caplog.records]

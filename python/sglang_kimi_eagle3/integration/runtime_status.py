@@ -98,15 +98,20 @@ def note(hook: str, who: str, bucket: str, reason: str = "") -> None:
 
 
 def _keep_fresh() -> None:
-    """The lead scheduler's status writer: rewrite the file when calls were counted since the last write."""
+    """The lead scheduler's status writer: rewrite the file when calls were counted since the last write.
+    Ends when it is no longer the registered writer (tests replace _STATE) or the file cannot be written."""
+    me = threading.current_thread()
     while True:
         time.sleep(FLUSH_S)
+        if _STATE.get("writer") is not me:
+            return
         n = _STATE["calls"]
         if n == _STATE["written"]:
             continue
         try:
-            if write_status() is not None:
-                _STATE["written"] = n
+            if write_status() is None:  # unwritable: write_status warned once; no warning every 2 s
+                return
+            _STATE["written"] = n
         except RuntimeError:  # a counter grew while the snapshot read it: the next tick writes
             pass
 
