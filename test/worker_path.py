@@ -14,8 +14,8 @@ from sglang.srt.server_args import prepare_server_args
 from sglang.srt.configs.model_config import ModelConfig
 from sglang.srt.runtime_context import override_platform, publish, get_model, get_spec
 
-SM90 = dict(is_cuda=True, is_hip=False, is_sm90=True, is_sm100=False, is_sm120=False, is_blackwell=False,
-            is_hopper_with_cuda_12_3=True, has_flashinfer=True, device_sm=90, device_capability=(9, 0))
+from sglang_kimi_eagle3.integration.check_cmd import platform_facts
+SM90 = platform_facts(90)  # an H200's SGLang platform facts, as `check --for-gpu sm90` emulates them
 
 def launch(argv, env):
     """One launch: returns what the target and draft ModelConfigs came out as, or the error."""
@@ -58,8 +58,6 @@ def matrix(cases):
 
 # ---- a scheduler-like child, spawned the way SGLang spawns run_scheduler_process -------------------
 
-SM90_FACTS = dict(is_cuda=True, is_hip=False, is_sm90=True, is_sm100=False, is_sm120=False, is_blackwell=False,
-                  is_hopper_with_cuda_12_3=True, has_flashinfer=True, device_sm=90, device_capability=(9, 0))
 
 
 def greedy_verify_batch(torch, cand, ridx, nxt, sib, depth, vocab):

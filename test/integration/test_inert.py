@@ -33,8 +33,8 @@ from sglang.srt.server_args import prepare_server_args
 from sglang.srt.arg_groups.arg_utils import field_names
 from sglang.srt.runtime_context import override_platform
 
-SM90 = dict(is_cuda=True, is_hip=False, is_sm90=True, is_sm100=False, is_sm120=False, is_blackwell=False,
-            is_hopper_with_cuda_12_3=True, has_flashinfer=True, device_sm=90, device_capability=(9, 0))
+from sglang_kimi_eagle3.integration.check_cmd import platform_facts
+SM90 = platform_facts(90)
 
 def resolve(argv, env):
     os.environ.update(env)

@@ -26,13 +26,14 @@ PARENT = r'''
 import json, multiprocessing as mp, sys, warnings
 warnings.filterwarnings("ignore")
 sys.path.insert(0, "test")
-from worker_path import SM90_FACTS, scheduler_like
+from worker_path import scheduler_like
+from sglang_kimi_eagle3.integration.check_cmd import platform_facts
 from sglang.srt.plugins import load_plugins
 load_plugins()
 from sglang.srt.server_args import prepare_server_args
 from sglang.srt.runtime_context import override_platform
 sa = prepare_server_args(ARGV)
-with override_platform(**SM90_FACTS):
+with override_platform(**platform_facts(90)):
     sa.resolve_once()
 ctx = mp.get_context("spawn")  # SGLang's start method (engine.py)
 out = {}
