@@ -6,10 +6,13 @@ eval "$(benchmark/live/device.sh env)"
 { date -u +%FT%TZ; nvidia-smi -L; python3 -c "import torch, triton, importlib.metadata as m; print('torch', torch.__version__, 'triton', triton.__version__, 'sglang', m.version('sglang'), 'sglang-kernel', m.version('sglang-kernel'), 'transformers', m.version('transformers'), 'python', __import__('sys').version.split()[0])"; git log -1 --format='commit %h %s' 2>/dev/null; } > ${OUT:-/tmp}/suite-versions.txt 2>&1
 cat ${OUT:-/tmp}/suite-versions.txt
 # SIGINT at the limit: pytest stops like on Ctrl-C and still prints its summary and writes the junit XML.
-# test/gpu/test_live_tiny.py runs inside this suite (a GPU is visible): its logs go to live-logs.tgz. The whole
-# suite with cold JIT caches did not fit one 10-minute call on 2026-11-30 (194 of 943 tests in 470 s): run
-# live.sh in its own call first, then SUITE_ARGS='--deselect test/gpu/test_live_tiny.py' SUITE_TIMEOUT=560.
+# test/gpu/test_live_tiny.py runs inside this suite (a GPU is visible): its logs go to live-logs.tgz. Serially,
+# with cold JIT caches, the suite did not fit one 10-minute call (run 1, 2026-11-30: 194 of 943 tests in 470 s).
+# Run live.sh in the call before: the live roles it finished are taken up here (GPU_CI_REUSE_RUNS), and with
+# pytest-xdist (in the device image) the rest took 296 s (run 2: -n 8 --dist loadfile, the default below).
 export GPU_CI_LOG_DIR=/tmp/live-logs GPU_CI_TINY_DIR=/tmp/tiny GPU_CI_STARTUP_TIMEOUT=${GPU_CI_STARTUP_TIMEOUT:-200}
+export GPU_CI_REUSE_RUNS=${GPU_CI_REUSE_RUNS:-1}
+if [ -z "${SUITE_ARGS+x}" ] && python3 -c "import xdist" 2>/dev/null; then SUITE_ARGS="-n 8 --dist loadfile -p no:cacheprovider"; fi
 timeout -s INT ${SUITE_TIMEOUT:-540} python3 -m pytest -q test -rfE --junitxml=${OUT:-/tmp}/suite.xml ${SUITE_ARGS:-} 2>&1 | tee ${OUT:-/tmp}/suite.log
 rc=${PIPESTATUS[0]}
 tar czf ${OUT:-/tmp}/live-logs.tgz -C /tmp live-logs --exclude='live-logs/models' 2>/dev/null
