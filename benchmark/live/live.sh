@@ -4,7 +4,9 @@
 # Writes $OUT/live.log (pytest output) and $OUT/live-logs.tgz (server logs, status files, bench JSON).
 set -uo pipefail
 eval "$(benchmark/live/device.sh env)"
-export GPU_CI_LOG_DIR=/tmp/live-logs GPU_CI_TINY_DIR=/tmp/tiny GPU_CI_STARTUP_TIMEOUT=${GPU_CI_STARTUP_TIMEOUT:-300}
+# 540 s per server: at TP 2 SGLang auto-enables FlashInfer AllReduce fusion, whose CUDA module is JIT-built on the
+# first start (206 s on the lent 2x H200, 2026-11-30): 300 s was too short there. TP 1 servers start in 73-135 s.
+export GPU_CI_LOG_DIR=/tmp/live-logs GPU_CI_TINY_DIR=/tmp/tiny GPU_CI_STARTUP_TIMEOUT=${GPU_CI_STARTUP_TIMEOUT:-540}
 # a second call (the 10-minute limit) picks up the roles the first one finished: tiny_runs.py GPU_CI_REUSE_RUNS
 export GPU_CI_REUSE_RUNS=${GPU_CI_REUSE_RUNS:-1}
 mkdir -p $GPU_CI_LOG_DIR
