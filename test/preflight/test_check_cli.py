@@ -30,6 +30,8 @@ def test_embedded_default_says_so_first_and_reports_the_context_decision_without
     # the launch table `auto` reads on the target GPU: SM120's has no measured win
     assert "Kernel launch table for this GPU: SGLANG_KIMI_EAGLE3_KERNELS=auto; bundled sm120.draft_head.json " \
            "(compile-verified only" in " ".join(cp.stdout.split())
+    # the same hook states as `status` (which binds the draft worker's lazy top-k the same way)
+    assert "draft_worker_topk=applied" in "".join(cp.stdout.split()), cp.stdout
     assert "Traceback" not in cp.stderr
 
 

@@ -214,8 +214,10 @@ def run(argv: list[str]) -> dict:
     t1 = time.perf_counter()
     res = check_launch(rest, gpu, labels)
     t_check = time.perf_counter() - t1
+    from .draft_head_kernels import bind_worker_topk_outside_a_server
     from .runtime_status import table_in_effect
 
+    bind_worker_topk_outside_a_server()  # as `status` does: applied or failed, not `registered`
     device = None if gpu.how == "local GPU" else (None, (gpu.sm // 10, gpu.sm % 10))  # target GPU's bundled table
     return {"title": title, "gpu": gpu, "findings": res["findings"], "hooks": refresh(), "table": table_in_effect(device),
             "timing": {"sglang_import_s": t_import, "parse_resolve_and_checks_s": t_check}}

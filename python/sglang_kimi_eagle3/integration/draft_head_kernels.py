@@ -206,6 +206,19 @@ def _renorm_draft_probs(original, next_token_logits, sampling_info, use_rejectio
     return probs
 
 
+def bind_worker_topk_outside_a_server() -> None:
+    """For `check` and `status`: a server binds the worker's top-k at its first draft renorm_draft_probs call;
+    these commands import the worker module and bind now, so their table says whether the binding takes
+    (applied / failed) instead of `registered`, and the two commands agree."""
+    row = hookstatus.get(WORKER_TOPK[0])
+    if row is None or row.state != "registered":
+        return
+    import importlib
+
+    importlib.import_module(WORKER_MODULE)
+    bind_worker_topk()
+
+
 def bind_worker_topk() -> str:
     """Rebind `fast_topk` in the EAGLE v2 worker module (only there) to ours; idempotent."""
     mod = sys.modules.get(WORKER_MODULE)

@@ -28,15 +28,10 @@ def collect(check_model_class: bool = True) -> list[hookstatus.HookStatus]:
         from .delegation import ensure_for_installed_sglang
 
         ensure_for_installed_sglang()
-    row = hookstatus.get("draft_worker_topk")
-    if check_model_class and row is not None and row.state == "registered":
-        # bound lazily inside a server (first draft top-k); here: would the binding take? (imports the worker)
-        import importlib
+    if check_model_class:
+        from .draft_head_kernels import bind_worker_topk_outside_a_server
 
-        from .draft_head_kernels import WORKER_MODULE, bind_worker_topk
-
-        importlib.import_module(WORKER_MODULE)
-        bind_worker_topk()
+        bind_worker_topk_outside_a_server()
     return refresh()
 
 
