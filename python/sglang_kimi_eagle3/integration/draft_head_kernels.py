@@ -215,7 +215,11 @@ def bind_worker_topk_outside_a_server() -> None:
         return
     import importlib
 
-    importlib.import_module(WORKER_MODULE)
+    try:
+        importlib.import_module(WORKER_MODULE)
+    except Exception as exc:  # the table says so; the command itself goes on
+        hookstatus.record(*WORKER_TOPK, "failed", f"import {WORKER_MODULE}: {type(exc).__name__}: {exc}"[:300])
+        return
     bind_worker_topk()
 
 
