@@ -123,6 +123,8 @@ def load_series(root: Path | None = None, only: str | None = None) -> list[PR]:
     prs = []
     for d in sorted(p for p in root.iterdir() if p.is_dir() and PR_DIR.match(p.name)):
         num, slug = PR_DIR.match(d.name).groups()
+        if not (d / "PR.md").is_file():
+            raise UserError(f"{d}: PR.md is missing (the PR text and commit message); add it")
         text = (d / "PR.md").read_text()
         title = text.splitlines()[0].lstrip("# ").strip() if text.strip() else d.name
         body = "\n".join(text.splitlines()[1:]).strip("\n")
