@@ -24,6 +24,8 @@ COMMANDS = {
     "bench": ("sglang_kimi_eagle3.bench.cli", "main",
               "benchmark running SGLang servers: acceptance per position, speedup per concurrency"),
     "tune": ("sglang_kimi_eagle3.integration.tune_cmd", "main", "measure our kernels against SGLang's on this GPU and write the table `auto` uses here"),
+    "upstream": ("sglang_kimi_eagle3.upstream_export", "main",
+                 "export the upstream SGLang patch series (upstream/) applied to the installed SGLang: tree, patches"),
     "profiles": ("sglang_kimi_eagle3.cli", "_profiles", "list the bundled model configs usable as --model-path names"),
 }
 

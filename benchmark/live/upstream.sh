@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Runs ON the lent device machine (after device.sh install), from the repo root: the upstream series
+# applied to the carried SGLang, plugin off. Logs under $OUT (default /tmp/out):
+#   upstream-export.log, upstream-kernels.log (PR 02/03 GPU tests + benchmarks), upstream-serving.log (PR 01)
+# Steps: export | kernels | serving | all (default)
+set -uo pipefail
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+step=${1:-all}
+eval "$(benchmark/live/device.sh env)"
+UP=/tmp/up T=/tmp/up/tree
+if [ "$step" = export ] || [ "$step" = all ] || [ ! -d $T ]; then
+  python3 -m sglang_kimi_eagle3.cli upstream export --out $UP --sglang-src /tmp/site/sglang 2>&1 | tee "$OUT/upstream-export.log"
+  cp -r $UP/patches $UP/SERIES.md "$OUT/" 2>/dev/null
+fi
+export SGLANG_KIMI_EAGLE3=0 PYTHONPATH=$T/python:$PYTHONPATH
+unset SGLANG_IS_IN_CI SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN TRITON_INTERPRET
+python3 -c "import sglang, sys; print('sglang from', sglang.__file__); sys.exit(not sglang.__file__.startswith('$T'))" || exit 3
+rc=0
+if [ "$step" = kernels ] || [ "$step" = all ]; then
+  { nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; date -u +%FT%TZ
+    python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
+    for f in test_tree_sampling_triton.py test_draft_topk.py; do  # one interpreter per file, as SGLang's CI
+      echo "== $f"; python3 $T/test/registered/spec/$f -v || rc=1
+    done
+    python3 $T/benchmark/kernels/speculative/bench_tree_sampling_triton.py
+    python3 $T/benchmark/kernels/speculative/bench_draft_topk.py --vocab 32000 --k 4
+    exit $rc
+  } 2>&1 | tee "$OUT/upstream-kernels.log" || rc=1
+fi
+if [ "$step" = serving ] || [ "$step" = all ]; then
+  python3 -m sglang_kimi_eagle3.tiny /tmp/tiny-up --seed 0 >/dev/null
+  SGLANG_TEST_DRAFT_CONTEXT_TARGET=/tmp/tiny-up/target SGLANG_TEST_DRAFT_CONTEXT_DRAFT=/tmp/tiny-up/draft \
+  SGLANG_TEST_DRAFT_CONTEXT_ARGS="--attention-backend triton --sampling-backend pytorch --grammar-backend none --mem-fraction-static 0.3 --max-total-tokens 65536 --max-running-requests 16 --cuda-graph-max-bs-decode 8 --disable-prefill-cuda-graph" \
+    python3 $T/test/registered/spec/test_draft_context_policy_serving.py -v 2>&1 | tee "$OUT/upstream-serving.log" || rc=1
+fi
+exit $rc

@@ -1,0 +1,332 @@
+"""`sglang-kimi-eagle3 upstream export`: the upstream patch series, generated against an SGLang tree.
+
+The series lives in `upstream/` (repository root; installed as the package data
+`sglang_kimi_eagle3.upstream_series`): one folder per PR, `NN-<slug>/`, holding `PR.md` (the PR text,
+also the commit message), the new files laid out as in SGLang's repository (`python/sglang/...`,
+`test/registered/...`, `benchmark/...`) and `edits.py` (EDITS: anchored edits to SGLang's own files).
+SGLang's code is never stored here: export copies the installed package (found without importing it)
+or `--sglang-src`, applies the PRs in order and writes
+
+  DIR/tree/python/sglang        the patched package (PYTHONPATH=DIR/tree/python imports it)
+  DIR/tree/test, DIR/tree/benchmark   the series' new test and benchmark files
+  DIR/patches/NNNN-<slug>.patch one `git format-patch` commit per PR, paths as in SGLang's repository
+  DIR/SERIES.md                 what was applied to what
+
+Every edit is checked before anything is written: an anchor that is missing (or not unique) exits 2
+naming the PR, the file and the anchor. Outputs are built beside DIR and renamed into place; the
+same inputs give byte-identical patches (fixed author and date), so a rerun is idempotent.
+Pure: copies and edits text, never imports sglang.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import UserError
+
+SERIES_PACKAGE = "sglang_kimi_eagle3.upstream_series"
+PR_DIR = re.compile(r"^(\d\d)-([a-z0-9][a-z0-9-]*)$")
+NEW_FILE_ROOTS = ("python", "test", "benchmark")
+AUTHOR = ("sglang-kimi-eagle3", "sglang-kimi-eagle3@users.noreply.github.com")
+DATE = "2026-12-01T00:00:00+00:00"  # fixed: the same series gives the same patches
+OPS = ("before", "after", "replace")
+
+
+class AnchorError(UserError):
+    """An edit of the series no longer applies to the SGLang source."""
+
+
+@dataclass(slots=True)
+class PR:
+    num: str
+    slug: str
+    folder: Path
+    title: str
+    message: str
+    edits: list[dict]
+    new_files: list[str] = field(default_factory=list)  # paths in SGLang's repo
+
+    @property
+    def name(self) -> str:
+        return f"{self.num}-{self.slug}"
+
+
+# ---- where things are -----------------------------------------------------------------------------
+
+
+def series_root() -> Path:
+    """The series: `upstream/` of this source checkout, else the installed package data."""
+    checkout = Path(__file__).resolve().parents[2] / "upstream"
+    if (checkout / "README.md").is_file():
+        return checkout
+    spec = importlib.util.find_spec(SERIES_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise UserError(f"the upstream series is not installed ({SERIES_PACKAGE} missing); reinstall sglang-kimi-eagle3")
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def find_sglang(path: str | None = None) -> Path:
+    """The `sglang` package folder: PATH (a package folder, or a checkout holding python/sglang), else
+    the installed one, located by importlib.util.find_spec without importing it."""
+    if path:
+        p = Path(path).expanduser()
+        for cand in (p, p / "python" / "sglang", p / "sglang"):
+            if (cand / "__init__.py").is_file() and (cand / "srt").is_dir():
+                return cand.resolve()
+        raise UserError(f"--sglang-src {path}: no SGLang package there (expected sglang/__init__.py and sglang/srt/, "
+                        "or a checkout with python/sglang/); pass the package folder or the repository root")
+    spec = importlib.util.find_spec("sglang")
+    if spec is None or not spec.submodule_search_locations:
+        raise UserError("SGLang is not installed in this environment; install sglang==0.5.23 or pass --sglang-src PATH")
+    return Path(list(spec.submodule_search_locations)[0]).resolve()
+
+
+def sglang_version(pkg: Path) -> str:
+    """From the wheel's dist-info beside the package (or _version.py of a built checkout); no import."""
+    for meta in sorted(pkg.parent.glob("sglang-*.dist-info/METADATA")):
+        m = re.search(r"^Version: (\S+)$", meta.read_text(errors="replace"), re.M)
+        if m:
+            return m.group(1)
+    text = (pkg / "_version.py").read_text() if (pkg / "_version.py").is_file() else ""
+    m = re.search(r"__version__\s*=\s*(?:version\s*=\s*)?['\"]([^'\"]+)['\"]", text)
+    return m.group(1) if m else "unknown"
+
+
+# ---- reading the series ---------------------------------------------------------------------------
+
+
+def _load_edits(pr_name: str, path: Path) -> list[dict]:
+    if not path.is_file():
+        return []
+    scope: dict = {}
+    exec(compile(path.read_text(), str(path), "exec"), scope)  # data file: plain dicts, no imports
+    edits = scope.get("EDITS")
+    if not isinstance(edits, list):
+        raise UserError(f"{path}: expected a list EDITS; fix the series file")
+    for i, e in enumerate(edits):
+        ops = [op for op in OPS if op in e]
+        if not isinstance(e, dict) or not e.get("file") or not e.get("anchor") or len(ops) != 1:
+            raise UserError(f"{path}: EDITS[{i}] needs file, anchor and exactly one of {', '.join(OPS)}; fix PR {pr_name}")
+    return edits
+
+
+def load_series(root: Path | None = None, only: str | None = None) -> list[PR]:
+    root = root or series_root()
+    prs = []
+    for d in sorted(p for p in root.iterdir() if p.is_dir() and PR_DIR.match(p.name)):
+        num, slug = PR_DIR.match(d.name).groups()
+        if not (d / "PR.md").is_file():
+            raise UserError(f"{d}: PR.md is missing (the PR text and commit message); add it")
+        text = (d / "PR.md").read_text()
+        title = text.splitlines()[0].lstrip("# ").strip() if text.strip() else d.name
+        body = "\n".join(text.splitlines()[1:]).strip("\n")
+        new = sorted(str(f.relative_to(d)) for r in NEW_FILE_ROOTS if (d / r).is_dir()
+                     for f in (d / r).rglob("*") if f.is_file() and "__pycache__" not in f.parts)
+        prs.append(PR(num, slug, d, title, f"{title}\n\n{body}\n", _load_edits(d.name, d / "edits.py"), new))
+    if not prs:
+        raise UserError(f"{root}: no PR folders (NN-<slug>/); reinstall sglang-kimi-eagle3")
+    if only is not None:
+        keep = [p for p in prs if p.num == only.zfill(2) or p.name == only]
+        if not keep:
+            raise UserError(f"--only {only}: no such PR; the series has {', '.join(p.name for p in prs)}")
+        prs = keep  # each PR is self-contained: it applies to SGLang's source alone
+    return prs
+
+
+# ---- applying it ----------------------------------------------------------------------------------
+
+
+def _short(anchor: str) -> str:
+    line = next((s for s in anchor.splitlines() if s.strip()), anchor)
+    return repr(line.strip()[:90])
+
+
+def apply_edit(text: str, edit: dict, pr: PR) -> str:
+    anchor, path = edit["anchor"], edit["file"]
+    n = text.count(anchor)
+    if n != 1:
+        why = "not found" if n == 0 else f"found {n} times (must be unique)"
+        raise AnchorError(f"upstream export: PR {pr.name}: anchor {why} in {path}: {_short(anchor)}; the SGLang source "
+                          f"moved: update upstream/{pr.name}/edits.py")
+    if "before" in edit:
+        return text.replace(anchor, edit["before"] + anchor)
+    if "after" in edit:
+        return text.replace(anchor, anchor + edit["after"])
+    return text.replace(anchor, edit["replace"])
+
+
+def _src_file(pkg: Path, repo_path: str) -> Path:
+    if not repo_path.startswith("python/sglang/"):
+        raise UserError(f"edit of {repo_path}: only files under python/sglang/ can be edited; fix the series")
+    return pkg / repo_path[len("python/sglang/"):]
+
+
+def plan(pkg: Path, prs: list[PR]) -> tuple[dict[str, str | None], list[dict[str, str]]]:
+    """Apply every PR in memory. Returns (original text per touched path, None for new files;
+    the state of every touched path after each PR). Raises AnchorError on the first edit that fails."""
+    base: dict[str, str | None] = {}
+    current: dict[str, str] = {}
+    states = []
+    for pr in prs:
+        for e in pr.edits:
+            path = e["file"]
+            if path not in current:
+                f = _src_file(pkg, path)
+                if not f.is_file():
+                    raise AnchorError(f"upstream export: PR {pr.name}: {path} does not exist in {pkg} (edit anchored on "
+                                      f"{_short(e['anchor'])}); update upstream/{pr.name}/edits.py")
+                base[path] = current[path] = f.read_text()
+            current[path] = apply_edit(current[path], e, pr)
+        for rel in pr.new_files:
+            if rel.startswith("python/sglang/") and _src_file(pkg, rel).is_file() and rel not in base:
+                raise AnchorError(f"upstream export: PR {pr.name}: new file {rel} already exists in SGLang at {pkg}; "
+                                  f"the change may be upstream already")
+            base.setdefault(rel, None)
+            current[rel] = (pr.folder / rel).read_text()
+        states.append(dict(current))
+    return base, states
+
+
+# ---- writing --------------------------------------------------------------------------------------
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def _swap_in(built: Path, dest: Path) -> None:
+    """Rename `built` to `dest`, replacing what was there (the old one removed afterwards)."""
+    old = dest.with_name(f".{dest.name}.old{os.getpid()}")
+    if dest.exists():
+        os.replace(dest, old)
+    os.replace(built, dest)
+    if old.exists():
+        shutil.rmtree(old) if old.is_dir() else old.unlink()
+
+
+def _git(repo: Path, *args: str) -> str:
+    env = {**os.environ, "GIT_AUTHOR_NAME": AUTHOR[0], "GIT_AUTHOR_EMAIL": AUTHOR[1], "GIT_COMMITTER_NAME": AUTHOR[0],
+           "GIT_COMMITTER_EMAIL": AUTHOR[1], "GIT_AUTHOR_DATE": DATE, "GIT_COMMITTER_DATE": DATE,
+           "GIT_CONFIG_NOSYSTEM": "1", "HOME": str(repo)}
+    try:
+        r = subprocess.run(["git", "-c", "core.autocrlf=false", "-c", "commit.gpgsign=false", *args], cwd=repo,
+                           env=env, capture_output=True, text=True, check=True)
+    except FileNotFoundError:
+        raise UserError("git is not installed; export needs git to write the patches (install git)") from None
+    except subprocess.CalledProcessError as exc:
+        raise UserError(f"git {args[0]} failed while writing the patches: {exc.stderr.strip()[:300]}") from None
+    return r.stdout
+
+
+def make_patches(base: dict, states: list[dict], prs: list[PR], out: Path) -> list[Path]:
+    """One commit per PR in a scratch repository holding only the touched files; format-patch each."""
+    names = []
+    with tempfile.TemporaryDirectory(prefix="kimi-eagle3-series-") as tmp:
+        repo = Path(tmp)
+        _git(repo, "init", "-q")
+        for path, text in base.items():
+            if text is not None:
+                _write(repo / path, text)
+        _git(repo, "add", "-A")
+        _git(repo, "commit", "-q", "--allow-empty", "-m", "base: SGLang source")
+        for pr, state in zip(prs, states):
+            i = int(pr.num)
+            for path, text in state.items():
+                _write(repo / path, text)
+            _git(repo, "add", "-A")
+            _git(repo, "commit", "-q", "--allow-empty", "-m", pr.message)
+            patch = _git(repo, "format-patch", "-1", "HEAD", "--stdout", "--zero-commit", "--no-signature",
+                         f"--start-number={i}", "--subject-prefix=PATCH")
+            name = f"{i:04d}-{pr.slug}.patch"
+            _write(out / name, patch)
+            names.append(out / name)
+    return names
+
+
+def series_md(pkg: Path, prs: list[PR]) -> str:
+    lines = ["# Upstream series for SGLang", "",
+             f"Generated by `sglang-kimi-eagle3 upstream export` against SGLang {sglang_version(pkg)} (`{pkg}`).", "",
+             "Apply to an SGLang checkout of that release: `git am patches/*.patch`. The patched package is in "
+             "`tree/python/sglang` (`PYTHONPATH=tree/python`), the series' tests in `tree/test/registered/`.", "",
+             "| # | PR | edits | files changed | files added |", "| --- | --- | ---: | --- | --- |"]
+    for pr in prs:
+        i = int(pr.num)
+        changed = sorted({e["file"] for e in pr.edits})
+        lines.append(f"| {i:04d} | {pr.title} (`{pr.name}`) | {len(pr.edits)} | "
+                     f"{'<br>'.join(f'`{c}`' for c in changed) or '-'} | "
+                     f"{'<br>'.join(f'`{n}`' for n in pr.new_files) or '-'} |")
+    return "\n".join(lines) + "\n"
+
+
+def export(out: Path, src: str | None = None, only: str | None = None, check: bool = False) -> str:
+    pkg = find_sglang(src)
+    prs = load_series(only=only)
+    base, states = plan(pkg, prs)  # every anchor checked before anything is written
+    n_edits = sum(len(p.edits) for p in prs)
+    summary = f"{len(prs)} PRs ({', '.join(p.name for p in prs)}), {n_edits} edits apply to SGLang {sglang_version(pkg)} at {pkg}"
+    if check:
+        return summary
+    out.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=".export-", dir=out))
+    try:
+        tree = work / "tree"
+        shutil.copytree(pkg, tree / "python" / "sglang", symlinks=True)  # pycache kept: valid for unchanged files
+        for path, text in states[-1].items():
+            _write(tree / path, text)
+            cached = (tree / path).parent / "__pycache__"
+            if cached.is_dir():  # a stale .pyc beside an edited file would still be valid by mtime+size luck
+                for pyc in cached.glob(f"{(tree / path).stem}.*.pyc"):
+                    pyc.unlink()
+        patches = work / "patches"
+        patches.mkdir()
+        make_patches(base, states, prs, patches)
+        _write(work / "SERIES.md", series_md(pkg, prs))
+        _swap_in(tree, out / "tree")
+        _swap_in(patches, out / "patches")
+        os.replace(work / "SERIES.md", out / "SERIES.md")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return f"{summary}; wrote {out}/tree, {out}/patches ({len(prs)}), {out}/SERIES.md"
+
+
+USAGE = """usage: sglang-kimi-eagle3 upstream export --out DIR [--sglang-src PATH] [--only NN] [--check]
+
+Generate the upstream SGLang patch series (upstream/NN-<slug>/) against the installed SGLang (or PATH):
+DIR/tree/python/sglang (patched package), DIR/patches/NNNN-<slug>.patch, DIR/SERIES.md.
+  --check     only verify that every edit applies (writes nothing)
+  --only NN   apply PR NN alone (each PR applies to SGLang's source by itself)
+Exit 2 when an edit no longer applies (the PR and the anchor are named)."""
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] in ("-h", "--help"):
+        print(USAGE)
+        return 0 if argv else 2
+    if argv[0] != "export":
+        raise UserError(f"upstream: unknown subcommand {argv[0]!r}; use `sglang-kimi-eagle3 upstream export --out DIR`")
+
+    class _Parser(argparse.ArgumentParser):
+        def error(self, message):  # one line, exit 2, through the CLI's UserError path
+            raise UserError(f"upstream export: {message} (see --help)")
+
+    p = _Parser(prog="sglang-kimi-eagle3 upstream export", add_help=True)
+    p.add_argument("--out", type=Path)
+    p.add_argument("--sglang-src")
+    p.add_argument("--only")
+    p.add_argument("--check", action="store_true")
+    a = p.parse_args(argv[1:])
+    if a.out is None and not a.check:
+        raise UserError("upstream export: --out DIR is required (or --check to only verify)")
+    print(export(a.out, a.sglang_src, a.only, a.check))
+    return 0

@@ -1,0 +1,242 @@
+"""`sglang-kimi-eagle3 upstream export`: the series applies to the installed SGLang 0.5.23, the patched
+tree (plugin off) accepts the seed's launch shape on the tiny pair with `extend` and refuses it with
+`strict` naming the flag, a moved anchor exits 2 naming the PR and the anchor, reruns are idempotent,
+`--check` writes nothing, every new test file registers and parses with SGLang's own ut_parse_one_file,
+and the series is found after a non-editable install.
+"""
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from helpers import ROOT, run_python
+from sglang_kimi_eagle3 import cli, upstream_export
+
+pytestmark = pytest.mark.slow
+
+
+def _digest(folder: Path) -> dict:
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="session")
+def exported(tmp_path_factory):
+    out = tmp_path_factory.mktemp("series")
+    assert cli.main(["upstream", "export", "--out", str(out)]) == 0
+    return out
+
+
+def test_export_applies_every_pr_to_the_installed_sglang(exported):
+    prs = upstream_export.load_series()
+    assert [p.name for p in prs] == ["01-draft-context-policy", "02-tree-sampling-triton", "03-draft-softmax-topk"]
+    names = sorted(p.name for p in (exported / "patches").iterdir())
+    assert names == ["0001-draft-context-policy.patch", "0002-tree-sampling-triton.patch", "0003-draft-softmax-topk.patch"]
+    tree = exported / "tree"
+    for pr in prs:
+        for e in pr.edits:  # every edit's text is in the patched file
+            text = (tree / e["file"]).read_text()
+            assert (e.get("before") or e.get("after") or e["replace"]) in text, (pr.name, e["file"])
+        for rel in pr.new_files:
+            assert (tree / rel).read_text() == (pr.folder / rel).read_text()
+    patch = (exported / "patches" / "0001-draft-context-policy.patch").read_text()
+    assert "Subject: [PATCH 01/" not in patch and "Subject: [PATCH] [Spec] Add --speculative-draft-context-policy" in patch
+    assert "+++ b/python/sglang/srt/configs/model_config.py" in patch
+    assert "+++ b/test/registered/spec/test_draft_context_policy.py" in patch
+    assert "## Motivation" in patch  # PR.md is the commit message
+    assert "SGLang 0.5.23" in (exported / "SERIES.md").read_text()
+
+
+def test_patches_apply_with_git_am_to_the_original_files(exported, tmp_path):
+    """The patches, applied by git to SGLang's own files, give exactly the exported tree."""
+    src = upstream_export.find_sglang()
+    repo = tmp_path / "sglang"
+    touched = sorted({e["file"] for p in upstream_export.load_series() for e in p.edits})
+    for rel in touched:
+        dst = repo / rel
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(src / rel[len("python/sglang/"):], dst)
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t", "HOME": str(tmp_path)}
+    run = lambda *a: subprocess.run(["git", *a], cwd=repo, env=env, check=True, capture_output=True, text=True)
+    run("init", "-q")
+    run("add", "-A")
+    run("commit", "-qm", "base")
+    run("am", "-q", *sorted(str(p) for p in (exported / "patches").iterdir()))
+    assert len(run("log", "--oneline").stdout.splitlines()) == 4
+    for p in repo.rglob("*"):
+        if p.is_file() and ".git" not in p.parts:
+            assert p.read_bytes() == (exported / "tree" / p.relative_to(repo)).read_bytes(), p
+
+
+def test_rerun_is_idempotent(exported, tmp_path):
+    out = tmp_path / "again"
+    assert cli.main(["upstream", "export", "--out", str(out)]) == 0
+    first = _digest(out / "patches"), (out / "SERIES.md").read_text()
+    assert cli.main(["upstream", "export", "--out", str(out)]) == 0
+    assert (_digest(out / "patches"), (out / "SERIES.md").read_text()) == first
+    assert _digest(out / "patches") == _digest(exported / "patches")  # byte-identical to another run
+    assert sorted(p.name for p in out.iterdir()) == ["SERIES.md", "patches", "tree"]  # no temp folders left
+
+
+def test_check_verifies_and_writes_nothing(tmp_path, capsys):
+    out = tmp_path / "nothing"
+    assert cli.main(["upstream", "export", "--out", str(out), "--check"]) == 0
+    assert "3 PRs" in capsys.readouterr().out
+    assert not out.exists()
+
+
+def test_only_applies_one_pr(tmp_path):
+    assert cli.main(["upstream", "export", "--out", str(tmp_path), "--only", "02"]) == 0
+    assert sorted(p.name for p in (tmp_path / "patches").iterdir()) == ["0002-tree-sampling-triton.patch"]
+    spec = tmp_path / "tree" / "python" / "sglang" / "srt" / "arg_groups" / "fields" / "spec.py"
+    assert "speculative_draft_context_policy" not in spec.read_text()
+
+
+def _fake_sglang(tmp_path: Path, break_file: str, old: str, new: str) -> Path:
+    """The files the series edits, copied from the installed SGLang, one anchor changed."""
+    src = upstream_export.find_sglang()
+    pkg = tmp_path / "sglang"
+    (pkg / "srt").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    for pr in upstream_export.load_series():
+        for e in pr.edits:
+            rel = e["file"][len("python/sglang/"):]
+            (pkg / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(src / rel, pkg / rel)
+    f = pkg / break_file
+    text = f.read_text()
+    assert old in text
+    f.write_text(text.replace(old, new))
+    return pkg
+
+
+def test_a_moved_anchor_exits_2_naming_the_pr_and_the_anchor(tmp_path, capsys):
+    pkg = _fake_sglang(tmp_path, "srt/configs/model_config.py",
+                       "derived_context_len = get_context_length(self.hf_text_config)",
+                       "derived_context_len = get_context_length(self.hf_config)")
+    out = tmp_path / "out"
+    assert cli.main(["upstream", "export", "--out", str(out), "--sglang-src", str(pkg)]) == 2
+    err = capsys.readouterr().err
+    assert "PR 01-draft-context-policy" in err and "anchor not found" in err
+    assert "python/sglang/srt/configs/model_config.py" in err
+    assert "derived_context_len = get_context_length(self.hf_text_config)" in err
+    assert len(err.strip().splitlines()) == 1
+    assert not out.exists()  # nothing written
+    # --check says the same
+    assert cli.main(["upstream", "export", "--check", "--sglang-src", str(pkg)]) == 2
+    assert "PR 01-draft-context-policy" in capsys.readouterr().err
+
+
+def test_a_duplicated_anchor_is_refused_too(tmp_path, capsys):
+    anchor = "    SGLANG_SPEC_EXPANSION_SAFETY_FACTOR = EnvInt(2)\n"
+    pkg = _fake_sglang(tmp_path, "srt/environ.py", anchor, anchor + anchor)
+    assert cli.main(["upstream", "export", "--check", "--sglang-src", str(pkg)]) == 2
+    err = capsys.readouterr().err
+    assert "PR 02-tree-sampling-triton" in err and "found 2 times" in err
+
+
+def test_bad_arguments_exit_2(capsys):
+    assert cli.main(["upstream", "export"]) == 2
+    assert cli.main(["upstream", "export", "--check", "--only", "09"]) == 2
+    assert cli.main(["upstream", "export", "--check", "--sglang-src", "/nonexistent"]) == 2
+    err = capsys.readouterr().err
+    assert "--out DIR is required" in err and "--only 09" in err and "--sglang-src /nonexistent" in err
+
+
+SEED_SHAPE = r'''
+import json, os, sys, tempfile
+from pathlib import Path
+from sglang_kimi_eagle3.tiny.spec import TinySpec, draft_config, target_config
+from sglang_kimi_eagle3.tiny.launch import spec_args
+import sglang
+from sglang.srt.configs.model_config import ModelConfig
+from sglang.srt.server_args import prepare_server_args
+from sglang.srt.plugins import load_plugins
+load_plugins()  # as launch_server does: with SGLANG_KIMI_EAGLE3=0 the plugin must change nothing
+d = Path(tempfile.mkdtemp())
+s = TinySpec()
+for name, cfg in (("target", target_config(s)), ("draft", draft_config(s))):
+    (d / name).mkdir()
+    (d / name / "config.json").write_text(json.dumps(cfg))
+out = {"sglang": sglang.__file__}
+for policy in ("extend", "strict"):
+    argv = ["--model-path", str(d / "target"), "--device", "cpu", *spec_args(str(d / "draft"), "chain"),
+            "--speculative-draft-context-policy", policy]
+    try:
+        sa = prepare_server_args(argv)
+        sa.resolve_once()
+        t = ModelConfig.from_server_args(sa)
+        dr = ModelConfig.from_server_args(sa, model_path=str(d / "draft"), is_draft_model=True, context_length=t.context_len)
+        out[policy] = {"ok": True, "target": t.context_len, "draft": dr.context_len,
+                       "draft_positions": s.draft_max_position_embeddings, "mpe": dr.hf_text_config.max_position_embeddings}
+    except Exception as e:
+        out[policy] = {"ok": False, "error": f"{type(e).__name__}: {e}"}
+print(json.dumps(out))
+'''
+
+
+def test_patched_tree_accepts_the_seed_shape_with_extend_and_refuses_it_with_strict(exported):
+    cp = run_python(SEED_SHAPE, timeout=400, SGLANG_KIMI_EAGLE3="0",
+                    PYTHONPATH=f"{exported / 'tree' / 'python'}{os.pathsep}{ROOT / 'python'}")
+    assert cp.returncode == 0, cp.stderr[-4000:]
+    r = json.loads(cp.stdout.strip().splitlines()[-1])
+    assert r["sglang"].startswith(str(exported / "tree" / "python")), r  # the patched tree, not the installed one
+    ext = r["extend"]
+    assert ext["ok"], ext
+    assert ext["target"] == ext["draft"] == 2 * ext["draft_positions"]  # draft positions half the target's
+    assert ext["mpe"] >= ext["target"] and ext["mpe"] % 128 == 0
+    strict = r["strict"]
+    assert not strict["ok"] and strict["error"].startswith("ValueError")
+    assert "--speculative-draft-context-policy extend" in strict["error"], strict
+
+
+def test_every_new_test_file_registers_and_parses_with_sglangs_parser():
+    from sglang.test.ci.ci_register import HWBackend, ut_parse_one_file
+
+    seen = {}
+    for pr in upstream_export.load_series():
+        tests = [r for r in pr.new_files if r.startswith("test/registered/")]
+        assert tests, pr.name
+        for rel in tests:
+            regs, has_main = ut_parse_one_file(str(pr.folder / rel))
+            assert regs and has_main, rel
+            seen[rel] = regs
+            compile((pr.folder / rel).read_text(), rel, "exec")
+        for rel in pr.new_files:
+            compile((pr.folder / rel).read_text(), rel, "exec")
+            assert "sglang_kimi_eagle3" not in (pr.folder / rel).read_text(), rel  # self-contained upstream code
+    backends = {(r.backend, r.runner_config) for regs in seen.values() for r in regs}
+    assert (HWBackend.CUDA, "1-gpu-5090") in backends and (HWBackend.CPU, None) in backends
+    kernel_tests = [rel for rel in seen if "tree_sampling" in rel or "draft_topk" in rel]
+    for rel in kernel_tests:
+        if not rel.endswith("_cpu.py"):
+            assert {r.runner_config for r in seen[rel]} >= {"1-gpu-small", "1-gpu-5090"}, rel
+
+
+def test_series_is_found_after_a_non_editable_install(tmp_path):
+    src, target = tmp_path / "src", tmp_path / "site"
+    src.mkdir()
+    for name in ("pyproject.toml", "setup.py", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    for name in ("python", "upstream"):
+        shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    cp = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
+                         "--no-compile", "--target", str(target), str(src)], capture_output=True, text=True,
+                        timeout=600, cwd=str(tmp_path))
+    assert cp.returncode == 0, cp.stderr[-3000:]
+    code = ("from sglang_kimi_eagle3 import upstream_export as u; r = u.series_root(); "
+            "print(r, [p.name for p in u.load_series()], sum(len(p.new_files) for p in u.load_series()))")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    cp = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=str(tmp_path),
+                        env={**env, "PYTHONPATH": str(target)})
+    assert cp.returncode == 0, cp.stderr[-3000:]
+    assert str(target) in cp.stdout and "03-draft-softmax-topk" in cp.stdout, cp.stdout
+    n_files = sum(len(p.new_files) for p in upstream_export.load_series())
+    assert cp.stdout.split()[-1] == str(n_files)

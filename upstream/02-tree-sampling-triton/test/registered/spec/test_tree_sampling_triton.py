@@ -1,0 +1,140 @@
+"""Triton tree rejection sampling vs the JIT CUDA tree_speculative_sampling_target_only (CUDA only).
+
+Identical accepted paths, accept counts, accepted predicts and draft_probs side effects on the same
+inputs; with dyadic probabilities (every fp32 sum exact) the final draw is identical too. A chi-square
+test checks the first emitted token against the target distribution.
+"""
+
+import random
+import unittest
+
+from sglang.test.ci.ci_register import register_cuda_ci
+
+register_cuda_ci(est_time=120, stage="base-b", runner_config="1-gpu-small")
+register_cuda_ci(est_time=120, stage="base-b", runner_config="1-gpu-5090")
+
+import torch
+
+HAS_CUDA = torch.cuda.is_available()
+
+
+def _inputs(bs, n, vocab, topk, depth, seed, dyadic):
+    from sglang.kernels.ops.speculative.tree_sampling_triton import (
+        random_tree_parents,
+        tree_from_parents,
+    )
+
+    rng = random.Random(seed)
+    g = torch.Generator().manual_seed(seed)
+    ridx, nxt, sib = tree_from_parents(
+        [random_tree_parents(rng, n, topk, depth) for _ in range(bs)]
+    )
+    if dyadic:  # probabilities k / 2^10: every fp32 sum is exact, the draw must match bit for bit
+        w = torch.randint(0, 4, (bs, n, vocab), generator=g).float()
+        w[..., 0] += 1
+        w = torch.floor(w / w.sum(-1, keepdim=True) * 1024) / 1024
+        w[..., 0] += 1 - w.sum(-1)
+        tp = w
+        dp = torch.roll(w, 1, dims=-1)
+    else:
+        tp = torch.softmax(torch.randn(bs, n, vocab, generator=g) * 4, -1)
+        dp = torch.softmax(torch.randn(bs, n, vocab, generator=g) * 4, -1)
+    # draft tokens: often the target's argmax so that paths get accepted
+    cand = torch.where(
+        torch.rand(bs, n, generator=g) < 0.6,
+        tp.argmax(-1),
+        torch.randint(0, vocab, (bs, n), generator=g),
+    )
+    us = torch.rand(bs, n, generator=g)
+    uf = torch.rand(bs, generator=g)
+    return [t.cuda() for t in (cand, ridx, nxt, sib, us, uf, tp, dp)]
+
+
+def _run(fn, bs, n, depth, inputs, **kw):
+    cand, ridx, nxt, sib, us, uf, tp, dp = inputs
+    p = torch.full((bs * n,), -7, dtype=torch.int32, device="cuda")
+    a = torch.full((bs, depth + 1), -7, dtype=torch.int32, device="cuda")
+    k = torch.full((bs,), -7, dtype=torch.int32, device="cuda")
+    d = dp.clone()
+    fn(p, a, k, cand, ridx, nxt, sib, us, uf, tp, d, **kw)
+    return p, a, k, d
+
+
+@unittest.skipUnless(HAS_CUDA, "needs a CUDA GPU")
+class TestTreeSamplingTritonVsCuda(unittest.TestCase):
+    def setUp(self):
+        from sglang.kernels.ops.speculative.sampling import (
+            tree_speculative_sampling_target_only,
+        )
+        from sglang.kernels.ops.speculative.tree_sampling_triton import (
+            tree_speculative_sampling_triton,
+        )
+
+        self.cuda, self.triton = tree_speculative_sampling_target_only, tree_speculative_sampling_triton
+
+    def _compare(self, bs, n, vocab, topk, depth, seed, dyadic, **kw):
+        inputs = _inputs(bs, n, vocab, topk, depth, seed, dyadic)
+        p1, a1, k1, d1 = _run(self.cuda, bs, n, depth, inputs, **kw)
+        p2, a2, k2, d2 = _run(self.triton, bs, n, depth, inputs, **kw)
+        self.assertTrue(torch.equal(a1, a2), "accept_index")
+        self.assertTrue(torch.equal(k1, k2), "accept_token_num")
+        self.assertTrue(torch.equal(d1, d2), "draft_probs side effect")
+        # predicts: accepted draft tokens at every path node but the last, which holds the draw
+        path = a1[a1 >= 0].long()
+        last = a1.gather(1, k1.long()[:, None]).squeeze(1).long()
+        inner = path[~torch.isin(path, last)]
+        self.assertTrue(torch.equal(p1[inner], p2[inner]), "accepted predicts")
+        same = (p1[last] == p2[last]).float().mean().item()
+        if dyadic:
+            self.assertEqual(same, 1.0, "final draw")
+        else:  # CUB's scan vs a fixed tile order: only draws within fp32 rounding of a boundary differ
+            self.assertGreaterEqual(same, 0.9, "final draw")
+        return k1
+
+    def test_chain_and_trees_match_the_cuda_kernel(self):
+        for bs, n, topk, depth in ((1, 4, 1, 3), (7, 4, 1, 3), (64, 16, 4, 4), (3, 8, 2, 3)):
+            for vocab in (163840, 1000):
+                for dyadic in (True, False):
+                    with self.subTest(bs=bs, n=n, vocab=vocab, dyadic=dyadic):
+                        self._compare(bs, n, vocab, topk, depth, bs * 31 + n, dyadic)
+
+    def test_thresholds(self):
+        self._compare(16, 4, 32000, 1, 3, 5, True, threshold_single=0.5, threshold_acc=0.7)
+
+    def test_first_token_follows_the_target_distribution(self):
+        """Chi-square: one draft token per request, the first emitted token ~ target q."""
+        rows, vocab = 40000, 8
+        q = torch.tensor([0.3, 0.2, 0.15, 0.1, 0.1, 0.08, 0.05, 0.02])
+        p = torch.tensor([0.05, 0.05, 0.1, 0.4, 0.2, 0.1, 0.05, 0.05])
+        g = torch.Generator().manual_seed(3)
+        draft_tok = torch.multinomial(p, rows, replacement=True, generator=g)
+        cand = torch.stack([torch.zeros(rows, dtype=torch.long), draft_tok], 1)
+        ridx = torch.arange(rows * 2).reshape(rows, 2)
+        nxt = torch.tensor([[1, -1]]).repeat(rows, 1)
+        sib = torch.full((rows, 2), -1)
+        tp = q.repeat(rows, 2, 1).contiguous()
+        dp = torch.stack([p.repeat(rows, 1), torch.zeros(rows, vocab)], 1).contiguous()
+        us = torch.rand(rows, 2, generator=g)
+        uf = torch.rand(rows, generator=g)
+        inputs = [t.cuda() for t in (cand, ridx, nxt, sib, us, uf, tp, dp)]
+        for fn in (self.cuda, self.triton):
+            preds, acc, _, _ = _run(fn, rows, 2, 1, inputs)
+            first = preds.view(rows, 2)[:, 0].long().cpu()
+            counts = torch.bincount(first, minlength=vocab).double()
+            expected = q.double() * rows
+            chi2 = (((counts - expected) ** 2) / expected).sum().item()
+            self.assertLess(chi2, 24.32, f"{fn.__name__}: chi2 {chi2:.1f} (df 7, p 0.001)")
+
+    def test_dispatcher_is_what_eagle_sample_calls(self):
+        from sglang.kernels.ops.speculative import verify_sampling
+
+        op = verify_sampling.tree_speculative_sampling_target_only
+        self.assertIs(op.cuda_kernel, self.cuda)
+        inputs = _inputs(4, 4, 163840, 1, 3, 11, True)
+        self.assertTrue(
+            all(torch.equal(x, y) for x, y in zip(_run(op, 4, 4, 3, inputs), _run(self.cuda, 4, 4, 3, inputs)))
+        )
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,102 @@
+"""Triton tree rejection sampling vs its plain-torch reference under TRITON_INTERPRET=1 (CPU),
+and the dispatch rule (which kernel a call gets)."""
+
+import os
+
+os.environ.setdefault("TRITON_INTERPRET", "1")  # before triton compiles anything
+
+import random
+import unittest
+from unittest import mock
+
+import torch
+
+from sglang.test.ci.ci_register import register_cpu_ci
+
+register_cpu_ci(est_time=60, suite="base-a-test-cpu")
+
+
+class TestTreeSamplingTritonCpu(unittest.TestCase):
+    def _case(self, bs, n, vocab, topk, depth, seed, **kw):
+        from sglang.kernels.ops.speculative import tree_sampling_triton as ts
+
+        rng = random.Random(seed)
+        g = torch.Generator().manual_seed(seed)
+        if bs:
+            ridx, nxt, sib = ts.tree_from_parents(
+                [ts.random_tree_parents(rng, n, topk, depth) for _ in range(bs)]
+            )
+        else:
+            ridx = nxt = sib = torch.empty((0, n), dtype=torch.int64)
+        w = torch.randint(0, 4, (bs, n, vocab), generator=g).float()
+        w[..., 0] += 1
+        tp = torch.floor(w / w.sum(-1, keepdim=True) * 256) / 256  # dyadic: exact fp32 sums
+        tp[..., 0] += 1 - tp.sum(-1)
+        dp = torch.roll(tp, 1, dims=-1).contiguous()
+        cand = torch.where(
+            torch.rand(bs, n, generator=g) < 0.6,
+            tp.argmax(-1),
+            torch.randint(0, vocab, (bs, n), generator=g),
+        )
+        us, uf = torch.rand(bs, n, generator=g), torch.rand(bs, generator=g)
+        outs = []
+        for fn in (ts.tree_speculative_sampling_triton, ts.tree_speculative_sampling_ref):
+            p = torch.full((bs * n,), -7, dtype=torch.int32)
+            a = torch.full((bs, depth + 1), -7, dtype=torch.int32)
+            k = torch.full((bs,), -7, dtype=torch.int32)
+            d = dp.clone()
+            fn(p, a, k, cand, ridx, nxt, sib, us, uf, tp, d, **kw)
+            outs.append((p, a, k, d))
+        for name, x, y in zip(("predicts", "accept_index", "accept_token_num", "draft_probs"), *outs):
+            self.assertTrue(torch.equal(x, y), name)
+        return outs[0]
+
+    def test_chain_matches_the_reference(self):
+        self._case(3, 4, 300, 1, 3, 0)
+
+    def test_tree_over_several_tiles_matches_the_reference(self):
+        _, _, k, _ = self._case(2, 8, 5000, 3, 3, 1)  # 5000 > one 4096-entry tile
+        self.assertTrue(bool((k >= 0).all()))
+
+    def test_thresholds_match_the_reference(self):
+        self._case(4, 4, 64, 1, 3, 2, threshold_single=0.3, threshold_acc=0.5)
+
+    def test_empty_batch(self):
+        self._case(0, 4, 64, 1, 3, 3)
+
+    def test_dispatch_rule(self):
+        from sglang.kernels.ops.speculative import tree_sampling_triton as ts
+
+        env = ts.ENV_BACKEND
+        cpu = torch.device("cpu")
+        with mock.patch.dict(os.environ, {env: "auto"}):
+            self.assertFalse(ts.use_triton(8, 4, 163840, cpu))  # not CUDA: the CUDA kernel path
+        with mock.patch.dict(os.environ, {env: "triton"}):
+            self.assertTrue(ts.use_triton(8, 4, 163840, cpu))
+        with mock.patch.dict(os.environ, {env: "cuda"}):
+            self.assertFalse(ts.use_triton(8, 4, 163840, cpu))
+        with mock.patch.object(ts, "_capability_major", lambda d: 9):
+            cuda = torch.device("cuda", 0)
+            with mock.patch.dict(os.environ, {env: "auto"}):
+                self.assertTrue(ts.use_triton(128, 16, 163840, cuda))  # measured win on SM90
+                self.assertFalse(ts.use_triton(128, 32, 163840, cuda))  # N > 16: not measured
+                self.assertFalse(ts.use_triton(512, 4, 163840, cuda))  # bs > 256: not measured
+                self.assertFalse(ts.use_triton(8, 4, 32000, cuda))  # vocab not measured
+        with mock.patch.object(ts, "_capability_major", lambda d: 12):
+            with mock.patch.dict(os.environ, {env: "auto"}):
+                self.assertFalse(ts.use_triton(8, 4, 163840, torch.device("cuda", 0)))  # SM120: no table
+
+    def test_dispatcher_hands_unsupported_calls_to_the_cuda_kernel(self):
+        from sglang.kernels.ops.speculative import tree_sampling_triton as ts
+
+        seen = []
+        op = ts.tree_speculative_sampling_dispatch(lambda *a: seen.append(len(a)))
+        self.assertIsNone(ts.tree_speculative_sampling_dispatch(None))
+        t = torch.zeros(2, 4, 8)
+        with mock.patch.dict(os.environ, {ts.ENV_BACKEND: "triton"}):
+            op(*([torch.zeros(1)] * 9), t, t)  # malformed tree inputs: Unsupported -> CUDA kernel
+        self.assertEqual(seen, [14])
+
+
+if __name__ == "__main__":
+    unittest.main()
