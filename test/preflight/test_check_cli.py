@@ -60,7 +60,7 @@ def test_llama_pair_reports_its_2048_vs_131072_context():
     assert cp.returncode == 0
     ctx = [x for x in findings(cp) if x["check"] == "context"]
     assert ctx and "2048" in ctx[0]["found"] and "131072" in ctx[0]["found"] and ctx[0]["severity"] == "warning"
-    assert "bundled sm90.draft_head.json (measured on NVIDIA H200" in json.loads(cp.stdout)["kernel_table"]
+    assert "NVIDIA_H200.draft_head.json (measured on NVIDIA H200" in json.loads(cp.stdout)["kernel_table"]
 
 
 def test_unknown_flag_gets_sglangs_error_in_one_line():

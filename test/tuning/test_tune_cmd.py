@@ -25,7 +25,7 @@ def test_dry_run_embedded_default(capsys, tmp_path):
     for line in ("lm_head_gemv   R=4000 H=7168 bs=8", "key R4000:H7168:bs8", "draft_topk     V=32000 k=1 bs=128",
                  "argmax_verify  n=4 bs=256 vocab=163840", "key n4_bs256", "tree_sampling  n=4 bs=1"):
         assert line in out, line
-    assert "Would measure 33 (op, shape) points" in out  # 5 bs x 3 draft-head ops + 6 bs x 3 verify ops
+    assert "Would measure 28 (op, shape) points" in out  # 5 bs x 2 draft-head ops + 6 bs x 3 verify ops (no lm_head_topk)
     assert f"written to {tmp_path}/<GPU name>.json" in out
     assert not list(tmp_path.iterdir())  # a dry run writes nothing
 

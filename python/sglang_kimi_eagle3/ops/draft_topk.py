@@ -23,7 +23,8 @@ import torch
 import triton
 import triton.language as tl
 
-from .arch import Unsupported, bs_bucket, launch_table, op_config, require_launchable
+from .arch import Unsupported, bs_bucket, op_config, require_launchable
+from .tables import launch_table
 from .lm_head_gemv import launch_options, semaphores
 
 OP = "draft_topk"

@@ -40,7 +40,8 @@ import triton.language as tl
 
 from ._tree import (check_tree_inputs, first_child, load_tree_block, pick, pow2, take, tree_links, walk,
                     walk_config)
-from .arch import Unsupported, launch_table, op_config, pdl_supported, require_launchable
+from .arch import Unsupported, op_config, pdl_supported, require_launchable
+from .tables import launch_table
 
 TILE = 4096  # G: residual tile, min(TILE, vocab rounded up to a power of two); it fixes the fp32
 # summation order per vocabulary size (never per batch or split), so keep it fixed per release
@@ -234,7 +235,7 @@ def tree_speculative_sampling(
     sync; allocations are shape-dependent workspaces only (CUDA-graph safe). Guards raise
     arch.Unsupported, except thresholds outside [0, 1]: a plain ValueError (a caller's error that
     SGLang's kernel would not catch either, so handing it over would hide it). config (optional)
-    overrides the table entry `tree_sampling` (keys: see sampling_plan). table (optional): the launch table in effect (arch.launch_table) when a caller already resolved it. On SM90+ the second and
+    overrides the table entry `tree_sampling` (keys: see sampling_plan). table (optional): the launch table in effect (tables.launch_table) when a caller already resolved it. On SM90+ the second and
     third kernels are programmatic dependent launches (they start while the previous one runs)."""
     del deterministic  # both modes are deterministic here (see module docstring)
     bs, n, s = check_tree_inputs(predicts, accept_index, accept_token_num, candidates, retrive_index,
