@@ -7,7 +7,8 @@ Every hook falls back to the upstream function for anything outside its fast pat
 or the op guard raising ops.arch.Unsupported - the only exception caught; anything else propagates),
 so contracts (argument checks, dtypes, side effects) stay SGLang's. Every call is counted
 (dispatch.call, the one per-call choice): ours, or SGLang's with the reason. Launches other than
-EAGLE/EAGLE3 pass through. All are CUDA-graph safe: no host sync, output shapes depend on input shapes only, the kernels' reduction counters live in one buffer per stream.
+EAGLE/EAGLE3 pass through. All are CUDA-graph safe: no host sync, output shapes depend on input shapes
+only, the kernels' reduction counters live in one buffer per stream.
 Upstream issue/PR: none filed yet (the kernels would be an upstream PR to sglang/kernels/ops/speculative).
 
 1. draft_lm_head — sglang.srt.layers.logits_processor.LogitsProcessor._compute_lm_head (0.5.23
@@ -115,7 +116,6 @@ def is_draft_processor(proc) -> bool:
 def _plain_weight(proc, hidden, lm_head, embedding_bias):
     """lm_head.weight when the upstream call would be a plain `hidden @ weight.T`, else None."""
     import torch
-
     from sglang.srt.layers.logits_processor import should_apply_lm_head_quant_method
 
     w = getattr(lm_head, "weight", None)

@@ -22,6 +22,7 @@ from ..ops import tables
 from ..tuning import run as tune_run
 from ..tuning.shapes import ALL_OPS, OPS, TuneShapes, from_configs, measurements
 from .launch_flags import flag_value, int_flag_value, parse_with_sglang, refuse_nonpositive
+
 HELP = """usage: sglang-kimi-eagle3 tune [--dry-run] [--quick] [--cache-dir DIR] [--ignore-bundled] [--ops OP,...]
                               [launch_server flags ...]
 

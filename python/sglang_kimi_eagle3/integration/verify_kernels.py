@@ -4,9 +4,10 @@ Three AROUND hooks, each with SGLang's exact signature and return value; each fa
 original whenever our kernel does not apply (not CUDA, a case outside the fast path, or the kernel
 switch says upstream for this shape, or the op's guard raises ops.arch.Unsupported - the only exception
 a hook catches; any other error propagates). Every call goes through dispatch.call (the one per-call
-choice) and is counted: ours, or SGLang's with the reason. Launches other than EAGLE/EAGLE3 pass through. `SGLANG_KIMI_EAGLE3_KERNELS`: upstream -> no hook is queued
-(status `skipped`); ours -> ours on every CUDA call; auto (default) -> ours only for the (op, shape)
-entries where this device's launch table (ops/configs/<arch>.verify.json) records a measured win.
+choice) and is counted: ours, or SGLang's with the reason. Launches other than EAGLE/EAGLE3 pass through.
+`SGLANG_KIMI_EAGLE3_KERNELS`: upstream -> no hook is queued (status `skipped`); ours -> ours on every
+CUDA call; auto (default) -> ours only for the (op, shape) entries where this device's launch table
+(ops/tables.py: e.g. ops/configs/NVIDIA_H200.verify.json) records a measured win.
 All three are CUDA-graph safe: no host sync, allocations depend on shapes only.
 """
 
@@ -38,7 +39,6 @@ H1, H2, H3 = "verify_argmax_greedy", "verify_tree_greedy", "verify_tree_sampling
 def eagle_sample_hook(orig, verify_input, batch, logits_output, grammar_mask=None, uno_target_max_top_k=None, *,
                       watermark_state=None, watermark_full_mask=True):
     import torch
-
     from sglang.srt.speculative import eagle_utils, spec_utils
 
     logits = logits_output.next_token_logits

@@ -223,7 +223,8 @@ def lm_head_gemv(hidden: torch.Tensor, weight: torch.Tensor, *, out: torch.Tenso
     hidden, weight: same 16-bit dtype, last dim contiguous. out_dtype: hidden's dtype (default) or
     float32; round_to (bf16/fp16, float32 output only) rounds each logit to that dtype first.
     out (mutable, optional): [bs, R] of out_dtype, last dim contiguous; written and returned.
-    config: launch params overriding the per-arch table (tests, tuner). table (optional): the launch table in effect (tables.launch_table), resolved once by the caller (a hook
+    config: launch params overriding the per-arch table (tests, tuner). table (optional): the launch table
+    in effect (tables.launch_table), resolved once by the caller (a hook
     also asks arch.use_ours with it); default: the table of the tensors' device.
     Raises arch.Unsupported for any call outside the kernel's fast path (shapes, dtypes, strides,
     devices): a hook hands such a call to SGLang's own path.

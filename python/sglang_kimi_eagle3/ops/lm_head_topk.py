@@ -26,10 +26,19 @@ import triton
 import triton.language as tl
 
 from .arch import Unsupported, bs_bucket, op_config, require_launchable
-from .tables import launch_table
 from .draft_topk import MAX_K, canonical, float_key, key_index, key_value, sentinel_like, stable_topk_ref
-from .lm_head_gemv import (INTERPRET, gemv_segment, launch_options, round_code, row_block_total,
-                           lm_head_gemv_ref, round_16bit, semaphores, stream_plan)
+from .lm_head_gemv import (
+    INTERPRET,
+    gemv_segment,
+    launch_options,
+    lm_head_gemv_ref,
+    round_16bit,
+    round_code,
+    row_block_total,
+    semaphores,
+    stream_plan,
+)
+from .tables import launch_table
 
 OP = "lm_head_topk"
 DEFAULT = {"BLOCK_R": 64, "BLOCK_K": 128, "CTAS_PER_SM": 2, "num_warps": 4, "num_stages": 3}

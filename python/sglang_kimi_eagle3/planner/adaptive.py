@@ -19,7 +19,6 @@ from pathlib import Path
 
 from ..atomic import write_atomic
 from ..errors import UserError
-
 from .model import Prediction
 
 
