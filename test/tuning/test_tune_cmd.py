@@ -71,3 +71,23 @@ def test_cuda_graph_max_bs_decode_bounds_the_grid_through_sglangs_parser(capsys)
                  "--speculative-draft-model-path", "aq-medai/kimi-k2-eagle3", "--tp-size", "8",
                  "--cuda-graph-max-bs-decode", "8"]) == 0
     assert "bs 1,8 (draft), 1,8 (verify)" in capsys.readouterr().out
+
+
+def test_tp_size_0_is_refused_as_check_refuses_it(capsys):
+    """Not read as TP 1 (`or 1`): exit 2 with the one line `check` prints, before anything else runs."""
+    for flags in (["--tp-size", "0"], ["--tp-size=0"], ["--tensor-parallel-size", "-1"]):
+        assert main(["tune", "--dry-run", "--model-path", "kimi-k2.5", *flags]) == 2, flags
+        err = capsys.readouterr()
+        assert err.out == "" and len(err.err.strip().splitlines()) == 1, err
+        assert "expected a positive integer (GPUs)" in err.err, err.err
+        assert main(["check", "--model-path", "kimi-k2.5", *flags]) == 2
+        assert "expected a positive integer (GPUs)" in capsys.readouterr().err
+
+
+def test_a_file_as_cache_dir_is_refused_not_promised(capsys, tmp_path):
+    f = tmp_path / "a-file"
+    f.write_text("")
+    for where in (f, f / "sub"):
+        assert main(["tune", "--dry-run", "--cache-dir", str(where)]) == 2
+        err = capsys.readouterr()
+        assert "would be written" not in err.out and "--cache-dir" in err.err and "not a folder" in err.err, err
