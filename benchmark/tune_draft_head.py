@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from sglang_kimi_eagle3.ops.tables import clear_cache, device_file_name
+from sglang_kimi_eagle3.ops.tables import clear_cache, device_file_name, user_table
 from sglang_kimi_eagle3.tuning import cache
 from sglang_kimi_eagle3.tuning.measure import sglang_tail  # noqa: F401  (re-exported for the benches)
 from sglang_kimi_eagle3.tuning.timing import copies_past_l2, rotating  # noqa: F401
@@ -56,7 +56,7 @@ def tune(quick: bool = False, log=print) -> dict:
         argv = ["--ops", DRAFT_HEAD_OPS, "--cache-dir", scratch] + (["--quick"] if quick else []) + KIMI + ["--tp-size", str(tp)]
         if tune_cmd.main(argv) != 0:
             raise RuntimeError(f"tune failed for TP {tp}")
-    table, path, note = cache.user_table(torch.cuda.get_device_name(0), torch.cuda.get_device_capability(0), scratch)
+    table, path, note = user_table(torch.cuda.get_device_name(0), torch.cuda.get_device_capability(0), scratch)
     if table is None:
         raise RuntimeError(note or f"tune wrote no table to {scratch}")
     return table
