@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from sglang_kimi_eagle3.ops.arch import device_file_name, load_table
+from sglang_kimi_eagle3.ops.tables import clear_cache, device_file_name, user_table
 from sglang_kimi_eagle3.tuning import cache
 from sglang_kimi_eagle3.tuning.measure import sglang_tail  # noqa: F401  (re-exported for the benches)
 from sglang_kimi_eagle3.tuning.timing import copies_past_l2, rotating  # noqa: F401
@@ -30,7 +30,6 @@ DEV = "cuda"
 H = 7168
 ROWS = (4000, 32000)
 BS = (1, 8, 32, 64, 128)
-WIN_MARGIN = 0.97
 DRAFT_HEAD_OPS = "lm_head_gemv,lm_head_topk,draft_topk"
 KIMI = ["--model-path", "kimi-k2.5", "--speculative-algorithm", "EAGLE3",
         "--speculative-draft-model-path", "aq-medai/kimi-k2-eagle3", "--speculative-eagle-topk", "4",
@@ -57,15 +56,15 @@ def tune(quick: bool = False, log=print) -> dict:
         argv = ["--ops", DRAFT_HEAD_OPS, "--cache-dir", scratch] + (["--quick"] if quick else []) + KIMI + ["--tp-size", str(tp)]
         if tune_cmd.main(argv) != 0:
             raise RuntimeError(f"tune failed for TP {tp}")
-    table, path, note = cache.user_table(torch.cuda.get_device_name(0), torch.cuda.get_device_capability(0), scratch)
+    table, path, note = user_table(torch.cuda.get_device_name(0), torch.cuda.get_device_capability(0), scratch)
     if table is None:
         raise RuntimeError(note or f"tune wrote no table to {scratch}")
     return table
 
 
 def write(table: dict, out_dir: Path) -> Path:
-    path = cache.write_atomic(Path(out_dir) / f"{device_file_name(table['device'])}.draft_head.json", table)
-    load_table.cache_clear()
+    path = cache.write_table(Path(out_dir) / f"{device_file_name(table['device'])}.draft_head.json", table)
+    clear_cache()
     return path
 
 

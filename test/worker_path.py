@@ -172,7 +172,7 @@ def scheduler_like(server_args, out_q, mask: str | None = None, calls: bool = Tr
         from sglang_kimi_eagle3.integration import runtime_status
 
         out_q.put({"ok": True, "path": str(runtime_status._STATE["path"]), "snapshot": runtime_status.snapshot()})
-    except Exception as exc:
+    except Exception:
         import traceback
 
         out_q.put({"ok": False, "error": traceback.format_exc()[-3000:]})

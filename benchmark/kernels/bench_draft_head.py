@@ -35,7 +35,7 @@ from benchmark import tune_draft_head as tune
 from sglang_kimi_eagle3.ops import draft_topk as dt
 from sglang_kimi_eagle3.ops import lm_head_gemv as gemv
 from sglang_kimi_eagle3.ops import lm_head_topk as lt
-from sglang_kimi_eagle3.ops.arch import CONFIG_DIR, current_device, load_table
+from sglang_kimi_eagle3.ops.tables import CONFIG_DIR, clear_cache, current_device, load_table
 
 from .harness import Results, copy_bandwidth, graph_time_us, sglang_module
 
@@ -95,7 +95,7 @@ def main() -> None:
         if os.environ.get("OUT"):
             tune.write(table, Path(os.environ["OUT"]))
         print(f"tuned table -> {path}", flush=True)
-    load_table.cache_clear()
+    clear_cache()
     res.meta["table"] = load_table(*current_device())
     rep = 60 if args.quick else 200
     summary = []

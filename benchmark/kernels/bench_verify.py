@@ -16,7 +16,7 @@ test/gpu_kernels/test_vs_sglang.py; this file only times.
 
     python -m benchmark.kernels.bench_verify [--sweep] [--quick]      (from the repository root)
 --sweep also times launch-config variants of our kernels and prints the best per shape (used to
-write ops/configs/sm90.verify.json). Results: $OUT/verify-<device>.json (or benchmark/results/).
+write ops/configs/NVIDIA_H200.verify.json). Results: $OUT/verify-<device>.json (or benchmark/results/).
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ import traceback
 
 import torch
 
-from sglang_kimi_eagle3.ops.arch import launch_table, op_config
+from sglang_kimi_eagle3.ops.arch import op_config
+from sglang_kimi_eagle3.ops.tables import launch_table
 from sglang_kimi_eagle3.ops.argmax_verify import argmax_verify_greedy
 from sglang_kimi_eagle3.ops.tree_sampling import tree_speculative_sampling
 from sglang_kimi_eagle3.ops.verify_greedy import random_tree_parents, tree_from_parents, verify_tree_greedy

@@ -24,7 +24,8 @@ import sys
 import torch
 
 from sglang_kimi_eagle3.integration.upstream_kernels import sglang_module  # noqa: F401  (re-exported)
-from sglang_kimi_eagle3.ops.arch import device_file_name
+from sglang_kimi_eagle3.atomic import write_atomic
+from sglang_kimi_eagle3.ops.tables import device_file_name
 from sglang_kimi_eagle3.tuning.timing import (capture_graph, copies_past_l2, graph_time_us,  # noqa: F401
                                               replay_time_us, rotating)
 
@@ -101,8 +102,5 @@ class Results:
         out = self.out_dir()
         os.makedirs(out, exist_ok=True)
         path = os.path.join(out, name or f"{self.bench}-{device_file_name(self.meta['device']['name'])}.json")
-        tmp = path + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump({**self.meta, "rows": self.rows}, f, indent=1)
-        os.replace(tmp, path)
+        write_atomic(path, json.dumps({**self.meta, "rows": self.rows}, indent=1))
         return path

@@ -13,8 +13,6 @@ module failed on and repeats; modules looked up but absent (guarded imports) are
 from __future__ import annotations
 
 import argparse
-import importlib
-import importlib.abc
 import importlib.metadata as md
 import re
 import sys

@@ -2,7 +2,7 @@
 
 Versions, our logger, and the plugin's environment switches with their validation. A garbage value
 of any of our variables is a `UserError` naming the variable and the accepted values; where it is
-read at launch (the resolution step, integration/launch_gate.py) that error stops the launch in the
+read at launch (the resolution step, integration/launch_step.py) that error stops the launch in the
 main process, before any scheduler starts.
 """
 
@@ -20,7 +20,6 @@ TESTED_SGLANG = "0.5.23"
 ENV_ENABLE = "SGLANG_KIMI_EAGLE3"
 ENV_KERNELS = "SGLANG_KIMI_EAGLE3_KERNELS"
 ENV_PREFLIGHT = "SGLANG_KIMI_EAGLE3_PREFLIGHT"
-ENV_CONTEXT_POLICY = "SGLANG_KIMI_EAGLE3_CONTEXT_POLICY"
 ENV_STATUS_DIR = "SGLANG_KIMI_EAGLE3_STATUS_DIR"
 
 _ON = ("1", "true", "on", "yes")
@@ -52,15 +51,26 @@ def logger() -> logging.LoggerAdapter:
     return _Prefixed(log, {})
 
 
+def switch_value(raw: str | None) -> bool | None:
+    """The one reader of a true/false variable: 1/true/on/yes -> True, 0/false/off/no -> False (any case,
+    spaces ignored), unset or empty -> None, anything else -> None as well (callers that must refuse
+    garbage compare with the raw value)."""
+    value = (raw or "").strip().lower()
+    return True if value in _ON else False if value in _OFF else None
+
+
+def env_flag(name: str) -> bool:
+    """A variable that is on only when set to a true value (1/true/on/yes); anything else is off."""
+    return switch_value(os.environ.get(name)) is True
+
+
 def enabled() -> bool:
     """The kill switch: SGLANG_KIMI_EAGLE3 unset/1/true/on/yes -> True, 0/false/off/no -> False.
     Anything else raises UserError (it used to mean 'enabled')."""
     raw = os.environ.get(ENV_ENABLE)
-    value = (raw or "").strip().lower()
-    if not value or value in _ON:
-        return True
-    if value in _OFF:
-        return False
+    on = switch_value(raw)
+    if on is not None or not (raw or "").strip():
+        return on is not False
     raise UserError(f"{ENV_ENABLE}={raw!r} is not a switch value; use 1|0 (also true|false, on|off, yes|no), "
                     f"or unset it")
 

@@ -23,7 +23,8 @@ COMMANDS = {
              "predict the speedup per batch size and write SGLang's --speculative-adaptive-config"),
     "bench": ("sglang_kimi_eagle3.bench.cli", "main",
               "benchmark running SGLang servers: acceptance per position, speedup per concurrency"),
-    "tune": ("sglang_kimi_eagle3.integration.tune_cmd", "main", "measure our kernels against SGLang's on this GPU and write the table `auto` uses here"),
+    "tune": ("sglang_kimi_eagle3.integration.tune_cmd", "main",
+             "measure our kernels against SGLang's on this GPU and write the table `auto` uses here"),
     "upstream": ("sglang_kimi_eagle3.upstream_export", "main",
                  "export the upstream SGLang patch series (upstream/) applied to the installed SGLang: tree, patches"),
     "profiles": ("sglang_kimi_eagle3.cli", "_profiles", "list the bundled model configs usable as --model-path names"),
@@ -84,7 +85,8 @@ def main(argv: list[str] | None = None) -> int:
         if os.environ.get("SGLANG_KIMI_EAGLE3_DEBUG"):
             raise
         msg = " ".join(f"{type(exc).__name__}: {exc}".split())
-        print(f"sglang-kimi-eagle3: internal error in '{name}': {msg[:400]} (rerun with SGLANG_KIMI_EAGLE3_DEBUG=1 for the traceback)", file=sys.stderr)
+        print(f"sglang-kimi-eagle3: internal error in '{name}': {msg[:400]} "
+              "(rerun with SGLANG_KIMI_EAGLE3_DEBUG=1 for the traceback)", file=sys.stderr)
         return 3
 
 

@@ -14,8 +14,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import UserError
-from .validate import (MISSING, check_float, check_int, check_str, dict_field, float_field, int_field, list_field,
-                       read_json_object, show, str_field)
+from .validate import (
+    MISSING,
+    check_float,
+    check_int,
+    check_str,
+    dict_field,
+    float_field,
+    int_field,
+    list_field,
+    read_json_object,
+    show,
+    str_field,
+)
 
 # SGLang 0.5.23 sglang/srt/utils/hf_transformers/common.py:677-697 (get_context_length): the first
 # of these keys present wins; rope_scaling.factor multiplies it unless the dict has

@@ -44,6 +44,7 @@ class HookStatus:
 _TABLE: dict[str, HookStatus] = {}
 # (hook, "ours" | "sglang", shape bucket, reason) -> calls
 _COUNTS: Counter = Counter()
+_CALLS = [0]  # calls counted so far in this process (the status writer rewrites its file when it grows)
 
 
 def record(name: str, target: str, state: str, detail: str = "") -> HookStatus:
@@ -77,6 +78,12 @@ def clear() -> None:
 def count(hook: str, who: str, bucket: str, reason: str = "") -> None:
     """One call of `hook`: who ran it ("ours" | "sglang"), its shape bucket, why it went to SGLang."""
     _COUNTS[(hook, who, bucket, reason)] += 1
+    _CALLS[0] += 1
+
+
+def calls() -> int:
+    """How many calls were counted in this process so far (any hook)."""
+    return _CALLS[0]
 
 
 def counters(hook: str | None = None) -> dict:
@@ -130,15 +137,3 @@ def status_word(row: HookStatus, unbound: list[str] | None = None, kernel: bool 
         return f"installed, ours where the launch table records a win ({planned_wins} shape(s)); no calls yet here"
     return "installed, SGLang kernel for this GPU/shapes"
 
-
-def format_table(table: list[HookStatus] | None = None) -> str:
-    """Plain-text table, one hook a line, for logs."""
-    table = rows() if table is None else table
-    if not table:
-        return "(no hooks recorded: the plugin's register() has not run in this process)"
-    w_name = max(len(r.name) for r in table)
-    w_state = max(len(r.state) for r in table)
-    lines = []
-    for r in table:
-        lines.append(f"{r.name:<{w_name}}  {r.state:<{w_state}}  {r.target}" + (f"  ({r.detail})" if r.detail else ""))
-    return "\n".join(lines)

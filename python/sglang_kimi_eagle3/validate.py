@@ -13,7 +13,7 @@ code that uses it (ZeroDivisionError, TypeError, ...).
   int_flag, float_flag, int_list_flag, float_list_flag, url_flag
                                      the same for command-line values ("where" = the flag)
   check_output_file(path, flag)      an output file can be written (before any long work starts)
-  atomic_write_text(path, text)      temp file + fsync + os.replace: readers never see a partial file
+  atomic_write_text(path, text)      atomic.write_atomic (temp file + fsync + os.replace, umask mode) as UserError
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import stat
 import tempfile
 from pathlib import Path
 
+from .atomic import write_atomic
 from .errors import UserError
 
 MAX_JSON_BYTES = 64 << 20  # a config/profile/bench file larger than this is not one (a device, a dump)
@@ -255,26 +256,12 @@ def check_output_dir(path, flag: str) -> Path:
 
 
 def atomic_write_bytes(path, data: bytes, flag: str = "output") -> str:
-    """Write via a temp file in the same folder + fsync + os.replace; on failure the old file is intact."""
-    p = Path(path)
-    tmp = None
+    """atomic.write_atomic, its failure as one UserError line naming `flag`; the old file stays intact."""
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, p)
-        tmp = None
+        write_atomic(path, data)
     except OSError as exc:
         raise UserError(f"{flag} {path}: could not be written ({exc.strerror or exc}); nothing was replaced") from None
-    finally:
-        if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-    return str(p)
+    return str(Path(path))
 
 
 def atomic_write_text(path, text: str, flag: str = "output") -> str:

@@ -63,10 +63,15 @@ def probes():
         return {m: f.result() for m, f in futs.items()}
 
 
-def _expect_ours(mode):
-    from sglang_kimi_eagle3.integration.draft_head_kernels import tables_with_wins
+MEASURED_WITH_WINS = ("NVIDIA H200",)  # GPUs whose bundled draft-head table lists wins (test_auto_gate.py)
 
-    return mode == "ours" or (mode == "auto" and bool(tables_with_wins()))
+
+def _expect_ours(mode):
+    """ours: always; auto: only on a GPU whose table in effect lists a draft-head win (none on a CPU box)."""
+    if mode != "auto":
+        return mode == "ours"
+    torch = pytest.importorskip("torch")
+    return torch.cuda.is_available() and torch.cuda.get_device_name() in MEASURED_WITH_WINS
 
 
 @pytest.mark.parametrize("mode", ["ours", "auto", "upstream"])
@@ -82,13 +87,6 @@ def test_worker_references(mode, probes):
                              "draft_worker_topk": "applied"}, r["rows"]
     else:
         assert set(r["rows"].values()) == {"skipped"} and len(r["rows"]) == 4, r["rows"]
-
-
-def test_shipped_sm90_table_lists_wins():
-    """auto = ours on the H200 only because the measured table says so; this pins that it does."""
-    from sglang_kimi_eagle3.integration.draft_head_kernels import tables_with_wins
-
-    assert any(name.startswith(("sm90.", "NVIDIA_H200.")) for name in tables_with_wins())
 
 
 # ---- lm_head hook: the draft only --------------------------------------------------------------

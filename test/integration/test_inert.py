@@ -7,7 +7,6 @@ A garbage value of one of our variables leaves those launches alone too, and ref
 with one line naming the variable.
 """
 
-import functools
 import json
 from concurrent.futures import ThreadPoolExecutor
 

@@ -13,15 +13,16 @@ import time
 import pytest
 
 from sglang_kimi_eagle3 import hookstatus
-from sglang_kimi_eagle3.integration import runtime_status as rs
+from sglang_kimi_eagle3.integration import launch_record, runtime_status as rs
 
 
 @pytest.fixture
 def status(tmp_path, monkeypatch):
     monkeypatch.setattr(rs, "FLUSH_S", 0.05)
-    monkeypatch.setattr(rs, "_STATE", {"path": tmp_path / "port1.json", "calls": 0, "written": -1, "writer": None,
-                                       "ours": True})
+    monkeypatch.setattr(rs, "_STATE", {"path": tmp_path / "port1.json", "written": -1, "writer": None})
+    monkeypatch.setattr(launch_record, "_OURS", [True])
     monkeypatch.setattr(hookstatus, "_COUNTS", type(hookstatus._COUNTS)())
+    monkeypatch.setattr(hookstatus, "_CALLS", [0])
     monkeypatch.setattr(hookstatus, "_TABLE", {})
     hookstatus.record("verify_tree_greedy", "sglang.kernels.ops.speculative.spec_tree.verify_tree_greedy_func", "applied")
     return tmp_path / "port1.json"
@@ -41,15 +42,15 @@ def _wait(pred, s=5.0):
 
 def test_counted_calls_reach_the_file_without_another_call(status):
     rs.write_status()
-    rs._STATE["written"] = rs._STATE["calls"]
+    rs._STATE["written"] = hookstatus.calls()
     rs.start_writer()
     for _ in range(3):
-        rs.note("verify_tree_greedy", "ours", "n8_bs1")
+        hookstatus.count("verify_tree_greedy", "ours", "n8_bs1")
     assert _wait(lambda: _ours(status) == 3), "the counted calls never reached the status file"
     before = status.stat().st_mtime_ns
     time.sleep(0.3)  # idle: six ticks, no new call
     assert status.stat().st_mtime_ns == before, "an idle writer rewrote the file"
-    rs.note("verify_tree_greedy", "sglang", "n8_bs1", "launch table: no win for this shape")
+    hookstatus.count("verify_tree_greedy", "sglang", "n8_bs1", "launch table: no win for this shape")
     assert _wait(lambda: json.loads(status.read_text())["hooks"] and any(
         h["counters"]["sglang"] for h in json.loads(status.read_text())["hooks"] if h["name"] == "verify_tree_greedy"))
 
@@ -59,7 +60,7 @@ def test_an_unwritable_status_file_stops_the_writer_after_one_warning(status, tm
     blocker.write_text("")
     rs._STATE["path"] = blocker / "port1.json"  # its parent is a file: mkdir fails
     rs.start_writer()
-    rs.note("verify_tree_greedy", "ours", "n8_bs1")
+    hookstatus.count("verify_tree_greedy", "ours", "n8_bs1")
     assert _wait(lambda: not rs._STATE["writer"].is_alive()), "the writer kept retrying an unwritable file"
     warnings = [r for r in caplog.records if "cannot write the status file" in r.getMessage()]
     assert len(warnings) == 1, [r.getMessage() for r in caplog.records]

@@ -154,7 +154,8 @@ def test_auto_hooks_but_falls_through_without_a_table_win():
 
 def test_auto_uses_ours_exactly_where_the_table_records_a_win():
     from sglang_kimi_eagle3.integration.verify_kernels import shape_key
-    from sglang_kimi_eagle3.ops.arch import load_table, use_ours
+    from sglang_kimi_eagle3.ops.arch import use_ours
+    from sglang_kimi_eagle3.ops.tables import load_table
 
     h200, sm120 = load_table("NVIDIA H200", (9, 0)), load_table(None, (12, 0))
     assert use_ours("argmax_verify", shape_key(1, 4), h200) and use_ours("tree_sampling", shape_key(200, 16), h200)

@@ -20,7 +20,7 @@ from sm120_compile import assert_fits_sm120, compile_kernel, compiled_in_subproc
 from sglang_kimi_eagle3.ops import draft_topk as dt  # noqa: E402
 from sglang_kimi_eagle3.ops import lm_head_gemv as gemv  # noqa: E402
 from sglang_kimi_eagle3.ops import lm_head_topk as lt  # noqa: E402
-from sglang_kimi_eagle3.ops.arch import CONFIG_DIR  # noqa: E402
+from sglang_kimi_eagle3.ops.tables import CONFIG_DIR  # noqa: E402
 
 TABLE = json.loads((CONFIG_DIR / "sm120.draft_head.json").read_text())
 

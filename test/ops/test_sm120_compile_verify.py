@@ -20,7 +20,8 @@ from sm120_compile import assert_fits_sm120, compile_kernel, compiled_in_subproc
 from sglang_kimi_eagle3.ops import argmax_verify as av  # noqa: E402
 from sglang_kimi_eagle3.ops import tree_sampling as ts  # noqa: E402
 from sglang_kimi_eagle3.ops import verify_greedy as vg  # noqa: E402
-from sglang_kimi_eagle3.ops.arch import CONFIG_DIR, op_config  # noqa: E402
+from sglang_kimi_eagle3.ops.arch import op_config  # noqa: E402
+from sglang_kimi_eagle3.ops.tables import CONFIG_DIR  # noqa: E402
 
 TABLE = json.loads((CONFIG_DIR / "sm120.verify.json").read_text())
 VOCAB = 163840

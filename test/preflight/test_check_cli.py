@@ -30,8 +30,13 @@ def test_embedded_default_says_so_first_and_reports_the_context_decision_without
     # the launch table `auto` reads on the target GPU: SM120's has no measured win
     assert "Kernel launch table for this GPU: SGLANG_KIMI_EAGLE3_KERNELS=auto; bundled sm120.draft_head.json " \
            "(compile-verified only" in " ".join(cp.stdout.split())
-    # the same hook states as `status` (which binds the draft worker's lazy top-k the same way)
-    assert "draft_worker_topk=applied" in "".join(cp.stdout.split()), cp.stdout
+    # the same hook states as `status` (which binds the draft worker's lazy top-k the same way); under auto the
+    # draft-head hooks install only where the table in effect on this machine's GPU lists a win: the H200's does,
+    # and without a GPU there is none (test/integration/test_auto_gate.py)
+    import torch
+
+    on_h200 = torch.cuda.is_available() and torch.cuda.get_device_name() == "NVIDIA H200"
+    assert f"draft_worker_topk={'applied' if on_h200 else 'skipped'}" in "".join(cp.stdout.split()), cp.stdout
     assert "Traceback" not in cp.stderr
 
 
@@ -60,7 +65,7 @@ def test_llama_pair_reports_its_2048_vs_131072_context():
     assert cp.returncode == 0
     ctx = [x for x in findings(cp) if x["check"] == "context"]
     assert ctx and "2048" in ctx[0]["found"] and "131072" in ctx[0]["found"] and ctx[0]["severity"] == "warning"
-    assert "bundled sm90.draft_head.json (measured on NVIDIA H200" in json.loads(cp.stdout)["kernel_table"]
+    assert "NVIDIA_H200.draft_head.json (measured on NVIDIA H200" in json.loads(cp.stdout)["kernel_table"]
 
 
 def test_unknown_flag_gets_sglangs_error_in_one_line():

@@ -1,11 +1,11 @@
-"""tuning/cache.py + ops/arch.load_table: where user tables live, which table is in effect, staleness."""
+"""tuning/cache.py (writing) + ops/tables.py (reading): where user tables live, which table is in effect, staleness."""
 
 import json
 import os
 
 import pytest
 
-from sglang_kimi_eagle3.ops import arch
+from sglang_kimi_eagle3.ops import arch, tables
 from sglang_kimi_eagle3.tuning import cache
 
 H200, SM90 = "NVIDIA H200", (9, 0)
@@ -13,16 +13,16 @@ H200, SM90 = "NVIDIA H200", (9, 0)
 
 @pytest.fixture
 def tune_dir(tmp_path, monkeypatch):
-    for var in (cache.ENV_DIR, cache.ENV_BUNDLED, arch.ENV_KERNELS):
+    for var in (tables.ENV_DIR, tables.ENV_BUNDLED, arch.ENV_KERNELS):
         monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv(cache.ENV_DIR, str(tmp_path / "tuned"))
-    arch.load_table.cache_clear()
+    monkeypatch.setenv(tables.ENV_DIR, str(tmp_path / "tuned"))
+    tables.clear_cache()
     yield tmp_path / "tuned"
-    arch.load_table.cache_clear()
+    tables.clear_cache()
 
 
 def user_table(**over) -> dict:
-    t = {"device": H200, "cc": "9.0", "driver": cache.driver_version(), "triton": cache.triton_version(),
+    t = {"device": H200, "cc": "9.0", "driver": tables.driver_version(), "triton": tables.triton_version(),
          "date": "2026-11-30T19:21Z",
          "ops": {"argmax_verify": {"default": {}, "rules": [{"min_bs": 1, "max_bs": 1, "min_n": 1, "max_n": 4,
                                                              "config": {"block": 1024}}],
@@ -32,37 +32,40 @@ def user_table(**over) -> dict:
 
 
 def test_cache_dir_precedence(tmp_path, monkeypatch):
-    monkeypatch.delenv(cache.ENV_DIR, raising=False)
+    monkeypatch.delenv(tables.ENV_DIR, raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert cache.cache_dir() == tmp_path / "xdg" / "sglang-kimi-eagle3" / "tuned"
-    monkeypatch.setenv(cache.ENV_DIR, str(tmp_path / "env"))
-    assert cache.cache_dir() == tmp_path / "env"
-    assert cache.cache_dir(tmp_path / "flag") == tmp_path / "flag"
-    assert cache.table_path(H200, tmp_path) == tmp_path / "NVIDIA_H200.json"
+    assert tables.cache_dir() == tmp_path / "xdg" / "sglang-kimi-eagle3" / "tuned"
+    monkeypatch.setenv(tables.ENV_DIR, str(tmp_path / "env"))
+    assert tables.cache_dir() == tmp_path / "env"
+    assert tables.cache_dir(tmp_path / "flag") == tmp_path / "flag"
+    assert tables.table_path(H200, tmp_path) == tmp_path / "NVIDIA_H200.json"
 
 
 def test_write_atomic_replaces_and_leaves_no_temp(tmp_path):
     p = tmp_path / "d" / "t.json"
-    cache.write_atomic(p, {"a": 1})
-    cache.write_atomic(p, {"a": 2})
+    cache.write_table(p, {"a": 1})
+    cache.write_table(p, {"a": 2})
     assert json.loads(p.read_text()) == {"a": 2} and os.listdir(p.parent) == ["t.json"]
 
 
 def test_bundled_only_origin(tune_dir):
-    t = arch.load_table(H200, SM90)
-    assert t["origin"].startswith("bundled sm90.draft_head.json (measured on NVIDIA H200, 2026-11-29)")
-    assert "sm90.verify.json" in t["origin"] and "note" not in t["origin"]
-    sm120 = arch.load_table("NVIDIA RTX PRO 6000 Blackwell Workstation Edition", (12, 0))
+    t = tables.load_table(H200, SM90)
+    assert t["origin"].startswith("bundled sm90.draft_head.json (compile-verified only, no measured wins)")
+    assert "NVIDIA_H200.draft_head.json (measured on NVIDIA H200, 2026-11-29)" in t["origin"]
+    assert "NVIDIA_H200.verify.json (measured on NVIDIA H200" in t["origin"] and "note" not in t["origin"]
+    h100 = tables.load_table("NVIDIA H100 80GB HBM3", SM90)  # same architecture, not measured there: no wins
+    assert "NVIDIA_H200" not in h100["origin"] and not any(s.get("wins") for s in h100["ops"].values())
+    sm120 = tables.load_table("NVIDIA RTX PRO 6000 Blackwell Workstation Edition", (12, 0))
     assert "compile-verified only, no measured wins" in sm120["origin"]
-    assert "no bundled table" in arch.load_table(None, None)["origin"]
+    assert "no bundled table" in tables.load_table(None, None)["origin"]
 
 
 def test_user_table_goes_first_and_decides_only_what_it_measured(tune_dir):
-    assert arch.use_ours("argmax_verify", "n4_bs1", arch.load_table(H200, SM90))  # the bundled win
-    cache.write_atomic(cache.table_path(H200), user_table())
-    arch.load_table.cache_clear()
-    t = arch.load_table(H200, SM90)
-    assert t["origin"].startswith(f"user-tuned {cache.table_path(H200)} (measured on NVIDIA H200, 2026-11-30T19:21Z")
+    assert arch.use_ours("argmax_verify", "n4_bs1", tables.load_table(H200, SM90))  # the bundled win
+    cache.write_table(tables.table_path(H200), user_table())
+    tables.clear_cache()
+    t = tables.load_table(H200, SM90)
+    assert t["origin"].startswith(f"user-tuned {tables.table_path(H200)} (measured on NVIDIA H200, 2026-11-30T19:21Z")
     assert "over bundled sm90" in t["origin"]
     assert not arch.use_ours("argmax_verify", "n4_bs1", t)  # measured here: SGLang was faster
     assert arch.use_ours("argmax_verify", "n4_bs8", t)  # not measured: the bundled win stands
@@ -73,12 +76,12 @@ def test_user_table_goes_first_and_decides_only_what_it_measured(tune_dir):
 def test_user_table_over_hidden_bundled(tune_dir, tmp_path, monkeypatch):
     empty = tmp_path / "empty"
     empty.mkdir()
-    monkeypatch.setenv(cache.ENV_BUNDLED, str(empty))
-    arch.load_table.cache_clear()
-    assert not arch.use_ours("argmax_verify", "n4_bs8", arch.load_table(H200, SM90))
-    cache.write_atomic(cache.table_path(H200), user_table(ops={"tree_sampling": {"wins": ["n4_bs1"], "measured": {"n4_bs1": {}}}}))
-    arch.load_table.cache_clear()
-    t = arch.load_table(H200, SM90)
+    monkeypatch.setenv(tables.ENV_BUNDLED, str(empty))
+    tables.clear_cache()
+    assert not arch.use_ours("argmax_verify", "n4_bs8", tables.load_table(H200, SM90))
+    cache.write_table(tables.table_path(H200), user_table(ops={"tree_sampling": {"wins": ["n4_bs1"], "measured": {"n4_bs1": {}}}}))
+    tables.clear_cache()
+    t = tables.load_table(H200, SM90)
     assert t["origin"].endswith("over no bundled table for this GPU")
     assert arch.use_ours("tree_sampling", "n4_bs1", t) and not arch.use_ours("tree_sampling", "n4_bs8", t)
 
@@ -91,22 +94,22 @@ def test_user_table_over_hidden_bundled(tune_dir, tmp_path, monkeypatch):
 ])
 def test_stale_tables_are_ignored_with_a_note(tune_dir, monkeypatch, over, why):
     if "driver" in over:  # this box may have no NVIDIA driver: pretend one
-        monkeypatch.setattr(cache, "driver_version", lambda: "580.159.04")
-    cache.write_atomic(cache.table_path(H200), user_table(**over))
-    table, path, note = cache.user_table(H200, SM90)
+        monkeypatch.setattr(tables, "driver_version", lambda: "580.159.04")
+    cache.write_table(tables.table_path(H200), user_table(**over))
+    table, path, note = tables.user_table(H200, SM90)
     assert table is None and why in note and str(path) in note and "sglang-kimi-eagle3 tune" in note
-    arch.load_table.cache_clear()
-    t = arch.load_table(H200, SM90)
+    tables.clear_cache()
+    t = tables.load_table(H200, SM90)
     assert t["origin"].startswith("bundled ") and f"note: ignored {path}" in t["origin"]
     assert arch.use_ours("argmax_verify", "n4_bs1", t)  # the bundled table decides
 
 
 def test_unreadable_table_is_a_note_not_a_crash(tune_dir):
-    p = cache.table_path(H200)
+    p = tables.table_path(H200)
     p.parent.mkdir(parents=True)
     p.write_text("{not json")
-    arch.load_table.cache_clear()
-    assert "unreadable" in arch.load_table(H200, SM90)["origin"]
+    tables.clear_cache()
+    assert "unreadable" in tables.load_table(H200, SM90)["origin"]
 
 
 def test_retuning_replaces_only_the_shapes_it_measured():
@@ -123,8 +126,8 @@ def test_retuning_replaces_only_the_shapes_it_measured():
 def test_tuned_tables_and_run_status_share_the_xdg_cache_home(monkeypatch, tmp_path):
     from sglang_kimi_eagle3.integration import runtime_status
 
-    for var in (cache.ENV_DIR, runtime_status.ENV_STATUS_DIR):
+    for var in (tables.ENV_DIR, runtime_status.ENV_STATUS_DIR):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    assert cache.cache_dir() == tmp_path / "sglang-kimi-eagle3" / "tuned"
+    assert tables.cache_dir() == tmp_path / "sglang-kimi-eagle3" / "tuned"
     assert runtime_status.status_dir() == tmp_path / "sglang-kimi-eagle3" / "run"

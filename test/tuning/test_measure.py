@@ -4,7 +4,6 @@ interpreter) the check runs where SGLang's runs on CPU (its Triton top-1; torch 
 the JIT CUDA tree kernels need a GPU, so the verify ops are checked against them only there."""
 
 import pytest
-import torch
 
 from kernel_device import DEVICE_NAME, ON_GPU
 from sglang_kimi_eagle3.integration.upstream_kernels import spec_ops

@@ -25,7 +25,7 @@ def test_dry_run_embedded_default(capsys, tmp_path):
     for line in ("lm_head_gemv   R=4000 H=7168 bs=8", "key R4000:H7168:bs8", "draft_topk     V=32000 k=1 bs=128",
                  "argmax_verify  n=4 bs=256 vocab=163840", "key n4_bs256", "tree_sampling  n=4 bs=1"):
         assert line in out, line
-    assert "Would measure 33 (op, shape) points" in out  # 5 bs x 3 draft-head ops + 6 bs x 3 verify ops
+    assert "Would measure 28 (op, shape) points" in out  # 5 bs x 2 draft-head ops + 6 bs x 3 verify ops (no lm_head_topk)
     assert f"written to {tmp_path}/<GPU name>.json" in out
     assert not list(tmp_path.iterdir())  # a dry run writes nothing
 
@@ -71,3 +71,23 @@ def test_cuda_graph_max_bs_decode_bounds_the_grid_through_sglangs_parser(capsys)
                  "--speculative-draft-model-path", "aq-medai/kimi-k2-eagle3", "--tp-size", "8",
                  "--cuda-graph-max-bs-decode", "8"]) == 0
     assert "bs 1,8 (draft), 1,8 (verify)" in capsys.readouterr().out
+
+
+def test_tp_size_0_is_refused_as_check_refuses_it(capsys):
+    """Not read as TP 1 (`or 1`): exit 2 with the one line `check` prints, before anything else runs."""
+    for flags in (["--tp-size", "0"], ["--tp-size=0"], ["--tensor-parallel-size", "-1"]):
+        assert main(["tune", "--dry-run", "--model-path", "kimi-k2.5", *flags]) == 2, flags
+        err = capsys.readouterr()
+        assert err.out == "" and len(err.err.strip().splitlines()) == 1, err
+        assert "expected a positive integer (GPUs)" in err.err, err.err
+        assert main(["check", "--model-path", "kimi-k2.5", *flags]) == 2
+        assert "expected a positive integer (GPUs)" in capsys.readouterr().err
+
+
+def test_a_file_as_cache_dir_is_refused_not_promised(capsys, tmp_path):
+    f = tmp_path / "a-file"
+    f.write_text("")
+    for where in (f, f / "sub"):
+        assert main(["tune", "--dry-run", "--cache-dir", str(where)]) == 2
+        err = capsys.readouterr()
+        assert "would be written" not in err.out and "--cache-dir" in err.err and "not a folder" in err.err, err

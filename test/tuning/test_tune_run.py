@@ -8,8 +8,9 @@ import types
 import pytest
 
 from sglang_kimi_eagle3.integration import tune_cmd
-from sglang_kimi_eagle3.ops import arch
-from sglang_kimi_eagle3.tuning import cache
+from sglang_kimi_eagle3.integration.upstream_kernels import spec_ops
+from sglang_kimi_eagle3.ops import arch, tables
+from sglang_kimi_eagle3.tuning import run as tune_run
 from sglang_kimi_eagle3.tuning.shapes import TuneShapes, measurements
 
 H200 = ("NVIDIA H200", (9, 0))
@@ -19,16 +20,15 @@ H200 = ("NVIDIA H200", (9, 0))
 def fake_gpu(monkeypatch, tmp_path):
     import torch
 
-    monkeypatch.setattr(arch, "current_device", lambda: H200)
+    monkeypatch.setattr(tables, "current_device", lambda: H200)
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: types.SimpleNamespace(multi_processor_count=132))
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
-    for var in (cache.ENV_DIR, cache.ENV_BUNDLED, arch.ENV_KERNELS):
+    for var in (tables.ENV_DIR, tables.ENV_BUNDLED, arch.ENV_KERNELS):
         monkeypatch.delenv(var, raising=False)
     yield tmp_path
-    # tune_cmd.run sets these for its own process; monkeypatch restores only variables it saw set
-    for var in (cache.ENV_DIR, cache.ENV_BUNDLED):
-        os.environ.pop(var, None)
-    arch.load_table.cache_clear()
+    for var in (tables.ENV_DIR, tables.ENV_BUNDLED):  # the table in effect is passed explicitly
+        assert var not in os.environ, f"tune set {var} in its own environment"
+    tables.clear_cache()
 
 
 def canned(stop_at=None):
@@ -52,10 +52,10 @@ def shapes():
 
 
 def test_complete_run_writes_the_table_auto_then_uses(fake_gpu, monkeypatch, capsys):
-    monkeypatch.setattr(tune_cmd, "_measure", canned())
+    monkeypatch.setattr(tune_run, "_measure", canned())
     todo = [m for m in measurements(shapes()) if m["op"] in ("draft_topk", "argmax_verify")]
     ours = {"cache_dir": str(fake_gpu), "ignore_bundled": True, "quick": True}
-    assert tune_cmd.run(shapes(), todo, "t", ours, "sglang-kimi-eagle3 tune") == 0
+    assert tune_run.run(shapes(), todo, "t", ours, "sglang-kimi-eagle3 tune", spec_ops()) == 0
     out = capsys.readouterr().out
     t = json.loads((fake_gpu / "NVIDIA_H200.json").read_text())
     assert t["device"] == "NVIDIA H200" and t["cc"] == "9.0" and t["ops"]["draft_topk"]["wins"] == ["V32000:k1:bs1"]
@@ -66,11 +66,11 @@ def test_complete_run_writes_the_table_auto_then_uses(fake_gpu, monkeypatch, cap
 
 
 def test_ctrl_c_keeps_finished_ops_and_shapes(fake_gpu, monkeypatch):
-    monkeypatch.setattr(tune_cmd, "_measure", canned(stop_at=4))  # 3 draft_topk shapes, then 1 of argmax_verify
+    monkeypatch.setattr(tune_run, "_measure", canned(stop_at=4))  # 3 draft_topk shapes, then 1 of argmax_verify
     todo = [m for m in measurements(shapes()) if m["op"] in ("draft_topk", "argmax_verify")]
     ours = {"cache_dir": str(fake_gpu), "ignore_bundled": False, "quick": True}
     with pytest.raises(KeyboardInterrupt):
-        tune_cmd.run(shapes(), todo, "t", ours, "sglang-kimi-eagle3 tune")
+        tune_run.run(shapes(), todo, "t", ours, "sglang-kimi-eagle3 tune", spec_ops())
     t = json.loads((fake_gpu / "NVIDIA_H200.json").read_text())
     assert sorted(t["ops"]["draft_topk"]["measured"]) == ["V32000:k1:bs1", "V32000:k1:bs128", "V32000:k1:bs32"]
     assert list(t["ops"]["argmax_verify"]["measured"]) == ["n4_bs1"]  # the op in progress: its finished shape
@@ -88,7 +88,7 @@ def test_baseline_failure_is_one_line_and_keeps_what_finished(fake_gpu, monkeypa
         if m["op"] == "argmax_verify":  # what _measure raises when SGLang's kernel does not run
             raise UserError("tune: SGLang's kernel for argmax_verify (x) does not run here: boom")
         return ok(m, *args)
-    monkeypatch.setattr(tune_cmd, "_measure", measure_or_fail)
+    monkeypatch.setattr(tune_run, "_measure", measure_or_fail)
     monkeypatch.setattr(tune_cmd, "_require_gpu", lambda: None)
     monkeypatch.setattr(measure, "clear", lambda: None)
     assert main(["tune", "--quick", "--ops", "draft_topk,argmax_verify", "--cache-dir", str(fake_gpu)]) == 2

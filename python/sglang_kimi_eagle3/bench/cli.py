@@ -13,8 +13,7 @@ import threading
 
 from ..errors import UserError
 from ..validate import ArgParser, check_output_dir, check_output_file, float_flag, int_list_flag, url_flag
-from . import client, document
-from . import prompts as P
+from . import client, document, prompts as P
 from .report import print_report
 from .runner import SweepConfig, new_document, sweep
 from .stats import speedup

@@ -9,8 +9,7 @@ from __future__ import annotations
 import json
 
 from ..errors import UserError
-from ..validate import (atomic_write_text, check_float, check_int, dict_field, float_field, int_field, list_field,
-                        read_json_object)
+from ..validate import atomic_write_text, check_float, check_int, dict_field, float_field, int_field, list_field, read_json_object
 
 
 def write(doc: dict, path: str, flag: str = "--json") -> str:

@@ -54,10 +54,3 @@ def print_report(doc: dict, console: Console | None = None) -> None:
     if o and o.get("tau") is not None:
         con.print(f"overall: τ {o['tau']:.2f} over {o['ok'] - o['no_spec']} requests, acceptance {100 * (o['accept_rate'] or 0):.1f}%, "
                   f"per position {', '.join(_f(a) for a in o['alpha'])}")
-
-
-def write_json(doc: dict, path: str) -> str:
-    """Atomic (temp file + rename); see document.write."""
-    from .document import write
-
-    return write(doc, path)

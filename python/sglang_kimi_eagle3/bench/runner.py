@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from . import client
 from .prompts import Prompt, render
-from .stats import summarize, speedup
+from .stats import speedup, summarize
 
 SCHEMA = "sglang-kimi-eagle3-bench/1"
 

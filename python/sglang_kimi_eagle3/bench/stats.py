@@ -15,7 +15,6 @@ import statistics
 
 from ..planner.acceptance import alphas_from_histogram, reach_from_histogram
 
-
 MAX_DEPTH = 1024  # draft positions reported at most (a server claiming more is not believed)
 
 

@@ -9,8 +9,6 @@ launch (launch_step.py -> preflight_launch.report), which here collects instead 
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import logging
 import re
@@ -21,8 +19,8 @@ import warnings
 from ..errors import UserError
 from ..preflight import GpuTarget, has_errors, run_checks, summary
 from ..profiles import DEFAULT_ARGV, DEFAULT_DEPLOYMENT_NAME, DEFAULT_GPU, profile_path
+from .launch_flags import parse_with_sglang, refuse_nonpositive
 
-OUR_FLAGS = ("--for-gpu", "--json", "--verbose")
 MODEL_FLAGS = ("--model-path", "--model", "--speculative-draft-model-path", "--speculative-draft-model")
 
 # Device names -> compute capability (sm = 10*major + minor).
@@ -49,15 +47,9 @@ Model paths may be local folders, Hugging Face repo ids in the local cache, or b
 
 def parse_gpu(value: str | None, how: str) -> GpuTarget:
     if value is None:
-        try:
-            import torch
+        from .preflight_launch import local_gpu
 
-            if torch.cuda.is_available():
-                major, minor = torch.cuda.get_device_capability()
-                return GpuTarget(torch.cuda.get_device_name(), 10 * major + minor, "local GPU")
-        except Exception:
-            pass
-        return GpuTarget("sm90 (assumed: H100/H200)", 90, "assumed: no local GPU and no --for-gpu")
+        return local_gpu("assumed: no local GPU and no --for-gpu")
     v = value.strip().lower()
     if not v:
         raise UserError("--for-gpu is empty; use sm90, sm100, sm120 or a device name such as H200, B200, 'RTX PRO 6000'")
@@ -73,6 +65,14 @@ def parse_gpu(value: str | None, how: str) -> GpuTarget:
             return GpuTarget(value, sm, how)
     raise UserError(f"--for-gpu {value!r}: unknown GPU; use sm90, sm100, sm120 or a device name such as H200, B200, "
                     f"'RTX PRO 6000'")
+
+
+def table_device_name(name: str) -> str | None:
+    """The device name a `--for-gpu` value stands for in the launch tables ("H200" -> "NVIDIA H200"; an
+    architecture such as sm90 names none), so `check` shows the table that GPU would read."""
+    if re.fullmatch(r"sm_?\d{2,3}[af]?(\s*\(.*\))?", name.strip().lower()):
+        return None
+    return name if name.upper().startswith("NVIDIA") else f"NVIDIA {name.strip().upper()}"
 
 
 def platform_facts(sm: int) -> dict:
@@ -108,13 +108,7 @@ def _split(argv: list[str]) -> tuple[dict, list[str]]:
         else:
             rest.append(a)
         i += 1
-    # SGLang's parser and resolution accept these and the launch fails later (or serves nothing): refuse now.
-    for j, a in enumerate(rest):
-        flag, _, val = a.partition("=")
-        if flag in ("--tp-size", "--tensor-parallel-size", "--context-length"):
-            val = val if _ else (rest[j + 1] if j + 1 < len(rest) else "")
-            if re.fullmatch(r"\s*[-+]?\d+\s*", val) and int(val) < 1:
-                raise UserError(f"{flag} {val.strip()}: expected a positive integer ({'GPUs' if 'context' not in flag else 'tokens'})")
+    refuse_nonpositive(rest)
     return ours, rest
 
 
@@ -145,19 +139,6 @@ def resolve_model_paths(argv: list[str]) -> tuple[list[str], dict[str, str]]:
     return out, labels
 
 
-def _parse_with_sglang(argv: list[str]):
-    from sglang.srt.server_args import prepare_server_args
-
-    err = io.StringIO()
-    try:
-        with contextlib.redirect_stderr(err):
-            return prepare_server_args(argv)
-    except SystemExit:
-        lines = [ln for ln in err.getvalue().splitlines() if ln.strip()]
-        msg = next((ln for ln in reversed(lines) if "error:" in ln), lines[-1] if lines else "invalid arguments")
-        raise UserError(f"launch_server flags rejected by SGLang's parser: {msg.split('error:', 1)[-1].strip()}") from None
-
-
 def check_launch(argv: list[str], gpu: GpuTarget, labels: dict[str, str] | None = None) -> dict:
     """Parse `argv` with SGLang's parser, resolve it as on `gpu`, and check it with the launch step.
 
@@ -170,7 +151,7 @@ def check_launch(argv: list[str], gpu: GpuTarget, labels: dict[str, str] | None 
     from .preflight_inputs import build_deployment
     from .preflight_launch import collecting
 
-    server_args = _parse_with_sglang(argv)
+    server_args = parse_with_sglang(argv)
     sglang_error = None
     with collecting(gpu, labels) as box:
         try:
@@ -214,11 +195,15 @@ def run(argv: list[str]) -> dict:
     t1 = time.perf_counter()
     res = check_launch(rest, gpu, labels)
     t_check = time.perf_counter() - t1
+    from ..base import enabled
+    from .delegation import ensure_for_architectures
     from .draft_head_kernels import bind_worker_topk_outside_a_server
     from .runtime_status import table_in_effect
 
+    if enabled() and res["deployment"] is not None:  # as the scheduler's hook does for the target's class
+        ensure_for_architectures([res["deployment"].target.arch])
     bind_worker_topk_outside_a_server()  # as `status` does: applied or failed, not `registered`
-    device = None if gpu.how == "local GPU" else (None, (gpu.sm // 10, gpu.sm % 10))  # target GPU's bundled table
+    device = None if gpu.how == "local GPU" else (table_device_name(gpu.name), (gpu.sm // 10, gpu.sm % 10))
     return {"title": title, "gpu": gpu, "findings": res["findings"], "hooks": refresh(), "table": table_in_effect(device),
             "timing": {"sglang_import_s": t_import, "parse_resolve_and_checks_s": t_check}}
 

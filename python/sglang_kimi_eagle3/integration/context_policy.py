@@ -28,21 +28,25 @@ Remove when: SGLang grows a draft-scoped context flag/policy.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from .. import hookstatus
-from ..base import logger
+from ..base import env_flag, logger
 from ..policy.context import FLAG, POLICIES, ContextDecision, decide, resolve_policy, spec_rope_margin
-from . import registry
+from . import registry, runtime_status
+from .launch_record import our_launch, policy_of, raw_input, set_policy
 
 NAME = "context_policy"
 TARGET = "sglang.srt.configs.model_config.ModelConfig._derive_context_length"
 FLAG_HOOKS = (("context_policy_flag", "sglang.srt.server_args.ServerArgs.add_cli_args", "after"),
               ("context_policy_flag_value", "sglang.srt.server_args.ServerArgs.from_cli_args", "around"))
-ATTR = "_kimi_eagle3_context_policy"
 DEST = "speculative_draft_context_policy"
 _LOGGED: set[tuple] = set()
+
+
+SITES = {NAME: ["sglang.srt.configs.model_config:ModelConfig._derive_context_length"],
+         "context_policy_flag": ["sglang.srt.server_args:ServerArgs.add_cli_args"],
+         "context_policy_flag_value": ["sglang.srt.server_args:ServerArgs.from_cli_args"]}
 
 
 def install() -> None:
@@ -53,6 +57,8 @@ def install() -> None:
 def install_flag() -> None:
     """The flag alone (also when a garbage variable keeps every other hook off: the parser must still accept
     the flag, so that the launch step, not argparse, says what is wrong)."""
+    for hook, sites in SITES.items():
+        runtime_status.watch(hook, sites)
     registry.register(FLAG_HOOKS[0][0], FLAG_HOOKS[0][1], _add_cli_args, "after")
     registry.register(FLAG_HOOKS[1][0], FLAG_HOOKS[1][1], _from_cli_args, "around")
 
@@ -80,13 +86,8 @@ def _from_cli_args(original, cls, args, *rest, **kwargs):
     server_args = original(cls, args, *rest, **kwargs)
     value = getattr(args, DEST, None)
     if value is not None:
-        setattr(server_args, ATTR, value)
+        set_policy(server_args, value)
     return server_args
-
-
-def policy_of(server_args) -> str | None:
-    """The flag's value carried on a ServerArgs record, or None."""
-    return getattr(server_args, ATTR, None) if server_args is not None else None
 
 
 # ---- 2. the main process -------------------------------------------------------------------------
@@ -98,7 +99,7 @@ def launch_decision(server_args) -> ContextDecision | None:
     from sglang.srt.arg_groups.overrides import resolving_view
 
     from ..configs import read_config
-    from .preflight_inputs import local_config_dir, raw_input
+    from .preflight_inputs import local_config_dir
 
     cfg = resolving_view(server_args)
     draft_path = raw_input(server_args, "speculative_draft_model_path")
@@ -128,10 +129,6 @@ def resolve_launch(server_args) -> ContextDecision | None:
 
 
 # ---- 3. the draft's ModelConfig ------------------------------------------------------------------
-
-
-def _env_flag(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
 
 
 def _spec_counts() -> tuple[int | None, int | None]:
@@ -205,11 +202,9 @@ def apply_decision(model_config, d: ContextDecision) -> None:
 
 
 def _derive_context_length(original, self, context_length):
-    from .runtime_status import our_launch
-
     if not getattr(self, "is_draft_model", False) or context_length is None or our_launch() is False:
         return original(self, context_length)  # targets, and drafts of other algorithms, untouched
-    if _env_flag("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN") or _env_flag("SGLANG_IS_IN_CI"):
+    if env_flag("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN") or env_flag("SGLANG_IS_IN_CI"):
         return original(self, context_length)  # the operator chose SGLang's global override
     d = decision_for(self, context_length)
     key = (d.action, d.target_len, d.draft_len, d.policy)

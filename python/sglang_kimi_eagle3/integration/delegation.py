@@ -19,7 +19,8 @@ Remove when: the oldest supported SGLang has PR #19689 (0.5.23 does; kept for ol
 from __future__ import annotations
 
 from .. import hookstatus
-from . import registry
+from . import registry, runtime_status
+from .launch_record import our_launch
 
 NAME = "delegation"
 PROBE = "delegation_probe"
@@ -28,7 +29,12 @@ KIMI_CLASS = "KimiK25ForConditionalGeneration"
 METHODS = ("set_eagle3_layers_to_capture", "get_embed_and_head", "set_embed_and_head")
 
 
+SITES = ["sglang.srt.model_loader.utils:get_model_architecture",
+         "sglang.srt.model_executor.model_runner_components.startup_weight_load:get_model_architecture"]
+
+
 def install() -> None:
+    runtime_status.watch(PROBE, SITES)
     registry.register(PROBE, TARGET, _after_get_model_architecture, "after")
     hookstatus.record(NAME, f"sglang.srt.models.kimi_k25.{KIMI_CLASS}", "registered",
                       "checked when SGLang resolves a Kimi-K2.5 model class (or by `check`/`status`)")
@@ -93,13 +99,23 @@ def ensure_for_installed_sglang() -> str:
     return ensure_delegation(KimiK25ForConditionalGeneration)
 
 
+def ensure_for_architectures(arch_list: list[str]) -> str | None:
+    """For `check`: what the hook does when a scheduler resolves the class SGLang builds for these
+    architectures (None: not a Kimi-K2.5 class, or SGLang cannot resolve one)."""
+    try:
+        from sglang.srt.models.registry import ModelRegistry
+
+        cls, _ = ModelRegistry.resolve_model_cls(arch_list)
+    except Exception:
+        return None
+    return ensure_delegation(cls) if is_kimi_k25(cls) else None
+
+
 def _after_get_model_architecture(result, *args, **kwargs):
     try:
         cls = result[0]
     except Exception:
         return result
-    from .runtime_status import our_launch
-
     if is_kimi_k25(cls) and our_launch() is not False:
         try:
             ensure_delegation(cls)

@@ -1,12 +1,14 @@
 """Hooks: our Triton draft-head kernels (ops/lm_head_gemv, ops/draft_topk) at SGLang's own boundaries.
 
 Switch: SGLANG_KIMI_EAGLE3_KERNELS = auto (default: ours only for the (GPU, shape) entries whose
-launch table lists a win, ops/configs/*.draft_head.json) | ours | upstream (no hook is installed).
+launch table lists a win; no hook is installed when the table in effect on this process's GPU lists
+none, the same table the per-call lookup reads) | ours | upstream (no hook is installed).
 Every hook falls back to the upstream function for anything outside its fast path (its own pre-checks,
 or the op guard raising ops.arch.Unsupported - the only exception caught; anything else propagates),
 so contracts (argument checks, dtypes, side effects) stay SGLang's. Every call is counted
-(runtime_status.note): ours, or SGLang's with the reason. Launches other than EAGLE/EAGLE3 pass through. All are CUDA-graph safe: no host sync, output
-shapes depend on input shapes only, the kernels' reduction counters live in one buffer per stream.
+(dispatch.call, the one per-call choice): ours, or SGLang's with the reason. Launches other than
+EAGLE/EAGLE3 pass through. All are CUDA-graph safe: no host sync, output shapes depend on input shapes
+only, the kernels' reduction counters live in one buffer per stream.
 Upstream issue/PR: none filed yet (the kernels would be an upstream PR to sglang/kernels/ops/speculative).
 
 1. draft_lm_head — sglang.srt.layers.logits_processor.LogitsProcessor._compute_lm_head (0.5.23
@@ -43,15 +45,14 @@ Upstream issue/PR: none filed yet (the kernels would be an upstream PR to sglang
 
 from __future__ import annotations
 
-import json
-import os
 import sys
 import weakref
 
 from .. import hookstatus
-from ..ops.arch import CONFIG_DIR, ENV_KERNELS, kernels_mode, use_ours
-from . import registry
-from .runtime_status import our_launch, take
+from ..ops import tables
+from ..ops.arch import ENV_KERNELS, kernels_mode
+from . import registry, runtime_status
+from .dispatch import KERNEL_OPS, call
 
 LM_HEAD = ("draft_lm_head", "sglang.srt.layers.logits_processor.LogitsProcessor._compute_lm_head")
 TOPK1 = ("draft_topk1", "sglang.kernels.ops.speculative.topk1.draft_topk1_postprocess")
@@ -59,17 +60,30 @@ PROBS = ("draft_probs", "sglang.srt.speculative.spec_utils.renorm_draft_probs")
 WORKER_TOPK = ("draft_worker_topk", "sglang.srt.speculative.eagle_worker_v2.fast_topk")
 WORKER_MODULE = "sglang.srt.speculative.eagle_worker_v2"
 HOOKS = (LM_HEAD, TOPK1, PROBS, WORKER_TOPK)
+SITES = {
+    LM_HEAD[0]: ["sglang.srt.layers.logits_processor:LogitsProcessor._compute_lm_head"],
+    TOPK1[0]: ["sglang.kernels.ops.speculative.topk1:draft_topk1_postprocess",
+               "sglang.srt.speculative.eagle_worker_v2:draft_topk1_postprocess"],
+    PROBS[0]: ["sglang.srt.speculative.spec_utils:renorm_draft_probs",
+               "sglang.srt.speculative.eagle_worker_v2:renorm_draft_probs"],
+    WORKER_TOPK[0]: ["sglang.srt.speculative.eagle_worker_v2:fast_topk"],
+}
 
 
 def install() -> None:
+    for name, sites in SITES.items():
+        runtime_status.watch(name, sites, ours=_fast_topk if name == WORKER_TOPK[0] else None)
+    runtime_status.on_publish(_bind_if_registered)
     mode = kernels_mode()
     if mode == "upstream":
         for name, target in HOOKS:
             hookstatus.record(name, target, "skipped", f"{ENV_KERNELS}=upstream")
         return
-    if mode == "auto" and not tables_with_wins():
+    if mode == "auto" and not ops_with_wins():
+        table = tables.load_table(*tables.current_device())
         for name, target in HOOKS:
-            hookstatus.record(name, target, "skipped", f"no ops/configs/*.draft_head.json lists a win; {ENV_KERNELS}=ours forces ours")
+            hookstatus.record(name, target, "skipped", f"the launch table in effect here lists no draft-head win "
+                              f"({table['origin']}); {ENV_KERNELS}=ours forces ours")
         return
     registry.register(*LM_HEAD, _compute_lm_head, "around")
     registry.register(*TOPK1, _draft_topk1_postprocess, "around")
@@ -77,17 +91,12 @@ def install() -> None:
     hookstatus.record(*WORKER_TOPK, "registered", "bound at the first draft renorm_draft_probs call (worker module only)")
 
 
-def tables_with_wins() -> list[str]:
-    """Shipped draft-head tables that list at least one win (auto mode installs the hooks if any)."""
-    found = []
-    for path in sorted(CONFIG_DIR.glob("*.draft_head.json")):
-        try:
-            ops = json.loads(path.read_text()).get("ops", {})
-        except (OSError, json.JSONDecodeError):
-            continue
-        if any(spec.get("wins") for spec in ops.values()):
-            found.append(path.name)
-    return found
+def ops_with_wins(device: tuple | None = None) -> list[str]:
+    """The draft-head ops whose launch table in effect on `device` ((name, cc); default: this process's
+    GPU, as the per-call lookup reads it) lists at least one win; auto installs the hooks if any."""
+    table = tables.load_table(*(device or tables.current_device()))
+    ops = dict.fromkeys(KERNEL_OPS[name] for name, _ in HOOKS if name in KERNEL_OPS)
+    return [op for op in ops if table.get("ops", {}).get(op, {}).get("wins")]
 
 
 # ---- 1. draft lm_head -----------------------------------------------------------------------------
@@ -107,7 +116,6 @@ def is_draft_processor(proc) -> bool:
 def _plain_weight(proc, hidden, lm_head, embedding_bias):
     """lm_head.weight when the upstream call would be a plain `hidden @ weight.T`, else None."""
     import torch
-
     from sglang.srt.layers.logits_processor import should_apply_lm_head_quant_method
 
     w = getattr(lm_head, "weight", None)
@@ -129,14 +137,6 @@ def _cast_follows(proc, rows: int) -> bool:
             and proc.logit_scale is None and not proc.final_logit_softcapping and rows == proc.vocab_size)
 
 
-def _device_ok(t) -> str:
-    """"" when our kernels may take tensor `t`'s device: CUDA, or CPU under the Triton interpreter with
-    SGLANG_KIMI_EAGLE3_KERNELS=ours (tests, debugging); else the fallback reason."""
-    if t.is_cuda or (t.device.type == "cpu" and os.environ.get("TRITON_INTERPRET") == "1" and kernels_mode() == "ours"):
-        return ""
-    return f"{t.device.type} tensors (our kernels need CUDA)"
-
-
 def _compute_lm_head(original, self, hidden_states, lm_head, embedding_bias=None, *, out=None):
     """[sglang-kimi-eagle3] Draft lm_head through ops.lm_head_gemv (the target goes upstream, uncounted)."""
     if not is_draft_processor(self):
@@ -146,11 +146,7 @@ def _compute_lm_head(original, self, hidden_states, lm_head, embedding_bias=None
 
     bs = hidden_states.shape[0]
     bucket = op.shape_key(bs, w.shape[0], w.shape[1]) if w is not None else f"bs{op.bs_bucket(bs)}"
-    why = "not an EAGLE/EAGLE3 launch" if our_launch() is False else ""
-    why = why or ("not a plain 16-bit lm_head (LoRA, quantised, bias, fp32 head or layout)" if w is None else "")
-    why = why or _device_ok(hidden_states)
-    if not why and not use_ours(op.OP, bucket):
-        why = "launch table: no win for this shape"
+    why = "not a plain 16-bit lm_head (LoRA, quantised, bias, fp32 head or layout)" if w is None else ""
     import torch
 
     def ours():
@@ -163,7 +159,8 @@ def _compute_lm_head(original, self, hidden_states, lm_head, embedding_bias=None
             return op.lm_head_gemv(hidden_states, w, out=out, out_dtype=torch.float32, round_to=w.dtype)
         return op.lm_head_gemv(hidden_states, w)
 
-    return take(LM_HEAD[0], bucket, why, ours, lambda: original(self, hidden_states, lm_head, embedding_bias, out=out))
+    return call(LM_HEAD[0], bucket, hidden_states.device, why, ours,
+                lambda: original(self, hidden_states, lm_head, embedding_bias, out=out))
 
 
 # ---- 2. top-1 --------------------------------------------------------------------------------------
@@ -184,11 +181,8 @@ def _draft_topk1_postprocess(original, next_token_logits, positions, draft_token
         ok = (draft_tokens.ndim == 2 and draft_tokens.dtype == torch.long and draft_tokens.device == x.device
               and draft_tokens.shape[0] == x.shape[0] and draft_tokens.stride(1) == 1
               and 0 <= draft_token_column < draft_tokens.shape[1])
-    why = "not an EAGLE/EAGLE3 launch" if our_launch() is False else ""
-    why = why or ("layout: logits/positions/draft_tokens outside the fast path" if not ok else "") or _device_ok(x)
-    if not why and not use_ours(op.OP, bucket):
-        why = "launch table: no win for this shape"
-    return take(TOPK1[0], bucket, why, lambda: op.draft_topk1(x, positions, draft_tokens, draft_token_column),
+    why = "layout: logits/positions/draft_tokens outside the fast path" if not ok else ""
+    return call(TOPK1[0], bucket, x.device, why, lambda: op.draft_topk1(x, positions, draft_tokens, draft_token_column),
                 lambda: original(next_token_logits, positions, draft_tokens, draft_token_column))
 
 
@@ -223,6 +217,13 @@ def bind_worker_topk_outside_a_server() -> None:
     bind_worker_topk()
 
 
+def _bind_if_registered() -> None:
+    """In each scheduler after capture (runtime_status.on_publish): bind now if no draft call did yet."""
+    row = hookstatus.get(WORKER_TOPK[0])
+    if row is not None and row.state == "registered":
+        bind_worker_topk()
+
+
 def bind_worker_topk() -> str:
     """Rebind `fast_topk` in the EAGLE v2 worker module (only there) to ours; idempotent."""
     mod = sys.modules.get(WORKER_MODULE)
@@ -248,14 +249,9 @@ def _fast_topk(values, topk, dim):
 
     ref = _LAST_PROBS[0]
     bucket = op.shape_key(values.shape[0], values.shape[-1], topk) if values.ndim == 2 else "other"
-    why = "not an EAGLE/EAGLE3 launch" if our_launch() is False else ""
-    why = why or ("not the draft probabilities renorm_draft_probs just returned"
-                  if ref is None or ref() is not values else "")
+    why = "not the draft probabilities renorm_draft_probs just returned" if ref is None or ref() is not values else ""
     why = why or ("layout: not fp32 [bs, V] rows or k outside 1..16"
                   if not (values.ndim == 2 and dim in (-1, 1) and values.dtype == torch.float32
                           and values.stride(1) == 1 and 1 <= topk <= min(op.MAX_K, values.shape[1])) else "")
-    why = why or _device_ok(values)
-    if not why and not use_ours(op.OP, bucket):
-        why = "launch table: no win for this shape"
-    return take(WORKER_TOPK[0], bucket, why, lambda: op.topk_rows(values, topk),
+    return call(WORKER_TOPK[0], bucket, values.device, why, lambda: op.topk_rows(values, topk),
                 lambda: _UPSTREAM_FAST_TOPK[0](values, topk, dim=dim))

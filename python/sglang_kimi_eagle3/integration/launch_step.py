@@ -29,12 +29,12 @@ import sys
 from .. import hookstatus
 from ..base import env_errors
 from ..errors import UserError
+from . import runtime_status
+from .launch_record import is_our_launch, mark, mark_of
 
 NAME = "launch_step"
 STEP = "handle_speculative_decoding"
 TARGET = f"sglang.srt.arg_groups.resolution_hooks:{STEP}"
-OUR_ALGORITHMS = ("EAGLE", "EAGLE3")
-MARK = "_kimi_eagle3_launch_step"
 
 
 def install(env_only: bool = False) -> None:
@@ -44,20 +44,24 @@ def install(env_only: bool = False) -> None:
 
     if _step not in _HOOKS.get(STEP, ()):
         register_resolution_hook(STEP)(_step)
+    runtime_status.on_publish(confirm_in_scheduler)
     hookstatus.record(NAME, TARGET, "registered", "runs at the next argument resolution (resolve_once) in this process"
                       + ("; refuses EAGLE/EAGLE3 launches: bad environment" if env_only else ""))
 
 
-def is_our_launch(server_args) -> bool:
-    """EAGLE or EAGLE3 with a draft model, as resolved (or as typed when SGLang refused to resolve)."""
-    from sglang.srt.arg_groups.overrides import resolving_view
+def confirm_in_scheduler() -> None:
+    """The step runs in the main process only; its mark on the record tells a scheduler whether it ran."""
+    from sglang.srt.runtime_context import get_server_args
 
-    from .preflight_inputs import raw_input
-
-    cfg = resolving_view(server_args)
-    algo = getattr(cfg, "speculative_algorithm", None) or raw_input(server_args, "speculative_algorithm")
-    draft = getattr(cfg, "speculative_draft_model_path", None) or raw_input(server_args, "speculative_draft_model_path")
-    return bool(draft) and str(algo or "").upper() in OUR_ALGORITHMS
+    row = hookstatus.get(NAME)
+    if row is None or row.state in ("skipped", "failed"):
+        return
+    done = mark_of(get_server_args())
+    if done:
+        hookstatus.record(NAME, TARGET, "applied", done)
+    else:
+        hookstatus.record(NAME, TARGET, "failed", "SGLang resolved this launch without this plugin's launch step "
+                          "(plugins loaded after resolve_once?): no preflight ran and `cap` was not applied")
 
 
 def _step(server_args, previous) -> None:
@@ -83,12 +87,11 @@ def _step(server_args, previous) -> None:
     except (UserError, preflight_launch.PreflightFailed) as exc:
         raise _without_traceback(exc)
     done = f"ran in the main process for this EAGLE/EAGLE3 launch: context policy resolved, preflight {mode}"
-    setattr(server_args, MARK, done)  # bookkeeping attribute: pickled to the schedulers, read by runtime_status
+    mark(server_args, done)  # bookkeeping attribute: pickled to the schedulers, read by confirm_in_scheduler
     hookstatus.record(NAME, TARGET, "applied", done)
     if sglang_error is not None:
         raise sglang_error
     return None
-
 
 
 def _without_traceback(exc: Exception) -> Exception:

@@ -8,15 +8,15 @@ target, and this plugin's hook table.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from .. import hookstatus
+from ..base import env_flag
 from ..configs import read_config, require_draft_context, require_known_rope, safetensors_shapes
 from ..errors import UserError
 from ..policy.context import resolve_policy, spec_rope_margin
 from ..preflight import Deployment, GpuTarget
-from .context_policy import policy_of
+from .launch_record import policy_of, raw_input
 
 
 def local_config_dir(path: str | None, flag: str) -> Path:
@@ -39,22 +39,15 @@ def local_config_dir(path: str | None, flag: str) -> Path:
                     f"(`sglang-kimi-eagle3 profiles`)")
 
 
-def raw_input(server_args, name: str):
-    """What the operator typed for a field (SGLang keeps it in `_raw_input`), else the record's value."""
-    raw = getattr(server_args, "_raw_input", None)
-    if isinstance(raw, dict) and name in raw:
-        return raw[name]
-    return getattr(server_args, name, None)
-
-
 def _label(labels: dict[str, str] | None, path) -> str:
     return (labels or {}).get(str(path), str(path))
 
 
 def target_class_methods(arch_list: list[str]) -> dict[str, bool] | None:
-    """Which EAGLE-3 target methods the class SGLang builds for these architectures has."""
-    from .delegation import METHODS, ensure_delegation, is_kimi_k25
-    from .. import enabled
+    """Which EAGLE-3 target methods the class SGLang builds for these architectures will have: its own,
+    plus the delegates the plugin's delegation hook adds to a Kimi-K2.5 class (the class is not touched)."""
+    from ..base import enabled
+    from .delegation import METHODS, is_kimi_k25
 
     try:
         from sglang.srt.models.registry import ModelRegistry
@@ -62,9 +55,8 @@ def target_class_methods(arch_list: list[str]) -> dict[str, bool] | None:
         cls, _ = ModelRegistry.resolve_model_cls(arch_list)
     except Exception:
         return None
-    if enabled() and is_kimi_k25(cls):
-        ensure_delegation(cls)  # what the plugin's hook does when the scheduler resolves the class
-    return {m: callable(getattr(cls, m, None)) for m in METHODS}
+    delegated = enabled() and is_kimi_k25(cls)
+    return {m: delegated or callable(getattr(cls, m, None)) for m in METHODS}
 
 
 def build_deployment(server_args, gpu: GpuTarget, *, sglang_error: str | None = None,
@@ -115,8 +107,7 @@ def build_deployment(server_args, gpu: GpuTarget, *, sglang_error: str | None = 
         sglang_error=sglang_error,
         context_hook_active=hookstatus.get("context_policy") is not None
         and hookstatus.get("context_policy").state in ("applied", "registered"),
-        global_override_set=os.environ.get("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN", "").strip().lower()
-        in ("1", "true", "yes", "on"),
+        global_override_set=env_flag("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"),
         rope_margin=spec_rope_margin(getattr(cfg, "speculative_num_steps", None),
                                      getattr(cfg, "speculative_num_draft_tokens", None)),
     )

@@ -19,7 +19,6 @@ from ..errors import UserError
 from ..preflight import Finding, GpuTarget, has_errors, run_checks, summary
 
 ENV_MODE = ENV_PREFLIGHT
-MODES = ("on", "warn", "off")
 _COLLECT: ContextVar[dict | None] = ContextVar("sglang_kimi_eagle3_collect", default=None)
 
 
@@ -47,16 +46,15 @@ def collector() -> dict | None:
     return _COLLECT.get()
 
 
-def _local_gpu() -> GpuTarget:
-    try:
-        from sglang.srt.runtime_context import get_platform
+def local_gpu(assumed: str = "assumed: no local GPU detected") -> GpuTarget:
+    """The one local-GPU detector (`check` without --for-gpu, preflight at launch): this machine's CUDA
+    device (ops.tables.current_device), else an SM90 (H100/H200) with `assumed` saying why."""
+    from ..ops.tables import current_device
 
-        sm = int(get_platform().device_sm or 0)
-        if sm:
-            return GpuTarget(f"sm{sm}", sm, "local GPU")
-    except Exception:
-        pass
-    return GpuTarget("sm90 (assumed)", 90, "assumed: no local GPU detected")
+    name, cc = current_device()
+    if cc is not None:
+        return GpuTarget(name, 10 * cc[0] + cc[1], "local GPU")
+    return GpuTarget("sm90 (assumed: H100/H200)", 90, assumed)
 
 
 def runtime_findings(server_args) -> list[Finding]:
@@ -88,7 +86,7 @@ def report(server_args, sglang_error: Exception | None) -> str:
         return mode
     from .preflight_inputs import build_deployment
 
-    gpu = box["gpu"] if box is not None else _local_gpu()
+    gpu = box["gpu"] if box is not None else local_gpu()
     labels = box["labels"] if box is not None else {}
     err = f"{type(sglang_error).__name__}: {sglang_error}" if sglang_error is not None else None
     try:

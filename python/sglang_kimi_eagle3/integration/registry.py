@@ -80,7 +80,8 @@ def refresh() -> list[hookstatus.HookStatus]:
         elif target in HookRegistry._patched:
             hookstatus.record(name, target, "failed", "target was patched before our hook was queued (HookRegistry ignores late hooks)")
         elif _plugins_loaded():
-            hookstatus.record(name, target, "failed", "HookRegistry.apply_hooks ran but did not patch it (SGLang logged 'Failed to apply hooks to ...')")
+            hookstatus.record(name, target, "failed",
+                              "HookRegistry.apply_hooks ran but did not patch it (SGLang logged 'Failed to apply hooks to ...')")
         else:
             hookstatus.record(name, target, "registered", "queued; load_plugins() has not applied hooks yet in this process")
     return hookstatus.rows()

@@ -25,76 +25,47 @@ from __future__ import annotations
 import importlib
 import json
 import os
-import re
 import sys
 import threading
 import time
 from pathlib import Path
 
 from .. import hookstatus
+from ..atomic import write_atomic
 from ..base import ENV_STATUS_DIR, __version__, logger
 from . import registry
+from .dispatch import KERNEL_HOOKS, KERNEL_OPS
+from .launch_record import our_launch
 
 NAME = "runtime_status"
 TARGET = "sglang.srt.speculative.base_spec_worker.BaseSpecWorker.init_cuda_graphs"
 FLUSH_S = 2.0
+# Filled by the hook modules at install (watch / on_publish); this module reaches into none of them.
 # hook -> call sites ("module:attr" or "module:Class.attr") whose binding must route through our function;
 # the first is the defining attribute. Sites whose module holds None (no kernel on this platform) are n/a.
-CALL_SITES = {
-    "context_policy": ["sglang.srt.configs.model_config:ModelConfig._derive_context_length"],
-    "context_policy_flag": ["sglang.srt.server_args:ServerArgs.add_cli_args"],
-    "context_policy_flag_value": ["sglang.srt.server_args:ServerArgs.from_cli_args"],
-    "delegation_probe": ["sglang.srt.model_loader.utils:get_model_architecture",
-                         "sglang.srt.model_executor.model_runner_components.startup_weight_load:get_model_architecture"],
-    "draft_lm_head": ["sglang.srt.layers.logits_processor:LogitsProcessor._compute_lm_head"],
-    "draft_topk1": ["sglang.kernels.ops.speculative.topk1:draft_topk1_postprocess",
-                    "sglang.srt.speculative.eagle_worker_v2:draft_topk1_postprocess"],
-    "draft_probs": ["sglang.srt.speculative.spec_utils:renorm_draft_probs",
-                    "sglang.srt.speculative.eagle_worker_v2:renorm_draft_probs"],
-    "draft_worker_topk": ["sglang.srt.speculative.eagle_worker_v2:fast_topk"],
-    "verify_argmax_greedy": ["sglang.srt.speculative.eagle_utils:eagle_sample",
-                             "sglang.srt.speculative.eagle_worker_common:eagle_sample"],
-    "verify_tree_greedy": ["sglang.kernels.ops.speculative.spec_tree:verify_tree_greedy_func",
-                           "sglang.srt.speculative.eagle_utils:verify_tree_greedy_func"],
-    "verify_tree_sampling": ["sglang.kernels.ops.speculative.sampling:tree_speculative_sampling_target_only",
-                             "sglang.kernels.ops.speculative.verify_sampling:tree_speculative_sampling_target_only",
-                             "sglang.srt.speculative.eagle_utils:tree_speculative_sampling_target_only"],
-}
-# kernel hook -> the op whose launch-table `wins` decide it under SGLANG_KIMI_EAGLE3_KERNELS=auto
-KERNEL_OPS = {"draft_lm_head": "lm_head_gemv", "draft_topk1": "draft_topk", "draft_worker_topk": "draft_topk",
-              "verify_argmax_greedy": "argmax_verify", "verify_tree_greedy": "verify_greedy",
-              "verify_tree_sampling": "tree_sampling"}
-KERNEL_HOOKS = tuple(KERNEL_OPS)
-_STATE = {"path": None, "calls": 0, "written": -1, "writer": None, "ours": None}
+CALL_SITES: dict[str, list[str]] = {}
+_OURS_FN: dict = {}  # hook -> our function at its sites, where it is not the one queued with the registry
+_ON_PUBLISH: list = []  # callables run in each scheduler after capture, before the table is read
+_STATE = {"path": None, "written": -1, "writer": None}
 
 
 def install() -> None:
     registry.register(NAME, TARGET, _after_cuda_graphs, "after")
 
 
-# ---- is this process serving one of our launches? -----------------------------------------------
+def watch(hook: str, sites: list[str], ours=None) -> None:
+    """A hook module names the call sites of `hook` (and our function there, when it is not the one it
+    queued with the registry): the table then says whether each site really routes through ours."""
+    CALL_SITES[hook] = list(sites)
+    if ours is not None:
+        _OURS_FN[hook] = ours
 
 
-def our_launch() -> bool | None:
-    """True/False once SGLang published this process's spec config (cached); None before that."""
-    if _STATE["ours"] is not None:
-        return _STATE["ours"]
-    try:
-        from sglang.srt.runtime_context import get_spec
-
-        spec = get_spec()
-        algo = str(spec.speculative_algorithm or "").upper()
-        ours = algo in ("EAGLE", "EAGLE3") and bool(spec.speculative_draft_model_path)
-    except Exception:
-        return None
-    _STATE["ours"] = ours
-    return ours
-
-
-def note(hook: str, who: str, bucket: str, reason: str = "") -> None:
-    """Count one call (hookstatus.count); the status writer thread picks it up within FLUSH_S."""
-    hookstatus.count(hook, who, bucket, reason)
-    _STATE["calls"] += 1
+def on_publish(fn) -> None:
+    """Run `fn()` in each scheduler of our launches after the draft CUDA graphs are captured, before the
+    status table is read (a lazy binding, a row only the scheduler can confirm). Idempotent."""
+    if fn not in _ON_PUBLISH:
+        _ON_PUBLISH.append(fn)
 
 
 def _keep_fresh() -> None:
@@ -105,7 +76,7 @@ def _keep_fresh() -> None:
         time.sleep(FLUSH_S)
         if _STATE.get("writer") is not me:
             return
-        n = _STATE["calls"]
+        n = hookstatus.calls()
         if n == _STATE["written"]:
             continue
         try:
@@ -120,28 +91,6 @@ def start_writer() -> None:
     if _STATE["writer"] is None:
         _STATE["writer"] = threading.Thread(target=_keep_fresh, name="sglang-kimi-eagle3-status", daemon=True)
         _STATE["writer"].start()
-
-
-def guard_reason(exc: Exception) -> str:
-    """A low-cardinality fallback reason from an op guard's message (numbers folded)."""
-    return "op guard: " + re.sub(r"\d+", "N", str(exc))[:90]
-
-
-def take(hook: str, bucket: str, why: str, ours, sglang):
-    """One kernel-hook call: `ours()` unless `why` already names a reason not to, or its guard raises
-    ops.arch.Unsupported (the only exception caught); else `sglang()`. Counted either way, with the reason."""
-    from ..ops.arch import Unsupported
-
-    if not why:
-        try:
-            res = ours()
-        except Unsupported as exc:
-            why = guard_reason(exc)
-        else:
-            note(hook, "ours", bucket)
-            return res
-    note(hook, "sglang", bucket, why)
-    return sglang()
 
 
 # ---- call sites ----------------------------------------------------------------------------------
@@ -161,10 +110,8 @@ def _lookup(site: str):
 
 
 def _ours_fn(hook: str):
-    if hook == "draft_worker_topk":
-        from .draft_head_kernels import _fast_topk
-
-        return _fast_topk
+    if hook in _OURS_FN:
+        return _OURS_FN[hook]
     pending = registry._PENDING.get(hook)
     return pending[1] if pending else None
 
@@ -202,11 +149,11 @@ def verify_sites(hook: str, import_modules: bool = False) -> dict:
 def table_in_effect(device: tuple | None = None) -> str:
     """The kernel switch and the launch table `auto` reads on `device` ((name, (major, minor)); default:
     this machine's GPU) - which files, bundled or user-tuned, measured where and when."""
-    from ..ops import arch
+    from ..ops import arch, tables
 
     try:
         mode = arch.kernels_mode()
-        table = arch.load_table(*(device or arch.current_device()))
+        table = tables.load_table(*(device or tables.current_device()))
     except Exception as exc:
         return f"unreadable: {type(exc).__name__}: {exc}"
     origin = table.get("origin") or table.get("source")
@@ -217,13 +164,13 @@ def table_in_effect(device: tuple | None = None) -> str:
 
 def table_wins(op: str) -> list[str]:
     """Shape keys our kernel takes for `op` on this device: ["*"] under `ours`, the table's wins under `auto`."""
-    from ..ops import arch
+    from ..ops import arch, tables
 
     try:
         mode = arch.kernels_mode()
         if mode != "auto":
             return ["*"] if mode == "ours" else []
-        return list(arch.load_table(*arch.current_device()).get("ops", {}).get(op, {}).get("wins", []))
+        return list(tables.load_table(*tables.current_device()).get("ops", {}).get(op, {}).get("wins", []))
     except Exception:
         return []
 
@@ -279,52 +226,29 @@ def status_path(port, dp_rank=None) -> Path:
 
 
 def write_status(path: Path | None = None) -> Path | None:
-    """Write the snapshot atomically (temp file + os.replace) to `path` or this process's status path."""
+    """Write the snapshot atomically (atomic.write_atomic) to `path` or this process's status path."""
     path = path or _STATE["path"]
     if path is None:
         return None
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(snapshot(), indent=1))
-        os.replace(tmp, path)
+        write_atomic(path, json.dumps(snapshot(), indent=1), mkdir=True)
     except OSError as exc:
         logger().warning("cannot write the status file %s: %s", path, exc)
         return None
     return path
 
 
-def _launch_step_row() -> None:
-    """The launch step runs in the main process only; its mark on the record tells a scheduler whether it ran."""
-    from sglang.srt.runtime_context import get_server_args
-
-    from .launch_step import MARK, NAME as STEP, TARGET as STEP_TARGET
-
-    row = hookstatus.get(STEP)
-    if row is None or row.state in ("skipped", "failed"):
-        return
-    done = getattr(get_server_args(), MARK, None)
-    if done:
-        hookstatus.record(STEP, STEP_TARGET, "applied", done)
-    else:
-        hookstatus.record(STEP, STEP_TARGET, "failed", "SGLang resolved this launch without this plugin's launch step "
-                          "(plugins loaded after resolve_once?): no preflight ran and `cap` was not applied")
-
-
 def publish_status(port, lead: bool, dp_rank=None) -> Path | None:
-    """After capture: bind the lazy worker top-k; the lead rank (TP 0, PP 0) logs the table and starts the
-    status file of its DP replica."""
+    """After capture: run what the hooks asked for (on_publish); the lead rank (TP 0, PP 0) logs the table
+    and starts the status file of its DP replica."""
     if our_launch() is False:
         return None
-    from .draft_head_kernels import bind_worker_topk
-
-    if hookstatus.get("draft_worker_topk") is not None and hookstatus.get("draft_worker_topk").state == "registered":
-        bind_worker_topk()
-    _launch_step_row()
+    for fn in _ON_PUBLISH:
+        fn()
     if not lead:
         return None
     _STATE["path"] = status_path(port, dp_rank)
-    _STATE["written"] = _STATE["calls"]
+    _STATE["written"] = hookstatus.calls()
     path = write_status()
     start_writer()
     logger().info("%s\n  status file: %s (`sglang-kimi-eagle3 status --running %s`)",

@@ -15,12 +15,12 @@ from .. import TESTED_SGLANG, __version__, hookstatus
 
 
 def collect(check_model_class: bool = True) -> list[hookstatus.HookStatus]:
+    import logging
+
     from sglang.srt.plugins import load_plugins
 
     from .. import enabled
     from .registry import refresh
-
-    import logging
 
     logging.getLogger("sglang_kimi_eagle3").setLevel(logging.WARNING)
     load_plugins()

@@ -3,40 +3,22 @@
 Three AROUND hooks, each with SGLang's exact signature and return value; each falls through to the
 original whenever our kernel does not apply (not CUDA, a case outside the fast path, or the kernel
 switch says upstream for this shape, or the op's guard raises ops.arch.Unsupported - the only exception
-a hook catches; any other error propagates). Every call is counted (runtime_status.note): ours, or
-SGLang's with the reason. Launches other than EAGLE/EAGLE3 pass through. `SGLANG_KIMI_EAGLE3_KERNELS`: upstream -> no hook is queued
-(status `skipped`); ours -> ours on every CUDA call; auto (default) -> ours only for the (op, shape)
-entries where this device's launch table (ops/configs/<arch>.verify.json) records a measured win.
+a hook catches; any other error propagates). Every call goes through dispatch.call (the one per-call
+choice) and is counted: ours, or SGLang's with the reason. Launches other than EAGLE/EAGLE3 pass through.
+`SGLANG_KIMI_EAGLE3_KERNELS`: upstream -> no hook is queued (status `skipped`); ours -> ours on every
+CUDA call; auto (default) -> ours only for the (op, shape) entries where this device's launch table
+(ops/tables.py: e.g. ops/configs/NVIDIA_H200.verify.json) records a measured win.
 All three are CUDA-graph safe: no host sync, allocations depend on shapes only.
 """
 
 from __future__ import annotations
 
-import os
-
 from .. import hookstatus
 from ..ops import arch
-from .runtime_status import our_launch, take
+from . import runtime_status
+from .dispatch import call
 
 shape_key = arch.tree_shape_key  # the key the launch tables and `tune` file wins under
-
-
-def _table(device):
-    from ..ops.verify_greedy import launch_table
-
-    return launch_table(device)
-
-
-def _why_not(op: str, device, bs: int, n: int) -> str:
-    """"" when our kernel takes this call, else the fallback reason. CUDA only, except that `ours` also
-    runs on CPU tensors under the Triton interpreter (TRITON_INTERPRET=1: tests and debugging)."""
-    if our_launch() is False:
-        return "not an EAGLE/EAGLE3 launch"
-    if device.type == "cuda":
-        return "" if arch.use_ours(op, shape_key(bs, n), _table(device)) else "launch table: no win for this shape"
-    if device.type == "cpu" and os.environ.get("TRITON_INTERPRET") == "1" and arch.kernels_mode() == "ours":
-        return ""
-    return f"{device.type} tensors (our kernels need CUDA)"
 
 
 H1, H2, H3 = "verify_argmax_greedy", "verify_tree_greedy", "verify_tree_sampling"
@@ -57,7 +39,6 @@ H1, H2, H3 = "verify_argmax_greedy", "verify_tree_greedy", "verify_tree_sampling
 def eagle_sample_hook(orig, verify_input, batch, logits_output, grammar_mask=None, uno_target_max_top_k=None, *,
                       watermark_state=None, watermark_full_mask=True):
     import torch
-
     from sglang.srt.speculative import eagle_utils, spec_utils
 
     logits = logits_output.next_token_logits
@@ -74,8 +55,7 @@ def eagle_sample_hook(orig, verify_input, batch, logits_output, grammar_mask=Non
     n = verify_input.draft_token_num
     bs = len(batch.seq_lens)
     why = "" if fast else "not the plain greedy verify (sampling, penalties, bias, grammar or watermark)"
-    if logits is not None:
-        why = why or _why_not("argmax_verify", logits.device, bs, n)
+
     def upstream():
         return orig(verify_input, batch, logits_output, grammar_mask, uno_target_max_top_k,
                     watermark_state=watermark_state, watermark_full_mask=watermark_full_mask)
@@ -95,7 +75,7 @@ def eagle_sample_hook(orig, verify_input, batch, logits_output, grammar_mask=Non
                              verify_input.retrieve_next_sibling, logits)
         return predict, num_correct_drafts + 1, accept_index
 
-    return take(H1, shape_key(bs, n), why, ours, upstream)
+    return call(H1, shape_key(bs, n), logits.device if logits is not None else None, why, ours, upstream)
 
 
 # --- hook 2 ---------------------------------------------------------------------------------------
@@ -112,8 +92,8 @@ def verify_tree_greedy_hook(orig, predicts, accept_index, accept_token_num, cand
 
     fits = candidates.ndim == 2 and target_predict.dtype == torch.int64 and target_predict.numel() == candidates.numel()
     bucket = shape_key(candidates.shape[0], candidates.shape[-1]) if candidates.ndim == 2 else "other"
-    why = _why_not("verify_greedy", candidates.device, candidates.shape[0], candidates.shape[-1]) if fits else \
-        "layout: candidates not [bs, N] or target_predict not int64 of the same size"
+    why = "" if fits else "layout: candidates not [bs, N] or target_predict not int64 of the same size"
+
     def ours():  # guards run before the launch
         from ..ops.verify_greedy import verify_tree_greedy
 
@@ -121,8 +101,9 @@ def verify_tree_greedy_hook(orig, predicts, accept_index, accept_token_num, cand
                            retrieve_next_sibling, target_predict.contiguous())
         return predicts, accept_index, accept_token_num
 
-    return take(H2, bucket, why, ours, lambda: orig(predicts, accept_index, accept_token_num, candidates, retrieve_index,
-                                                    retrieve_next_token, retrieve_next_sibling, target_predict, topk))
+    return call(H2, bucket, candidates.device, why, ours,
+                lambda: orig(predicts, accept_index, accept_token_num, candidates, retrieve_index, retrieve_next_token,
+                             retrieve_next_sibling, target_predict, topk))
 
 
 # --- hook 3 ---------------------------------------------------------------------------------------
@@ -140,15 +121,23 @@ def tree_sampling_hook(orig, predicts, accept_index, accept_token_num, candidate
             retrive_next_sibling, uniform_samples, uniform_samples_for_final_sampling, target_probs, draft_probs,
             threshold_single, threshold_acc, deterministic)
     bucket = shape_key(candidates.shape[0], candidates.shape[-1])
-    why = _why_not("tree_sampling", candidates.device, candidates.shape[0], candidates.shape[-1])
+
     def ours():  # guards run before the first launch
         from ..ops.tree_sampling import tree_speculative_sampling
 
         return tree_speculative_sampling(*args)
 
-    return take(H3, bucket, why, ours, lambda: orig(*args))
+    return call(H3, bucket, candidates.device, "", ours, lambda: orig(*args))
 
 
+SITES = {
+    H1: ["sglang.srt.speculative.eagle_utils:eagle_sample", "sglang.srt.speculative.eagle_worker_common:eagle_sample"],
+    H2: ["sglang.kernels.ops.speculative.spec_tree:verify_tree_greedy_func",
+         "sglang.srt.speculative.eagle_utils:verify_tree_greedy_func"],
+    H3: ["sglang.kernels.ops.speculative.sampling:tree_speculative_sampling_target_only",
+         "sglang.kernels.ops.speculative.verify_sampling:tree_speculative_sampling_target_only",
+         "sglang.srt.speculative.eagle_utils:tree_speculative_sampling_target_only"],
+}
 HOOKS = (
     ("verify_argmax_greedy", "sglang.srt.speculative.eagle_utils.eagle_sample", eagle_sample_hook, "argmax_verify"),
     ("verify_tree_greedy", "sglang.kernels.ops.speculative.spec_tree.verify_tree_greedy_func", verify_tree_greedy_hook,
@@ -162,6 +151,8 @@ def install() -> None:
     """Queue the three hooks (idempotent: HookRegistry applies a target once); record each row."""
     from .registry import register
 
+    for name, sites in SITES.items():
+        runtime_status.watch(name, sites)
     mode = arch.kernels_mode()
     for name, target, fn, op in HOOKS:
         if mode == "upstream":

@@ -15,7 +15,8 @@ import torch
 import triton
 import triton.language as tl
 
-from .arch import Unsupported, launch_table, op_config, require_launchable
+from .arch import Unsupported, op_config, require_launchable
+from .tables import launch_table
 
 MAX_DRAFT_TOKENS = 64  # the in-register link matrices are [NP, NP]
 

@@ -1,40 +1,18 @@
-"""Per-architecture launch tables and the kernel switch (pure: no sglang import).
+"""The kernel switch, launch-parameter lookup and shared launcher guards (pure: no sglang import).
 
-Launch configurations are data, not constants in launchers: `ops/configs/<key>.<family>.json`, one
-file per GPU architecture and kernel family (`sm90.draft_head.json`, `sm120.verify.json`, ...) and
-optionally per device name (`NVIDIA_H200.draft_head.json`, written by `benchmark/tune_draft_head.py`
-on that GPU). The files of one key merge into one table; a table is looked up by device name
-first, then by compute capability. File layout:
-
-    {
-      "arch": "sm90",                      # what the table is for
-      "device": "NVIDIA H200" | null,      # set when measured on that device
-      "source": "how the numbers were chosen (command, date) or 'compile-verified only'",
-      "ops": {
-        "<op>": {                          # e.g. "lm_head_gemv", "draft_topk", "verify_greedy"
-          "default": {...launch params...},
-          "rules": [ {"max_bs": 32, "min_rows": 0, ...match..., "config": {...}} , ...],
-          "wins": ["<shape key>", ...]      # shapes where our kernel beat SGLang's path in the
-                                           # benchmark; `auto` uses ours only there
-        }
-      }
-    }
-
-`SGLANG_KIMI_EAGLE3_KERNELS` = auto (default) | ours | upstream selects between our kernels and
+Launch configurations are data, not constants in launchers: the launch table in effect for a device
+(ops/tables.py reads the bundled and user-tuned files) gives each op a default, rules matched on the
+call's shape, and the shape keys where our kernel won (`wins`). `SGLANG_KIMI_EAGLE3_KERNELS` = auto
+(default: ours only where the table lists a win) | ours | upstream selects between our kernels and
 SGLang's at every kernel hook.
 """
 
 from __future__ import annotations
 
 import os
-import re
-from functools import lru_cache
-from pathlib import Path
 
-from ..configs import read_json
-from ..errors import UserError
-
-CONFIG_DIR = Path(__file__).parent / "configs"
+from ..base import ENV_KERNELS, env_choice
+from .tables import current_device, load_table
 
 
 class Unsupported(ValueError):
@@ -44,75 +22,11 @@ class Unsupported(ValueError):
     error (a broken launch table, a Triton compile error, a bug) propagates, so it is seen instead of
     silently falling back on every decode step. Subclasses ValueError for callers of the ops API.
     """
-KERNEL_MODES = ("auto", "ours", "upstream")
-ENV_KERNELS = "SGLANG_KIMI_EAGLE3_KERNELS"
 
 
 def kernels_mode() -> str:
-    mode = os.environ.get(ENV_KERNELS, "auto").strip().lower() or "auto"
-    if mode not in KERNEL_MODES:
-        raise UserError(f"{ENV_KERNELS}={mode!r} is not one of {'|'.join(KERNEL_MODES)}; unset it or pick one")
-    return mode
-
-
-def device_file_name(device_name: str) -> str:
-    """'NVIDIA H200' -> 'NVIDIA_H200' (the file stem a tuned table is stored under)."""
-    return re.sub(r"[^A-Za-z0-9]+", "_", device_name).strip("_")
-
-
-@lru_cache(maxsize=None)
-def load_table(device_name: str | None, cc: tuple[int, int] | None) -> dict:
-    """The launch table in effect for a device: a user-tuned table for this exact GPU
-    (`sglang-kimi-eagle3 tune`, tuning/cache.py) over the bundled one; {"origin": ...} alone when
-    nothing matches.
-
-    Bundled: per op, a device-name entry overrides the exact-capability entry, which overrides the
-    family entry (sm121 -> sm120); $SGLANG_KIMI_EAGLE3_BUNDLED_DIR replaces ops/configs (an empty
-    folder hides the bundled tables). A user table applies only on the GPU, driver and Triton major
-    version it was measured with (else it is ignored and the origin says why); its rules go first
-    and its measured shapes decide their wins (tuning/cache.merge). table["origin"]: one line naming
-    the files in effect, from when, for which GPU (`check` and `status` print it).
-    """
-    from ..tuning import cache
-
-    bundled_dir = cache.bundled_dir(CONFIG_DIR)
-    stems = []
-    if cc is not None:
-        stems += [f"sm{cc[0]}0", f"sm{cc[0]}{cc[1]}"]
-    if device_name:
-        stems.append(device_file_name(device_name))
-    table: dict = {}
-    used = []
-    for stem in dict.fromkeys(stems):  # lowest priority first; later files override per op
-        plain = bundled_dir / f"{stem}.json"
-        for path in sorted(bundled_dir.glob(f"{stem}.*.json")) + ([plain] if plain.is_file() else []):
-            data = read_json(path, "reinstall the package")
-            ops = table.setdefault("ops", {})
-            table.update({k: v for k, v in data.items() if k != "ops"})
-            ops.update(data.get("ops", {}))
-            used.append(cache.describe_bundled(path, data))
-    user, path, note = cache.user_table(device_name, cc)
-    origin = ("bundled " + ", ".join(used)) if used else "no bundled table for this GPU"
-    if user is not None:
-        table = cache.merge(table, user)
-        origin = f"{cache.describe_user(path, user)} over {origin}"
-    elif not used:
-        origin += " and no user-tuned one: SGLang's kernels under auto"
-    table["origin"] = origin + (f"; note: {note}" if note else "")
-    return table
-
-
-def current_device() -> tuple[str | None, tuple[int, int] | None]:
-    """(device name, compute capability) of the current CUDA device, or (None, None) without one."""
-    try:
-        import torch
-
-        if torch.cuda.is_available():
-            idx = torch.cuda.current_device()
-            return torch.cuda.get_device_name(idx), tuple(torch.cuda.get_device_capability(idx))
-    except Exception:
-        pass
-    return None, None
+    """SGLANG_KIMI_EAGLE3_KERNELS: auto | ours | upstream (base.env_choice: one validator, one message)."""
+    return env_choice(ENV_KERNELS)
 
 
 def op_config(op: str, match: dict, table: dict | None = None) -> dict:
@@ -174,8 +88,7 @@ def tree_shape_key(bs: int, n: int) -> str:
     return f"n{n_bucket(n)}_bs{bs_bucket(bs)}"
 
 
-# ---- per-device lookups, cached per device index (one dict lookup per call) ------------------------
-_DEVICE_KEYS: dict[int, tuple] = {}
+# ---- per-device facts, cached per device index (one dict lookup per call) ---------------------------
 _PDL: dict[int, bool] = {}
 
 
@@ -185,20 +98,14 @@ def _index(device) -> int:
     return device.index if device.index is not None else torch.cuda.current_device()
 
 
-def launch_table(device) -> dict:
-    """The launch table in effect for a torch device (load_table of its name and capability); the
-    CPU (Triton interpreter) gets the table of no device. Resolve it once per hook call and hand it
-    to use_ours and the launcher's `table=`."""
+def num_sms(device) -> int:
+    """Streaming multiprocessors of a CUDA device (8 elsewhere: the interpreter's stand-in). Grid sizes of
+    the architecture tables are per SM (CTAS_PER_SM, min_programs_per_sm), so they scale with the GPU."""
     if device.type != "cuda":
-        return load_table(None, None)
-    idx = _index(device)
-    key = _DEVICE_KEYS.get(idx)
-    if key is None:
-        import torch
+        return 8
+    import torch
 
-        with torch.cuda.device(idx):
-            key = _DEVICE_KEYS[idx] = current_device()
-    return load_table(*key)
+    return torch.cuda.get_device_properties(device).multi_processor_count
 
 
 def pdl_supported(device) -> bool:

@@ -19,7 +19,8 @@ import triton
 import triton.language as tl
 
 from ._tree import check_tree_inputs, pow2, walk_config
-from .arch import Unsupported, launch_table, op_config, pdl_supported
+from .arch import Unsupported, num_sms, op_config, pdl_supported
+from .tables import launch_table
 from .verify_greedy import verify_greedy_kernel, verify_tree_greedy_ref
 
 
@@ -118,7 +119,7 @@ def argmax_verify_greedy(
     config (optional) overrides the table entry `argmax_verify`: rows_per_program, block,
     num_warps, splits or chunk / min_programs, verify_rows_per_program / verify_num_warps, and pdl
     (programmatic dependent launch of the verify kernel, SM90+: it loads its tree while the argmax
-    runs). table (optional): the launch table in effect (arch.launch_table) when a caller already resolved it."""
+    runs). table (optional): the launch table in effect (tables.launch_table) when a caller already resolved it."""
     bs, n, s = check_tree_inputs(predicts, accept_index, accept_token_num, candidates, retrive_index,
                                  retrive_next_token, retrive_next_sibling)
     if logits.ndim != 2 or logits.shape[0] != bs * n or logits.dtype not in (torch.float32, torch.bfloat16, torch.float16):
@@ -132,6 +133,8 @@ def argmax_verify_greedy(
     rows, vocab = logits.shape
     cfg = dict(config) if config is not None else op_config(
         "argmax_verify", {"rows": rows, "vocab": vocab, "bs": bs, "n": n}, table if table is not None else launch_table(logits.device))
+    if "min_programs_per_sm" in cfg and "min_programs" not in cfg:  # an architecture table: scale with the GPU
+        cfg["min_programs"] = int(cfg["min_programs_per_sm"]) * num_sms(logits.device)
     br, block, ch, splits, warps, even = argmax_plan(rows, vocab, cfg)
     pdl = bool(cfg.get("pdl", True)) and pdl_supported(logits.device)
     part_key = torch.empty((rows, splits), dtype=torch.int32, device=logits.device)

@@ -23,8 +23,9 @@ import torch
 import triton
 import triton.language as tl
 
-from .arch import Unsupported, bs_bucket, launch_table, op_config, require_launchable
+from .arch import Unsupported, bs_bucket, op_config, require_launchable
 from .lm_head_gemv import launch_options, semaphores
+from .tables import launch_table
 
 OP = "draft_topk"
 DEFAULT = {"BLOCK": 4096, "num_warps": 8}

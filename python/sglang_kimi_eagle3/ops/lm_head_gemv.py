@@ -23,7 +23,8 @@ import torch
 import triton
 import triton.language as tl
 
-from .arch import BS_BUCKETS, Unsupported, bs_bucket, launch_table, op_config, require_launchable  # noqa: F401  (bs_bucket re-exported)
+from .arch import BS_BUCKETS, Unsupported, bs_bucket, num_sms, op_config, require_launchable  # noqa: F401  (bs_bucket re-exported)
+from .tables import launch_table
 
 OP = "lm_head_gemv"
 # Safe launch defaults when no table entry matches (also the interpreter's).
@@ -169,12 +170,6 @@ def launch_options(cfg: dict) -> dict:
     return {"maxnreg": cfg["maxnreg"]} if cfg.get("maxnreg") and not INTERPRET else {}
 
 
-def _num_sms(device: torch.device) -> int:
-    if device.type != "cuda":
-        return 8
-    return torch.cuda.get_device_properties(device).multi_processor_count
-
-
 def stream_plan(bs: int, rows: int, hidden: int, cfg: dict, device: torch.device) -> tuple[int, int, int]:
     """(programs P, k-tiles per row n_k, partial slots per row block MAXC) of the stream-K grid.
 
@@ -183,7 +178,7 @@ def stream_plan(bs: int, rows: int, hidden: int, cfg: dict, device: torch.device
     """
     n_k = triton.cdiv(hidden, cfg["BLOCK_K"])
     tiles = triton.cdiv(rows, cfg["BLOCK_R"]) * n_k
-    P = int(cfg.get("PROGRAMS") or 0) or _num_sms(device) * int(cfg.get("CTAS_PER_SM", 2))
+    P = int(cfg.get("PROGRAMS") or 0) or num_sms(device) * int(cfg.get("CTAS_PER_SM", 2))
     P = max(1, min(P, tiles))
     return P, n_k, triton.cdiv(n_k, tiles // P) + 1
 
@@ -228,7 +223,8 @@ def lm_head_gemv(hidden: torch.Tensor, weight: torch.Tensor, *, out: torch.Tenso
     hidden, weight: same 16-bit dtype, last dim contiguous. out_dtype: hidden's dtype (default) or
     float32; round_to (bf16/fp16, float32 output only) rounds each logit to that dtype first.
     out (mutable, optional): [bs, R] of out_dtype, last dim contiguous; written and returned.
-    config: launch params overriding the per-arch table (tests, tuner). table (optional): the launch table in effect (arch.launch_table), resolved once by the caller (a hook
+    config: launch params overriding the per-arch table (tests, tuner). table (optional): the launch table
+    in effect (tables.launch_table), resolved once by the caller (a hook
     also asks arch.use_ours with it); default: the table of the tensors' device.
     Raises arch.Unsupported for any call outside the kernel's fast path (shapes, dtypes, strides,
     devices): a hook hands such a call to SGLang's own path.

@@ -25,10 +25,20 @@ import torch
 import triton
 import triton.language as tl
 
-from .arch import Unsupported, bs_bucket, launch_table, op_config, require_launchable
+from .arch import Unsupported, bs_bucket, op_config, require_launchable
 from .draft_topk import MAX_K, canonical, float_key, key_index, key_value, sentinel_like, stable_topk_ref
-from .lm_head_gemv import (INTERPRET, gemv_segment, launch_options, round_code, row_block_total,
-                           lm_head_gemv_ref, round_16bit, semaphores, stream_plan)
+from .lm_head_gemv import (
+    INTERPRET,
+    gemv_segment,
+    launch_options,
+    lm_head_gemv_ref,
+    round_16bit,
+    round_code,
+    row_block_total,
+    semaphores,
+    stream_plan,
+)
+from .tables import launch_table
 
 OP = "lm_head_topk"
 DEFAULT = {"BLOCK_R": 64, "BLOCK_K": 128, "CTAS_PER_SM": 2, "num_warps": 4, "num_stages": 3}
@@ -224,7 +234,7 @@ def lm_head_topk(hidden: torch.Tensor, weight: torch.Tensor, k: int, *, probs: s
     id_offset: global id of the shard's row 0. hot_token_id: map ids through the d2t table (one shard
     only; `combine` maps after merging). positions (mutable, optional): [bs], += 1.
     round_logits: round logits to the input dtype first (SGLang's bf16 lm_head output).
-    table (optional): the launch table in effect (arch.launch_table), resolved once by the caller (a hook
+    table (optional): the launch table in effect (tables.launch_table), resolved once by the caller (a hook
     also asks arch.use_ours with it); default: the table of the tensors' device.
     Raises arch.Unsupported outside the fast path (shapes, dtypes, strides, devices, k > 16); a bad
     `probs` mode stays a plain ValueError: it is a programming error, not a call to hand to SGLang.

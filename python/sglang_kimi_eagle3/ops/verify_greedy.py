@@ -26,9 +26,20 @@ import torch
 import triton
 import triton.language as tl
 
-from ._tree import (MAX_DRAFT_TOKENS, check_tree_inputs, first_child, load_tree_block, pow2, random_tree_parents,  # noqa: F401
-                    take, tree_from_parents, tree_links, walk, walk_config)
-from .arch import Unsupported, launch_table, pdl_supported, require_launchable  # noqa: F401  (re-exported)
+from ._tree import (  # noqa: F401
+    MAX_DRAFT_TOKENS,
+    check_tree_inputs,
+    first_child,
+    load_tree_block,
+    pow2,
+    random_tree_parents,
+    take,
+    tree_from_parents,
+    tree_links,
+    walk,
+    walk_config,
+)
+from .arch import Unsupported, pdl_supported, require_launchable  # noqa: F401  (re-exported)
 
 # ----------------------------------------------------------------------------- greedy verify kernel
 
@@ -103,7 +114,8 @@ def verify_tree_greedy(
     """Greedy tree verify with SGLang's contract; writes predicts, accept_index, accept_token_num.
 
     config (optional) overrides the per-arch table entry `verify_greedy`:
-    {"rows_per_program": requests per program, "num_warps": ...}. table (optional): the launch table in effect (arch.launch_table) when a caller already resolved it."""
+    {"rows_per_program": requests per program, "num_warps": ...}. table (optional): the launch table in
+    effect (tables.launch_table) when a caller already resolved it."""
     bs, n, s = check_tree_inputs(predicts, accept_index, accept_token_num, candidates, retrive_index,
                                  retrive_next_token, retrive_next_sibling)
     if target_predict.dtype != torch.int64 or target_predict.numel() != bs * n or not target_predict.is_contiguous():

@@ -15,12 +15,10 @@ itself that close (or when no setting beats 1.0).
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 
+from ..atomic import write_atomic
 from ..errors import UserError
-
 from .model import Prediction
 
 
@@ -73,22 +71,14 @@ def write(cfg: dict, path: str, sglang_check=None) -> str:
     """Checked, then written atomically. `sglang_check(tmp_path)` (SGLang's own loader, from integration/)
     runs on the temp file before it replaces `path`; it returns None or the reason SGLang refuses it."""
     check(cfg)
+
+    def sglang_agrees(tmp):
+        why = sglang_check(tmp) if sglang_check is not None else None
+        assert why is None, f"SGLang's _load_adaptive_config refuses the planned config: {why}"
+
     p = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
-    os.close(fd)
     try:
-        with open(tmp, "w") as fh:
-            fh.write(render(cfg))
-            fh.flush()
-            os.fsync(fh.fileno())
-        if sglang_check is not None:
-            why = sglang_check(tmp)
-            assert why is None, f"SGLang's _load_adaptive_config refuses the planned config: {why}"
-        os.replace(tmp, p)
-        tmp = None
+        write_atomic(p, render(cfg), check=sglang_agrees)
     except OSError as exc:
         raise UserError(f"-o {path}: could not be written ({exc.strerror or exc}); nothing was replaced") from None
-    finally:
-        if tmp is not None and os.path.exists(tmp):
-            os.unlink(tmp)
     return str(p)

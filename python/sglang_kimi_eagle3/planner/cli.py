@@ -7,10 +7,18 @@ import datetime as _dt
 import sys
 
 from ..errors import UserError
-from ..validate import (ArgParser, atomic_write_text, check_output_file, float_flag, float_list_flag, int_flag,
-                        int_list_flag, read_json_object)
-from .acceptance import expected_tokens
+from ..validate import (
+    ArgParser,
+    atomic_write_text,
+    check_output_file,
+    float_flag,
+    float_list_flag,
+    int_flag,
+    int_list_flag,
+    read_json_object,
+)
 from . import adaptive, costs, profiles, sources
+from .acceptance import expected_tokens
 from .model import search, settings
 
 EPILOG = """examples:

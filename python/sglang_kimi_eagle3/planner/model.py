@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from .acceptance import expected_tokens, extend_alphas
 from ..errors import UserError
+from .acceptance import expected_tokens, extend_alphas
 from .costs import CostModel
 
 

@@ -52,7 +52,8 @@ def check_aux_layers(d: Deployment) -> list[Finding]:
                         f"fix eagle_config.eagle_aux_hidden_state_layer_ids in {dr.file}")]
     if cap == canonical:
         out.append(Finding("info", "aux_layers", desc + " = the canonical EAGLE-3 layers [2, n//2, n-3]"))
-    elif len(cap) == len(canonical) and all(abs(c - k) == 1 for c, k in zip(cap, canonical)) and len({c - k for c, k in zip(cap, canonical)}) == 1:
+    elif (len(cap) == len(canonical) and all(abs(c - k) == 1 for c, k in zip(cap, canonical))
+          and len({c - k for c, k in zip(cap, canonical)}) == 1):
         shift = cap[0] - canonical[0]
         want = [i - shift for i in ids] if ids is not None else None
         out.append(Finding("warning", "aux_layers", desc + f": every layer is {shift:+d} from the canonical {canonical}",
