@@ -200,3 +200,20 @@ print(json.dumps({"queued": sum(h is kw._after_cuda_graphs for _t, h, _s in hook
         assert any(e.startswith("SGLANG_KIMI_EAGLE3_WARMUP='sometimes' is not one of on|off") for e in env_errors())
     finally:
         del os.environ["SGLANG_KIMI_EAGLE3_WARMUP"]
+
+
+def test_an_outgrown_counter_buffer_stays_alive_for_graphs_captured_before():
+    """The warm-up launches after capture, at row counts the graphs never saw: when one needs more reduction
+    counters than the buffer holds, the buffer a captured graph points at must not be freed."""
+    import gc
+    import weakref
+
+    from sglang_kimi_eagle3.ops import lm_head_gemv as op
+
+    dev = torch.device("cpu")
+    op._SEMS.pop(op._device_key(dev), None)
+    first = weakref.ref(op.semaphores(dev, 8))
+    bigger = op.semaphores(dev, op._SEM_MIN + 1)
+    gc.collect()
+    assert first() is not None and first() is not bigger and bigger.numel() > op._SEM_MIN
+    op._SEMS.pop(op._device_key(dev), None)
