@@ -103,6 +103,8 @@ class ProtocolStub:
                                      "speculative_num_steps": len(c.alphas) if c.alphas else None,
                                      "speculative_eagle_topk": 1 if c.alphas else None,
                                      "speculative_num_draft_tokens": len(c.alphas) + 1 if c.alphas else None})
+                elif self.path == "/health":  # SGLang answers 200 once serving (the e2e harness waits for it)
+                    self._send(200, {})
                 else:
                     self._send(404, {"detail": "Not Found"})
 
