@@ -53,7 +53,7 @@ OPTIONS = {  # option -> (default, kind); a spec may set any of them, a flag ove
     "round_s": (20.0, "float"), "steady_budget_s": (0.0, "float"), "cold_requests": (3, "int"),
     "min_requests": (8, "int"), "max_new_tokens": (128, "int"), "ignore_eos": (True, "bool"),
     "categories": ("chat,code", "str"), "timeout_s": (300.0, "float"), "startup_timeout_s": (540.0, "float"),
-    "template": ("raw", "str"),
+    "template": ("raw", "str"), "finish_by": (0.0, "float"), "steady_servers": ("", "names"),
 }
 
 
@@ -85,15 +85,25 @@ class Unit:
 
 
 def schedule(names: list[str], opts: dict, cold: bool = True) -> list[Unit]:
-    """Every pass and round in run order: cold passes (1 then 2, each over all servers) then alternating rounds."""
+    """Every pass and round in run order: cold passes (1 then 2, each over all servers) then alternating rounds
+    (over opts["steady_servers"] when given: e.g. servers started only for their cold numbers)."""
+    steady = [n for n in names if n in (opts.get("steady_servers") or names)]
     out = []
     for t in opts["temperatures"]:
         if cold:
             out += [Unit("cold", t, c, p, s) for c in opts["concurrency"] for p in (1, 2) for s in names]
     for t in opts["temperatures"]:
         out += [Unit("steady", t, c, r, s) for c in opts["concurrency"] for r in range(1, opts["rounds"] + 1)
-                for s in names]
+                for s in steady]
     return out
+
+
+def round_length(round_s: float, finish_by: float, now: float, rounds_left: int, floor_s: float = 1.0) -> float:
+    """Seconds per steady round: round_s, or less so that rounds_left rounds end by finish_by (10 % kept for the
+    drain after each deadline), never below floor_s."""
+    if not finish_by:
+        return round_s
+    return max(floor_s, min(round_s, 0.9 * (finish_by - now) / max(1, rounds_left)))
 
 
 def _spread(xs: list[float]) -> dict | None:
@@ -308,6 +318,11 @@ def _opt(kind: str, value, where: str):
         if str(value).lower() in ("1", "true", "yes", "on", "0", "false", "no", "off"):
             return str(value).lower() in ("1", "true", "yes", "on")
         raise UserError(f"{where} {value!r}: expected true or false")
+    if kind == "names":
+        names = value if isinstance(value, list) else [x.strip() for x in str(value).split(",") if x.strip()]
+        if not all(isinstance(x, str) and x for x in names):
+            raise UserError(f"{where} {value!r}: expected server names (a list, or comma-separated)")
+        return names
     if kind == "str":
         if not isinstance(value, str) or not value:
             raise UserError(f"{where} {value!r}: expected a non-empty string")
@@ -380,6 +395,10 @@ def resolve(a) -> tuple[list[Server], str, dict]:
     base = a.baseline or spec.get("baseline") or names[0]
     if base not in names:
         raise UserError(f"--baseline {base!r}: not one of the servers {names}")
+    bad = [n for n in opts["steady_servers"] if n not in names]
+    if bad or (opts["steady_servers"] and base not in opts["steady_servers"]):
+        raise UserError(f"steady_servers {opts['steady_servers']}: every name must be a server ({names}) and the "
+                        f"baseline {base!r} among them")
     return servers, base, opts
 
 
@@ -394,7 +413,7 @@ def load_resume(path: str, fresh: dict) -> dict:
     doc = read_json_object(path, "--resume continues an existing --json file", "e2e JSON")
     if doc.get("schema") != SCHEMA or not isinstance(doc.get("rows"), list):
         raise UserError(f"--resume {path}: not an e2e JSON (schema {doc.get('schema')!r}, expected {SCHEMA})")
-    keep = ("servers", "baseline", "concurrency", "temperatures", "rounds", "max_new_tokens", "ignore_eos")
+    keep = ("servers", "baseline", "concurrency", "temperatures", "rounds", "max_new_tokens", "ignore_eos", "steady_servers")
     for k in keep:
         if doc["config"].get(k) != fresh["config"].get(k):
             raise UserError(f"--resume {path}: its {k} {doc['config'].get(k)!r} differs from this run's "
@@ -510,6 +529,11 @@ def run(argv: list[str], progress=print, on_row=None) -> int:
                     sent.add((u.server, u.temperature, c))
                 progress(f"warmed {u.server} at T={u.temperature:g}, c {','.join(map(str, cold_levels))} (uncounted)")
             sent.add((u.server, u.temperature, u.concurrency))
+            if u.phase == "steady" and opts["finish_by"] and "round_s_planned_at" not in doc["config"]:
+                left = sum(1 for v in todo[k - 1:] if v.phase == "steady")
+                round_s = round_length(round_s, opts["finish_by"], time.time(), left)
+                doc["config"].update(round_s_used=round_s, round_s_planned_at=time.time())
+                progress(f"steady phase: {left} rounds of {round_s:.1f} s to end by the deadline")
             row = run_unit(u, by_name[u.server], prompts, opts, round_s)
             doc["rows"].append(row)
             save()

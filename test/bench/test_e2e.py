@@ -152,3 +152,14 @@ def test_warmup_lines_are_read_from_a_server_log(tmp_path):
                    "variants of ours (37 compiled; ...)\nother line\n")
     (w,) = e2e.warmup_lines(str(log))
     assert w["state"] == "applied" and w["seconds"] == 12.5 and w["detail"].startswith("warmed in 12.5 s")
+
+
+def test_round_length_fits_the_deadline_and_steady_servers_limit_the_rounds():
+    assert e2e.round_length(20.0, 0.0, 100.0, 72) == 20.0  # no deadline
+    assert e2e.round_length(20.0, 100.0 + 200, 100.0, 72) == pytest.approx(0.9 * 200 / 72)
+    assert e2e.round_length(20.0, 100.0 + 20, 100.0, 72) == 1.0  # never below the floor
+    assert e2e.round_length(2.0, 100.0 + 1e6, 100.0, 72) == 2.0
+    opts = {"temperatures": [0.0], "concurrency": [1], "rounds": 2, "steady_servers": ["plain", "auto"]}
+    units = e2e.schedule(["plain", "auto", "auto-cold"], opts)
+    assert {u.server for u in units if u.phase == "cold"} == {"plain", "auto", "auto-cold"}
+    assert [u.server for u in units if u.phase == "steady"] == ["plain", "auto"] * 2
