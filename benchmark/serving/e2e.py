@@ -550,6 +550,8 @@ def run(argv: list[str], progress=print, on_row=None) -> int:
         doc["status"], doc["interrupted"] = "interrupted", {"signal": sig, "rows": len(doc["rows"])}
         save()
         progress(f"interrupted ({sig}): kept {len(doc['rows'])} finished passes/rounds in {out}; --resume continues")
+        if a.plots and doc["rows"]:
+            _plots(doc, a, progress)
         return 143 if sig == "SIGTERM" else 130
     finally:
         stop(servers)
@@ -560,9 +562,14 @@ def run(argv: list[str], progress=print, on_row=None) -> int:
     progress(format_report(doc["report"]))
     progress(f"wrote {out}")
     if a.plots:
-        for p in plot(doc["report"], a.plots, a.tag, f"{' vs '.join(doc['config']['servers'])} ({a.tag})"):
-            progress(p if p.startswith("skipped") else f"wrote {p}")
+        _plots(doc, a, progress)
     return 0
+
+
+def _plots(doc: dict, a, progress) -> None:
+    caption = f"{' vs '.join(doc['config']['steady_servers'] or doc['config']['servers'])} ({a.tag}, {doc['status']})"
+    for p in plot(doc["report"], a.plots, a.tag, caption):
+        progress(p if p.startswith("skipped") else f"wrote {p}")
 
 
 def main(argv: list[str] | None = None) -> int:
