@@ -113,8 +113,8 @@ def launch_shapes(worker):
         chain_column=getattr(draft, "hot_token_id", None) is None and device.type == "cuda",
         dtype=str(weight.dtype).replace("torch.", "") if plain else "bfloat16")
     notes = []
-    graph_max = max((int(getattr(getattr(r, n, None), "max_bs", 0) or 0)
-                     for r, n in ((draft, "cuda_graph_runner"), (runner, "decode_cuda_graph_runner"))), default=0)
+    graph_max = min((m for r, n in ((draft, "cuda_graph_runner"), (runner, "decode_cuda_graph_runner"))
+                     if (m := int(getattr(getattr(r, n, None), "max_bs", 0) or 0))), default=0)
     if graph_max and graph_max < max_bs:
         notes.append(f"batches of {graph_max + 1}..{max_bs} run outside CUDA graphs, where SGLang's model kernels "
                      f"compile at each new size: --cuda-graph-max-bs-decode {max_bs} captures them")
@@ -122,6 +122,10 @@ def launch_shapes(worker):
 
 
 def _installed_hooks() -> set[str]:
+    """Kernel hooks in effect here (refreshed against the live attributes: one SGLang failed to apply is left out)."""
+    from .registry import refresh
+
+    refresh()
     return {r.name for r in hookstatus.rows() if r.state in ("registered", "applied")}
 
 
@@ -180,7 +184,11 @@ def warm(worker) -> dict:
     shapes, weight, device, notes = launch_shapes(worker)
     mode = arch.kernels_mode()
     table = arch.launch_table(device)
-    variants = W.plan(shapes, mode, table, _installed_hooks())
+    hooks = _installed_hooks()
+    variants = W.plan(shapes, mode, table, hooks)
+    idle = [op for op, (hook, _t) in W.OPS.items() if hook in hooks and not any(v.op == op for v in variants)]
+    if mode == "auto" and idle:  # e.g. a 4000-row draft lm_head padded to 4032 rows at TP 1: no table key matches
+        notes.append(f"auto: the launch table gives {', '.join(idle)} no shape of this launch (SGLang's kernels there)")
     budget = None
     if device.type == "cuda":
         budget = int(torch.cuda.mem_get_info(device)[0] * BUDGET_FRACTION)
