@@ -159,7 +159,7 @@ def warm_sglang(shapes, device) -> list[str]:
                 torch.empty(1, dtype=torch.int32, device=device))
 
     done = []
-    _original(tree.verify_tree_greedy)(*outs(), cand, ridx, nxt, sib, torch.zeros(n, dtype=torch.int64, device=device))
+    _original(tree.verify_tree_greedy)(*outs(), cand, ridx, nxt, sib, torch.zeros((1, n), dtype=torch.int64, device=device))
     done.append("tree (greedy verify, tree build)")
     probs = torch.full((1, n, v), 1.0 / v, dtype=torch.float32, device=device)
     _original(sampling.tree_speculative_sampling_target_only)(
