@@ -217,3 +217,20 @@ def test_an_outgrown_counter_buffer_stays_alive_for_graphs_captured_before():
     gc.collect()
     assert first() is not None and first() is not bigger and bigger.numel() > op._SEM_MIN
     op._SEMS.pop(op._device_key(dev), None)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="compiles for a CUDA GPU (the H200 suite run)")
+def test_on_the_gpu_a_second_pass_compiles_nothing_and_sglangs_jit_modules_build(monkeypatch):
+    """What the scheduler's warm-up buys: after one pass over the plan, the same launches compile nothing."""
+    monkeypatch.setenv("SGLANG_KIMI_EAGLE3_KERNELS", "ours")
+    s = W.LaunchShapes(max_bs=4, topk=1, num_steps=3, num_draft_tokens=4, target_vocab=163840, draft_vocab=4000,
+                       lm_head_rows=4000, hidden=7168, chain_column=True)
+    dev = torch.device("cuda", torch.cuda.current_device())
+    vs = W.plan(s, "ours", {})
+    first = W.run(vs, s, dev)
+    assert first.error == "" and first.launches == len(vs) and first.compiled is not None
+    again = W.run(vs, s, dev)
+    assert again.error == "" and again.compiled == 0, again
+    from sglang_kimi_eagle3.integration.kernel_warmup import warm_sglang
+
+    assert len(warm_sglang(s, dev)) == 2
