@@ -107,3 +107,17 @@ def test_only_an_argmax_right_before_sglangs_verify_is_its_greedy_verify():
     step = [("fused_moe_kernel", 50), ("void sglang::VerifyTreeGreedy<int, long>", 6)]
     f = A.anatomy(trace(step)["traceEvents"])["families"]
     assert f["greedy verify"]["sglang"]["us_per_step"] == 6.0 and "fused_moe_kernel" not in f["greedy verify"]["sglang"]["kernels"]
+
+
+def test_capture_profiles_a_running_server_and_summarizes_its_trace(tmp_path):
+    """The capture loop against the protocol stub's /start_profile (a SYNTHETIC one-kernel trace): request sent
+    with SGLang's fields, the new file found in the folder, parsed, and the traffic drained."""
+    from protocol_stub import ProtocolStub, StubConfig
+
+    with ProtocolStub(StubConfig(pass_ms=0.1)) as url:
+        rc = A.main(["capture", "--server", f"auto={url}", "--concurrency", "2", "--temperatures", "0,0.7", "--steps", "3",
+                     "--max-new-tokens", "8", "--settle-s", "0.05", "--out", str(tmp_path)])
+    assert rc == 0
+    doc = json.loads((tmp_path / "anatomy.json").read_text())
+    assert [(s["server"], s["concurrency"], s["temperature"]) for s in doc["summaries"]] == [("auto", 2, 0.0), ("auto", 2, 0.7)]
+    assert all(s["anatomy"]["steps"] == 3 and s["trace"].startswith(f"auto-c2-T{s['temperature']:g}-") for s in doc["summaries"])
