@@ -7,8 +7,9 @@
     # read traces already written (one JSON summary per trace, then the table)
     python benchmark/serving/anatomy.py parse /tmp/anatomy/*.trace.json.gz --json anatomy.json
 
-capture, per server, concurrency c and temperature: c requests of --max-new-tokens (ignore_eos) are sent, after
---settle-s every one is decoding (no prefill in the window), then POST /start_profile {num_steps, activities
+capture, per server, concurrency c and temperature: one wave of c requests (ignore_eos; output length so the wave fits
+--kv-tokens, so all are admitted at once and end together) is sent; after --settle-s every one is decoding (no
+prefill in the window), then POST /start_profile {num_steps, activities
 CPU+GPU, no stacks/shapes, output_dir, profile_prefix}; SGLang profiles that many scheduler steps, writes
 `<prefix>-<id>-TP-0.trace.json.gz` (torch.profiler's chrome trace, gzipped) and stops by itself. The requests
 then finish before the next capture starts. The server must write into --out (same machine).
@@ -187,6 +188,15 @@ def table(summaries: list[dict], ours_server: str = "auto", theirs_server: str =
 # ---- capture (a running server) --------------------------------------------------------------------------
 
 
+PROMPT = "Write a long story about a lighthouse keeper and the sea."
+
+
+def wave_tokens(c: int, kv_tokens: int, cap: int) -> int:
+    """Output tokens per request so that one wave of c requests fits kv_tokens of KV cache (prompt included): one
+    wave, all admitted at once and all ending together, keeps prefill out of the profiled decode window."""
+    return max(16, min(cap, kv_tokens // c - len(PROMPT) - 8))
+
+
 def capture_one(url: str, out_dir: Path, prefix: str, c: int, temperature: float, steps: int, max_new_tokens: int,
                 settle_s: float, timeout_s: float = 120.0) -> Path:
     """Profile `steps` scheduler steps of steady decode at concurrency c; returns the trace SGLang wrote."""
@@ -194,7 +204,7 @@ def capture_one(url: str, out_dir: Path, prefix: str, c: int, temperature: float
 
     client.reset()
     sp = {"max_new_tokens": max_new_tokens, "temperature": temperature, "ignore_eos": True}
-    text = "Write a long story about a lighthouse keeper and the sea. " * 4
+    text = PROMPT
     threads = [threading.Thread(target=client.generate, args=(url, f"a{i}", "chat", text, sp, timeout_s), daemon=True)
                for i in range(c)]
     for t in threads:
@@ -235,8 +245,9 @@ def main(argv: list[str] | None = None) -> int:
     cp.add_argument("--concurrency", default="1,64")
     cp.add_argument("--temperatures", default="0,0.7")
     cp.add_argument("--steps", type=int, default=30)
-    cp.add_argument("--max-new-tokens", type=int, default=768)
-    cp.add_argument("--settle-s", type=float, default=2.0)
+    cp.add_argument("--kv-tokens", type=int, default=56000, help="KV budget of one wave (under --max-total-tokens)")
+    cp.add_argument("--max-new-tokens", type=int, default=4096, help="cap per request (the context limit)")
+    cp.add_argument("--settle-s", type=float, default=0.5, help="wait after sending the wave (admission, prefill)")
     cp.add_argument("--out", required=True, help="folder the servers write their traces into")
     cp.add_argument("--json", help="summary JSON (default OUT/anatomy.json)")
     pp = sub.add_parser("parse", help="summarize traces already written")
@@ -253,14 +264,18 @@ def main(argv: list[str] | None = None) -> int:
                 for c in [int(x) for x in a.concurrency.split(",")]:
                     prefix = f"{name}-c{c}-T{t:g}"
                     try:
-                        path = capture_one(url, out, prefix, c, t, a.steps, a.max_new_tokens, a.settle_s)
+                        path = capture_one(url, out, prefix, c, t, a.steps, wave_tokens(c, a.kv_tokens, a.max_new_tokens),
+                                           a.settle_s)
                     except Exception as exc:  # one failed capture: the others still run
                         print(f"anatomy: {prefix}: {type(exc).__name__}: {exc}", file=sys.stderr)
                         continue
                     summaries.append({"server": name, "concurrency": c, "temperature": t, "trace": path.name,
                                       "anatomy": anatomy(load_events(path), a.steps)})
-                    print(f"anatomy: {prefix}: {path.name}, {summaries[-1]['anatomy']['steps']} steps, "
-                          f"{summaries[-1]['anatomy']['step_wall_us'] or 0:.0f} µs per step", flush=True)
+                    got = summaries[-1]["anatomy"]["steps"]
+                    print(f"anatomy: {prefix}: {path.name}, {got} steps, "
+                          f"{summaries[-1]['anatomy']['step_wall_us'] or 0:.0f} µs per step"
+                          + ("" if got * 2 >= a.steps else " (fewer verifies than steps profiled: the wave ended "
+                                                             "early? raise --kv-tokens or lower --settle-s)"), flush=True)
         dest = a.json or str(out / "anatomy.json")
     else:
         for p in a.traces:

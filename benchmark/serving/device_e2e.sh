@@ -113,7 +113,7 @@ LEFT=$((DEADLINE - $(date +%s)))
 if [ $LEFT -gt 40 ]; then
   timeout $LEFT python3 benchmark/serving/anatomy.py capture --server auto=http://127.0.0.1:30302 \
     --server upstream=http://127.0.0.1:30303 --concurrency 1,64 --temperatures "${TEMPS:-0,0.7}" --steps 20 \
-    --settle-s 2 --out "$W/traces" --json "$OUT/anatomy.json"
+    --kv-tokens 56000 --out "$W/traces" --json "$OUT/anatomy.json"
   say "anatomy.py exit $?"
 else
   say "anatomy skipped: ${LEFT} s left before the deadline"

@@ -99,11 +99,11 @@ def schedule(names: list[str], opts: dict, cold: bool = True) -> list[Unit]:
 
 
 def round_length(round_s: float, finish_by: float, now: float, rounds_left: int, floor_s: float = 1.0) -> float:
-    """Seconds per steady round: round_s, or less so that rounds_left rounds end by finish_by (10 % kept for the
+    """Seconds per steady round: round_s, or less so that rounds_left rounds end by finish_by (20 % kept for the
     drain after each deadline), never below floor_s."""
     if not finish_by:
         return round_s
-    return max(floor_s, min(round_s, 0.9 * (finish_by - now) / max(1, rounds_left)))
+    return max(floor_s, min(round_s, 0.8 * (finish_by - now) / max(1, rounds_left)))
 
 
 def _spread(xs: list[float]) -> dict | None:

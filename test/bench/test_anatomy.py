@@ -121,3 +121,9 @@ def test_capture_profiles_a_running_server_and_summarizes_its_trace(tmp_path):
     doc = json.loads((tmp_path / "anatomy.json").read_text())
     assert [(s["server"], s["concurrency"], s["temperature"]) for s in doc["summaries"]] == [("auto", 2, 0.0), ("auto", 2, 0.7)]
     assert all(s["anatomy"]["steps"] == 3 and s["trace"].startswith(f"auto-c2-T{s['temperature']:g}-") for s in doc["summaries"])
+
+
+def test_one_wave_fits_the_kv_budget():
+    assert A.wave_tokens(64, 56000, 4096) == 56000 // 64 - len(A.PROMPT) - 8
+    assert A.wave_tokens(1, 56000, 4096) == 4096
+    assert A.wave_tokens(4096, 56000, 4096) == 16

@@ -156,7 +156,7 @@ def test_warmup_lines_are_read_from_a_server_log(tmp_path):
 
 def test_round_length_fits_the_deadline_and_steady_servers_limit_the_rounds():
     assert e2e.round_length(20.0, 0.0, 100.0, 72) == 20.0  # no deadline
-    assert e2e.round_length(20.0, 100.0 + 200, 100.0, 72) == pytest.approx(0.9 * 200 / 72)
+    assert e2e.round_length(20.0, 100.0 + 200, 100.0, 72) == pytest.approx(0.8 * 200 / 72)
     assert e2e.round_length(20.0, 100.0 + 20, 100.0, 72) == 1.0  # never below the floor
     assert e2e.round_length(2.0, 100.0 + 1e6, 100.0, 72) == 2.0
     opts = {"temperatures": [0.0], "concurrency": [1], "rounds": 2, "steady_servers": ["plain", "auto"]}
