@@ -12,7 +12,9 @@
 #      logs.tgz (server logs, status files, build log; traces when small) - 7 files, no folders
 # Knobs (environment): TINY_ARGS (default "--kimi-width --device cuda"), TARGET and DRAFT (skip the build), SPEC_SHAPE
 # (chain | tree, tiny/launch.py), CONC (1,4,16,64), TEMPS (0,0.7), ROUNDS (3), MAXRUN (64: --max-running-requests and
-# --cuda-graph-max-bs-decode), MEMF (0.5: --mem-fraction-static, a reserve check; KV is capped by --max-total-tokens),
+# --cuda-graph-max-bs-decode), MEMF (0.7: --mem-fraction-static; SGLang keeps 1 - MEMF of the memory free at its own
+# start as slack and needs its weights to fit the rest; the KV cache is capped by --max-total-tokens, so five servers
+# started together fit side by side),
 # COLD_BEFORE (1: the two warm-up-off servers), SHARED_CACHES (0: one cache folder for all, faster starts, but then
 # the warm-up-off servers find what the others compiled), BUDGET_S (550: everything ends by then), ANATOMY_S (90: kept
 # for step 4).
@@ -52,8 +54,12 @@ if [ -z "${TARGET:-}" ]; then
   python3 -m sglang_kimi_eagle3.tiny "$W/kw" ${TINY_ARGS:---kimi-width --device cuda} > "$W/build.log" 2>&1
   rc=$?; cat "$W/build.log"
   [ $rc -eq 0 ] || { say "the pair did not build (exit $rc): set TINY_ARGS to the builder's flags"; exit 3; }
-  TARGET=$(sed -n 's/^tiny target[^:]*: *//p' "$W/build.log" | head -1)
-  DRAFT=${DRAFT:-$(sed -n 's/^tiny draft[^:]*: *//p' "$W/build.log" | head -1)}
+  # the builder prints "tiny target: PATH (...)" and "tiny draft:  PATH (...)" (OUT/target, OUT/draft; --kimi-width
+  # adds OUT/draft-4000). OUT/draft is the 32000-row drafter: at TP 1 its lm_head is exactly the table's R32000
+  # (SGLang pads a 4000-row head to 4032 rows, which no R4000 entry matches; DRAFT=$W/kw/draft-4000 to see it)
+  TARGET=$(sed -n 's/^tiny target[^:]*: *\([^ ]*\).*/\1/p' "$W/build.log" | head -1)
+  DRAFT=${DRAFT:-$(sed -n 's/^tiny draft[^:]*: *\([^ ]*\).*/\1/p' "$W/build.log" | head -1)}
+  TARGET=${TARGET:-$W/kw/target} DRAFT=${DRAFT:-$W/kw/draft}
 fi
 [ -d "${TARGET:-}" ] && [ -d "${DRAFT:-}" ] || { say "TARGET=${TARGET:-} / DRAFT=${DRAFT:-}: not folders"; exit 3; }
 say "target $TARGET, draft $DRAFT"
@@ -63,7 +69,7 @@ python3 - "$W" "$TARGET" "$DRAFT" <<'PY'
 import json, os, shlex, sys
 from sglang_kimi_eagle3.tiny.launch import base_args, spec_args
 w, target, draft = sys.argv[1:4]
-maxrun, memf = os.environ.get("MAXRUN", "64"), float(os.environ.get("MEMF", "0.5"))
+maxrun, memf = os.environ.get("MAXRUN", "64"), float(os.environ.get("MEMF", "0.7"))
 shape = os.environ.get("SPEC_SHAPE", "chain")
 def args(port, spec):
     a = base_args(target, mem_fraction=memf)
