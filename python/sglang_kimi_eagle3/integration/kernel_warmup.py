@@ -233,8 +233,12 @@ def _after_cuda_graphs(result, worker=None, *args, **kwargs):
         if switch() == "off":
             hookstatus.record(NAME, TARGET, "skipped", f"{ENV_WARMUP}=off: kernels compile at first use")
             return result
-        if getattr(worker, "_draft_worker", None) is None:
-            hookstatus.record(NAME, TARGET, "skipped", "this rank runs no draft (pipeline stage without it)")
+        if not all(hasattr(worker, a) for a in ("_draft_worker", "_target_worker", "topk")):
+            hookstatus.record(NAME, TARGET, "skipped", f"{type(worker).__name__} is not SGLang's EAGLE v2 worker "
+                              "(e.g. --enable-multi-layer-eagle): nothing warmed")
+            return result
+        if worker._draft_worker is None:
+            hookstatus.record(NAME, TARGET, "skipped", "this rank runs no draft (a pipeline stage without it)")
             return result
         out = warm(worker)
         state = "failed" if out["error"] else "applied"
