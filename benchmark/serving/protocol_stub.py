@@ -103,10 +103,14 @@ class ProtocolStub:
                                      "speculative_num_steps": len(c.alphas) if c.alphas else None,
                                      "speculative_eagle_topk": 1 if c.alphas else None,
                                      "speculative_num_draft_tokens": len(c.alphas) + 1 if c.alphas else None})
+                elif self.path == "/health":  # SGLang answers 200 once serving (the e2e harness waits for it)
+                    self._send(200, {})
                 else:
                     self._send(404, {"detail": "Not Found"})
 
             def do_POST(self):
+                if self.path == "/start_profile":
+                    return self._profile(json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}"))
                 if self.path != "/generate":
                     return self._send(404, {"detail": "Not Found"})
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
@@ -118,6 +122,26 @@ class ProtocolStub:
                 finally:
                     with stub.lock:
                         stub.in_flight -= 1
+
+            def _profile(self, req: dict):
+                """SGLang's /start_profile with num_steps: answers at once, writes the trace when the steps are done
+                (here: a SYNTHETIC one-kernel-per-step chrome trace, gzipped, under SGLang's file name)."""
+                import gzip
+                import os
+
+                def write():
+                    time.sleep(0.2)
+                    steps = int(req.get("num_steps") or 1)
+                    ev = [{"ph": "X", "cat": "kernel", "name": "verify_greedy_kernel", "pid": 0, "tid": 7,
+                           "ts": 1000.0 + 10 * i, "dur": 2.0, "args": {"stream": 7}} for i in range(steps)]
+                    name = (req.get("profile_prefix") + "-" if req.get("profile_prefix") else "") + f"{time.time()}-TP-0.trace.json.gz"
+                    path = os.path.join(req.get("output_dir") or "/tmp", name)
+                    with open(path + ".part", "wb") as f:
+                        f.write(gzip.compress(json.dumps({"traceEvents": ev}).encode()))
+                    os.replace(path + ".part", path)
+
+                threading.Thread(target=write, daemon=True).start()
+                self._send(200, {"success": True, "message": "Succeeded"})
 
             def _answer(self, n: int, body: dict):
                 c = stub.cfg

@@ -21,6 +21,7 @@ ENV_ENABLE = "SGLANG_KIMI_EAGLE3"
 ENV_KERNELS = "SGLANG_KIMI_EAGLE3_KERNELS"
 ENV_PREFLIGHT = "SGLANG_KIMI_EAGLE3_PREFLIGHT"
 ENV_STATUS_DIR = "SGLANG_KIMI_EAGLE3_STATUS_DIR"
+ENV_WARMUP = "SGLANG_KIMI_EAGLE3_WARMUP"
 
 _ON = ("1", "true", "on", "yes")
 _OFF = ("0", "false", "off", "no")
@@ -28,6 +29,7 @@ _OFF = ("0", "false", "off", "no")
 CHOICES = {
     ENV_KERNELS: (("auto", "ours", "upstream"), "auto"),
     ENV_PREFLIGHT: (("on", "warn", "off"), "on"),
+    ENV_WARMUP: (("on", "off"), "on"),  # integration/kernel_warmup.py
 }
 
 
@@ -90,7 +92,8 @@ def env_errors() -> list[str]:
     from .policy.context import resolve_policy
 
     out = []
-    for check in (enabled, lambda: env_choice(ENV_KERNELS), lambda: env_choice(ENV_PREFLIGHT), resolve_policy):
+    for check in (enabled, lambda: env_choice(ENV_KERNELS), lambda: env_choice(ENV_PREFLIGHT),
+                  lambda: env_choice(ENV_WARMUP), resolve_policy):
         try:
             check()
         except UserError as exc:

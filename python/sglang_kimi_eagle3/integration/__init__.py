@@ -18,6 +18,7 @@ HOOK_MODULES = (
     "launch_step",  # gate, env validation, cap, fail-fast preflight at launch (issues 3, 10)
     "draft_head_kernels",  # Triton lm_head GEMV / draft top-k (issue 4)
     "verify_kernels",  # Triton tree verification (issue 5)
+    "kernel_warmup",  # compile every reachable kernel variant before serving; queued before runtime_status: runs first
     "runtime_status",  # the status table after draft CUDA-graph capture, and the status file (issue 10)
 )
 

@@ -184,6 +184,7 @@ def stream_plan(bs: int, rows: int, hidden: int, cfg: dict, device: torch.device
 
 
 _SEMS: dict = {}
+_RETIRED: list = []  # outgrown buffers, kept alive (a captured graph may still point at one)
 
 
 def _device_key(device) -> str:
@@ -205,6 +206,8 @@ def semaphores(device: torch.device, n: int) -> torch.Tensor:
     key = _device_key(device)
     buf = _SEMS.get(key)
     if buf is None or buf.numel() < n:
+        if buf is not None:  # CUDA graphs captured before may hold its address: never free it
+            _RETIRED.append(buf)
         buf = torch.zeros(max(n, _SEM_MIN), dtype=torch.int32, device=device)
         _SEMS[key] = buf
     return buf

@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# Runs ON the lent H200, from the repository root, in ONE call after the carried SGLang stack is installed on the
+# same warm machine (benchmark/live/device.sh install):
+#   1. build the Kimi-width tiny pair on the GPU (python3 -m sglang_kimi_eagle3.tiny ... $TINY_ARGS)
+#   2. start side by side, each with its own empty Triton / JIT / inductor caches: plain (no speculation), auto and
+#      upstream (SGLANG_KIMI_EAGLE3_KERNELS), and - for the cold-start "before" numbers - auto and upstream with the
+#      kernel warm-up off (SGLANG_KIMI_EAGLE3_WARMUP=off; cold passes only)
+#   3. benchmark/serving/e2e.py: cold passes 1 and 2 at every level on the fresh servers, then alternating rounds
+#      plain / auto / upstream at c 1/4/16/64, greedy and temperature 0.7, rounds sized to end by the deadline
+#   4. benchmark/serving/anatomy.py on auto and upstream at c 1 and 64, greedy and 0.7
+#   5. $OUT: device_e2e.log, versions.txt, e2e.json, e2e_kimiwidth_T0.png, e2e_kimiwidth_T0.7.png, anatomy.json,
+#      logs.tgz (server logs, status files, build log; traces when small) - 7 files, no folders
+# Knobs (environment): TINY_ARGS (default "--kimi-width --device cuda"), TARGET and DRAFT (skip the build), SPEC_SHAPE
+# (chain | tree, tiny/launch.py), CONC (1,4,16,64), TEMPS (0,0.7), ROUNDS (3), MAXRUN (64: --max-running-requests and
+# --cuda-graph-max-bs-decode), MEMF (0.7: --mem-fraction-static; SGLang keeps 1 - MEMF of the memory free at its own
+# start as slack and needs its weights to fit the rest; the KV cache is capped by --max-total-tokens, so five servers
+# started together fit side by side),
+# COLD_BEFORE (1: the two warm-up-off servers), SHARED_CACHES (0: one cache folder for all, faster starts, but then
+# the warm-up-off servers find what the others compiled), BUDGET_S (550: everything ends by then), ANATOMY_S (90: kept
+# for step 4).
+set -uo pipefail
+T0=$(date +%s)
+eval "$(benchmark/live/device.sh env)"
+OUT=${OUT:-/tmp/e2e-out}
+W=${E2E_WORK:-/tmp/e2e}
+BUDGET_S=${BUDGET_S:-550}
+ANATOMY_S=${ANATOMY_S:-90}
+DEADLINE=$((T0 + BUDGET_S))
+mkdir -p "$OUT" "$W/logs" "$W/status" "$W/traces"
+exec > >(tee -a "$OUT/device_e2e.log") 2>&1
+say() { echo "[device_e2e $(( $(date +%s) - T0 )) s] $*"; }
+PIDS=()
+stop_group() { kill -TERM -- "-$1" 2>/dev/null; }
+cleanup() {
+  for p in "${PIDS[@]}"; do stop_group "$p"; done
+  sleep 5
+  for p in "${PIDS[@]}"; do kill -KILL -- "-$p" 2>/dev/null; done
+  local parts=(logs status)
+  [ -f "$W/build.log" ] && parts+=(build.log)
+  [ "$(du -sm "$W/traces" | cut -f1)" -lt 40 ] && parts+=(traces)  # traces only while small
+  tar czf "$OUT/logs.tgz" -C "$W" "${parts[@]}" 2>/dev/null
+  say "done; \$OUT: $(ls "$OUT" | tr '\n' ' ')"
+  sleep 1  # let tee flush the log
+}
+trap cleanup EXIT
+
+{ date -u +%FT%TZ; nvidia-smi -L; python3 -c "import torch, triton, importlib.metadata as m; print('torch', torch.__version__, 'triton', triton.__version__, 'sglang', m.version('sglang'), 'python', __import__('sys').version.split()[0])"; git log -1 --format='commit %h %s' 2>/dev/null; } > "$OUT/versions.txt" 2>&1
+cat "$OUT/versions.txt"
+
+# 1. the Kimi-width pair
+if [ -z "${TARGET:-}" ]; then
+  say "building the Kimi-width pair: python3 -m sglang_kimi_eagle3.tiny $W/kw ${TINY_ARGS:---kimi-width --device cuda}"
+  # shellcheck disable=SC2086
+  python3 -m sglang_kimi_eagle3.tiny "$W/kw" ${TINY_ARGS:---kimi-width --device cuda} > "$W/build.log" 2>&1
+  rc=$?; cat "$W/build.log"
+  [ $rc -eq 0 ] || { say "the pair did not build (exit $rc): set TINY_ARGS to the builder's flags"; exit 3; }
+  # the builder prints "tiny target: PATH (...)" and "tiny draft:  PATH (...)" (OUT/target, OUT/draft; --kimi-width
+  # adds OUT/draft-4000). OUT/draft is the 32000-row drafter: at TP 1 its lm_head is exactly the table's R32000
+  # (SGLang pads a 4000-row head to 4032 rows, which no R4000 entry matches; DRAFT=$W/kw/draft-4000 to see it)
+  TARGET=$(sed -n 's/^tiny target[^:]*: *\([^ ]*\).*/\1/p' "$W/build.log" | head -1)
+  DRAFT=${DRAFT:-$(sed -n 's/^tiny draft[^:]*: *\([^ ]*\).*/\1/p' "$W/build.log" | head -1)}
+  TARGET=${TARGET:-$W/kw/target} DRAFT=${DRAFT:-$W/kw/draft}
+fi
+[ -d "${TARGET:-}" ] && [ -d "${DRAFT:-}" ] || { say "TARGET=${TARGET:-} / DRAFT=${DRAFT:-}: not folders"; exit 3; }
+say "target $TARGET, draft $DRAFT"
+
+# 2. the servers (one start script each, written by tiny/launch.py's flags)
+python3 - "$W" "$TARGET" "$DRAFT" <<'PY'
+import json, os, shlex, sys
+from sglang_kimi_eagle3.tiny.launch import base_args, spec_args
+w, target, draft = sys.argv[1:4]
+maxrun, memf = os.environ.get("MAXRUN", "64"), float(os.environ.get("MEMF", "0.7"))
+shape = os.environ.get("SPEC_SHAPE", "chain")
+def args(port, spec):
+    a = base_args(target, mem_fraction=memf)
+    for flag in ("--max-running-requests", "--cuda-graph-max-bs-decode"):
+        a[a.index(flag) + 1] = maxrun
+    return ["python3", "-m", "sglang.launch_server", *a, "--host", "127.0.0.1", "--port", str(port)] + (spec_args(draft, shape) if spec else [])
+servers = [("plain", 30301, None, "on"), ("auto", 30302, "auto", "on"), ("upstream", 30303, "upstream", "on")]
+if os.environ.get("COLD_BEFORE", "1") == "1":
+    servers += [("auto-nowarm", 30304, "auto", "off"), ("upstream-nowarm", 30305, "upstream", "off")]
+spec = {"servers": [], "baseline": "plain", "steady_servers": ["plain", "auto", "upstream"]}
+for name, port, kernels, warm in servers:
+    # own empty caches: a warm server's startup compiles must not reach a warm-up-off server through a shared cache
+    cache = f"{w}/cache/shared" if os.environ.get("SHARED_CACHES") == "1" else f"{w}/cache/{name}"
+    env = {"TRITON_CACHE_DIR": f"{cache}/triton", "SGLANG_JIT_CACHE_DIR": f"{cache}/jit",
+           "TORCHINDUCTOR_CACHE_DIR": f"{cache}/inductor", "XDG_CACHE_HOME": f"{cache}/xdg",
+           "SGLANG_KIMI_EAGLE3_STATUS_DIR": f"{w}/status", "SGLANG_KIMI_EAGLE3_WARMUP": warm}
+    if kernels:
+        env["SGLANG_KIMI_EAGLE3_KERNELS"] = kernels
+    line = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+    with open(f"{w}/start-{name}.sh", "w") as f:
+        f.write(("" if os.environ.get("SHARED_CACHES") == "1" else f"rm -rf {shlex.quote(cache)}\n") + f"exec env {line} {shlex.join(args(port, kernels is not None))}\n")
+    spec["servers"].append({"name": name, "url": f"http://127.0.0.1:{port}", "log": f"{w}/logs/{name}.log", "env": env,
+                            "argv": None})
+json.dump(spec, open(f"{w}/spec.json", "w"), indent=1)
+PY
+NAMES=$(python3 -c "import json; print(' '.join(s['name'] for s in json.load(open('$W/spec.json'))['servers']))")
+for n in $NAMES; do
+  setsid bash "$W/start-$n.sh" > "$W/logs/$n.log" 2>&1 &
+  PIDS+=($!)
+  say "started $n (pid $!): $(tail -c 300 "$W/start-$n.sh" | tr '\n' ' ')"
+done
+
+# 3. e2e: waits for /health, cold passes on the fresh servers, then rounds sized to end ANATOMY_S before the deadline
+START_S=$((DEADLINE - ANATOMY_S - 120 - $(date +%s)))  # leave 2 minutes of traffic at least
+[ $START_S -lt 60 ] && START_S=60
+# hard stop (SIGINT: e2e.py keeps every finished row, status "interrupted") 30 s into the anatomy's share
+timeout -s INT $((DEADLINE - ANATOMY_S + 30 - $(date +%s))) python3 benchmark/serving/e2e.py --spec "$W/spec.json" --json "$OUT/e2e.json" --plots "$OUT" --tag kimiwidth \
+  --concurrency "${CONC:-1,4,16,64}" --temperatures "${TEMPS:-0,0.7}" --rounds "${ROUNDS:-3}" --round-s 20 \
+  --max-new-tokens 128 --finish-by $((DEADLINE - ANATOMY_S)) --startup-timeout-s $START_S
+say "e2e.py exit $?"
+grep -h "kernel warm-up" "$W"/logs/*.log | cut -c1-400
+
+# 4. anatomy on the warm auto and upstream servers (the warm-up-off ones are stopped first)
+i=0
+for n in $NAMES; do case $n in *-nowarm) stop_group "${PIDS[$i]}";; esac; i=$((i + 1)); done
+LEFT=$((DEADLINE - $(date +%s)))
+if [ $LEFT -gt 40 ]; then
+  timeout $LEFT python3 benchmark/serving/anatomy.py capture --server auto=http://127.0.0.1:30302 \
+    --server upstream=http://127.0.0.1:30303 --concurrency 1,64 --temperatures "${TEMPS:-0,0.7}" --steps 20 \
+    --kv-tokens 56000 --out "$W/traces" --json "$OUT/anatomy.json"
+  say "anatomy.py exit $?"
+else
+  say "anatomy skipped: ${LEFT} s left before the deadline"
+fi

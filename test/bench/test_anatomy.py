@@ -1,0 +1,129 @@
+"""benchmark/serving/anatomy.py's trace parser on small synthetic traces in torch.profiler's chrome-trace format
+(what SGLang's /start_profile exports: gzipped JSON, traceEvents with cpu_op / cuda_runtime / kernel / gpu_memcpy
+events, flow and metadata events). Two decode steps of an `upstream` and an `auto` server, numbers chosen by hand."""
+
+import gzip
+import json
+
+import pytest
+
+import anatomy as A
+
+UPSTREAM_STEP = [("nvjet_tst_128x64_64x3_1x2_h_bz_TNT", 20), ("void at::native::direct_copy_kernel_cuda", 2),
+                 ("_draft_topk1_partial_argmax_kernel", 5), ("_draft_topk1_finalize_kernel", 3),
+                 ("nvjet_tst_128x64_64x3_1x2_h_bz_TNT", 20), ("void at::native::direct_copy_kernel_cuda", 2),
+                 ("_draft_topk1_partial_argmax_kernel", 5), ("_draft_topk1_finalize_kernel", 3),
+                 ("fused_moe_kernel", 50), ("void at::native::vectorized_elementwise_kernel<4, FillFunctor<int>>", 1),
+                 ("void at::native::reduce_kernel<512, 1, ReduceOp<float, ArgMaxOps<float>, unsigned int, long, 4>>", 12),
+                 ("void sglang::VerifyTreeGreedy<int, long>(int*, int*, int*, long*, long*)", 6)]
+AUTO_STEP = [("_lm_head_gemv_kernel", 18), ("_row_topk_kernel", 4), ("_lm_head_gemv_kernel", 18), ("_row_topk_kernel", 4),
+             ("fused_moe_kernel", 50), ("void at::native::vectorized_elementwise_kernel<4, FillFunctor<int>>", 1),
+             ("_split_argmax_kernel", 7), ("verify_greedy_kernel", 2)]
+
+
+def trace(step, steps=2, t0=1_000_000.0):
+    """A chrome trace as torch.profiler writes it: every kernel, then 1 µs idle; a DtoH copy ends each step."""
+    ev = [{"ph": "M", "name": "process_name", "pid": 0, "tid": 0, "args": {"name": "python3"}},
+          {"ph": "M", "name": "thread_name", "pid": 0, "tid": 7, "args": {"name": "stream 7"}}]
+    t, corr = t0, 1
+    for _ in range(steps):
+        for name, dur in step + [("Memcpy DtoH (Device -> Pinned)", 1)]:
+            cat = "gpu_memcpy" if name.startswith("Memcpy") else "kernel"
+            ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 4242, "tid": 4242,
+                       "ts": t - 5, "dur": 3, "args": {"External id": corr, "cbid": 211, "correlation": corr}})
+            ev.append({"ph": "X", "cat": cat, "name": name, "pid": 0, "tid": 7, "ts": t, "dur": dur,
+                       "args": {"External id": corr, "queued": 0, "device": 0, "context": 1, "stream": 7,
+                                "correlation": corr, "registers per thread": 32, "shared memory": 0,
+                                "grid": [132, 1, 1], "block": [128, 1, 1]}})
+            ev.append({"ph": "f", "id": corr, "pid": 0, "tid": 7, "ts": t, "cat": "ac2g", "name": "ac2g", "bp": "e"})
+            t, corr = t + dur + 1, corr + 1
+    # another stream's kernel inside the first one: GPU busy and wall are unions, not sums
+    ev.append({"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_bf16_RING_LL", "pid": 0, "tid": 20,
+               "ts": t0 + 1, "dur": 5, "args": {"stream": 20, "device": 0}})
+    ev.append({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 4242, "tid": 4242, "ts": t0, "dur": 400})
+    return {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "NVIDIA H200", "computeMajor": 9}],
+            "traceEvents": ev, "traceName": "x", "displayTimeUnit": "ms", "baseTimeNanoseconds": 1796117000000000000}
+
+
+def _write(tmp_path, name, doc, gz=True):
+    p = tmp_path / name
+    data = json.dumps(doc).encode()
+    p.write_bytes(gzip.compress(data) if gz else data)
+    return p
+
+
+def test_upstream_step_attributes_sglangs_generic_kernels_by_position(tmp_path):
+    p = _write(tmp_path, "upstream-c1-T0-1796117000.1-TP-0.trace.json.gz", trace(UPSTREAM_STEP))
+    an = A.anatomy(A.load_events(p))
+    assert an["steps"] == 2  # one VerifyTreeGreedy per step
+    # 12 kernels + a copy = 130 µs of GPU work and 13 gaps of 1 µs per step; the last gap is not in the window
+    assert an["step_gpu_busy_us"] == pytest.approx(130) and an["step_wall_us"] == pytest.approx((2 * 143 - 1) / 2)
+    f = an["families"]
+    assert f["draft lm_head"]["sglang"]["us_per_step"] == pytest.approx(40)  # the GEMM before each top-1, past the cast
+    assert f["draft lm_head"]["sglang"]["calls_per_step"] == pytest.approx(2)
+    assert f["draft top-k"]["sglang"]["us_per_step"] == pytest.approx(16)
+    assert f["greedy verify"]["sglang"]["us_per_step"] == pytest.approx(18)  # argmax + walk; the fill is not counted
+    assert f["greedy verify"]["sglang"]["share"] == pytest.approx(18 / 142.5)
+    assert "ours" not in f["greedy verify"] and "sampling verify" not in f
+
+
+def test_auto_step_and_the_table_against_upstream(tmp_path):
+    up = _write(tmp_path, "upstream-c1-T0-1-TP-0.trace.json.gz", trace(UPSTREAM_STEP))
+    auto = _write(tmp_path, "auto-c1-T0-1-TP-0.trace.json", {"traceEvents": trace(AUTO_STEP)["traceEvents"]}, gz=False)
+    bare = _write(tmp_path, "bare.json", trace(AUTO_STEP)["traceEvents"], gz=False)  # a bare event list loads too
+    a = A.anatomy(A.load_events(auto))
+    assert A.anatomy(A.load_events(bare)) == a
+    assert a["steps"] == 2 and a["families"]["draft lm_head"] == {
+        "ours": {"us_per_step": 36.0, "calls_per_step": 2.0, "kernels": {"_lm_head_gemv_kernel": 36.0},
+                 "share": pytest.approx(36 / a["step_wall_us"])}}
+    assert a["families"]["greedy verify"]["ours"]["us_per_step"] == pytest.approx(9)
+    out = tmp_path / "anatomy.json"
+    assert A.main(["parse", str(up), str(auto), "--json", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert [(s["server"], s["concurrency"], s["temperature"]) for s in doc["summaries"]] == [("upstream", 1, 0.0), ("auto", 1, 0.0)]
+    row = next(line for line in doc["table"].splitlines() if line.startswith("| greedy verify"))
+    assert row.startswith("| greedy verify | 1 | 0 | 9.0 | 18.0 | 0.50 |"), row
+    lm = next(line for line in doc["table"].splitlines() if line.startswith("| draft lm_head"))
+    assert "| 36.0 | 40.0 | 0.90 |" in lm
+
+
+def test_sglangs_gemm_before_our_top_k_is_counted_as_sglangs_in_the_auto_server():
+    """auto at a shape the table gives our top-k but not our GEMV: SGLang's GEMM, then our top-1."""
+    step = [("nvjet_gemm", 20), ("_row_topk_kernel", 4), ("_split_argmax_kernel", 7), ("verify_greedy_kernel", 2)]
+    f = A.anatomy(trace(step)["traceEvents"])["families"]
+    assert f["draft lm_head"] == {"sglang": {"us_per_step": 20.0, "calls_per_step": 1.0, "kernels": {"nvjet_gemm": 20.0},
+                                            "share": pytest.approx(f["draft lm_head"]["sglang"]["share"])}}
+    assert f["draft top-k"]["ours"]["us_per_step"] == 4.0
+
+
+def test_a_file_without_trace_events_is_refused(tmp_path):
+    p = _write(tmp_path, "x.json", {"schemaVersion": 1}, gz=False)
+    with pytest.raises(ValueError, match="no traceEvents"):
+        A.load_events(p)
+
+
+def test_only_an_argmax_right_before_sglangs_verify_is_its_greedy_verify():
+    """VerifyTreeGreedy after something else (target_predict from a sampler, not torch.argmax): not counted."""
+    step = [("fused_moe_kernel", 50), ("void sglang::VerifyTreeGreedy<int, long>", 6)]
+    f = A.anatomy(trace(step)["traceEvents"])["families"]
+    assert f["greedy verify"]["sglang"]["us_per_step"] == 6.0 and "fused_moe_kernel" not in f["greedy verify"]["sglang"]["kernels"]
+
+
+def test_capture_profiles_a_running_server_and_summarizes_its_trace(tmp_path):
+    """The capture loop against the protocol stub's /start_profile (a SYNTHETIC one-kernel trace): request sent
+    with SGLang's fields, the new file found in the folder, parsed, and the traffic drained."""
+    from protocol_stub import ProtocolStub, StubConfig
+
+    with ProtocolStub(StubConfig(pass_ms=0.1)) as url:
+        rc = A.main(["capture", "--server", f"auto={url}", "--concurrency", "2", "--temperatures", "0,0.7", "--steps", "3",
+                     "--max-new-tokens", "8", "--settle-s", "0.05", "--out", str(tmp_path)])
+    assert rc == 0
+    doc = json.loads((tmp_path / "anatomy.json").read_text())
+    assert [(s["server"], s["concurrency"], s["temperature"]) for s in doc["summaries"]] == [("auto", 2, 0.0), ("auto", 2, 0.7)]
+    assert all(s["anatomy"]["steps"] == 3 and s["trace"].startswith(f"auto-c2-T{s['temperature']:g}-") for s in doc["summaries"])
+
+
+def test_one_wave_fits_the_kv_budget():
+    assert A.wave_tokens(64, 56000, 4096) == 56000 // 64 - len(A.PROMPT) - 8
+    assert A.wave_tokens(1, 56000, 4096) == 4096
+    assert A.wave_tokens(4096, 56000, 4096) == 16

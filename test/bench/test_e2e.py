@@ -1,0 +1,165 @@
+"""benchmark/serving/e2e.py against protocol stubs (synthetic timing, not a model): the alternation order,
+rounds sized by time, the ratio and cold-start arithmetic, interrupt + resume, servers it starts itself.
+No timing is asserted: only order, counts and arithmetic."""
+
+import json
+import socket
+import sys
+
+import pytest
+
+import e2e
+from protocol_stub import ProtocolStub, StubConfig
+
+FAST = ["--concurrency", "1,2", "--temperatures", "0", "--rounds", "2", "--round-s", "0.25", "--max-new-tokens", "8",
+        "--min-requests", "3", "--cold-requests", "1"]
+
+
+def _stubs():
+    return (ProtocolStub(StubConfig(alphas=None, pass_ms=0.1)), ProtocolStub(StubConfig(pass_ms=0.1)),
+            ProtocolStub(StubConfig(pass_ms=0.1)))
+
+
+def test_schedule_cold_pairs_then_alternating_rounds():
+    opts = {"temperatures": [0.0, 0.7], "concurrency": [1, 4], "rounds": 3}
+    units = e2e.schedule(["A", "B", "C"], opts)
+    cold = [(u.temperature, u.concurrency, u.index, u.server) for u in units if u.phase == "cold"]
+    assert cold[:12] == [(0.0, 1, 1, "A"), (0.0, 1, 1, "B"), (0.0, 1, 1, "C"), (0.0, 1, 2, "A"), (0.0, 1, 2, "B"),
+                         (0.0, 1, 2, "C"), (0.0, 4, 1, "A"), (0.0, 4, 1, "B"), (0.0, 4, 1, "C"), (0.0, 4, 2, "A"),
+                         (0.0, 4, 2, "B"), (0.0, 4, 2, "C")]
+    steady = [u for u in units if u.phase == "steady"]
+    assert units.index(steady[0]) == len(cold)  # every cold pass (both temperatures) before any round
+    level = [u.server for u in steady if u.temperature == 0.0 and u.concurrency == 4]
+    assert level == ["A", "B", "C"] * 3
+    assert [u.index for u in steady if u.temperature == 0.0 and u.concurrency == 4] == [1, 1, 1, 2, 2, 2, 3, 3, 3]
+    assert len({u.key for u in units}) == len(units)
+    assert all(u.phase == "steady" for u in e2e.schedule(["A", "B"], opts, cold=False))
+
+
+def _row(phase, server, index, agg, per_req, wall=1.0):
+    return {"phase": phase, "temperature": 0.0, "concurrency": 4, "index": index, "server": server,
+            "summary": {"agg_tok_s": agg, "tok_s_per_req_median": per_req, "tau": None, "errors": {}, "wall_s": wall}}
+
+
+def test_report_takes_ratios_round_by_round_then_median_and_min_max():
+    rows = [_row("steady", "plain", i, a, a / 10) for i, a in ((1, 100.0), (2, 200.0), (3, 100.0))]
+    rows += [_row("steady", "auto", i, a, a / 20) for i, a in ((1, 150.0), (2, 220.0), (3, 130.0))]
+    rows += [_row("cold", "auto", 1, 50.0, 1.0, wall=4.0), _row("cold", "auto", 2, 200.0, 1.0, wall=1.0)]
+    rep = e2e.report({"config": {"servers": ["plain", "auto"], "baseline": "plain"}, "rows": rows})
+    (lv,) = rep["levels"]
+    agg = lv["ratios"]["auto/plain"]["aggregate"]
+    # per round 1.5, 1.1, 1.3 -> median 1.3 (not 500/400 = 1.25 of the summed or median throughputs)
+    assert agg["median"] == pytest.approx(1.3) and agg["min"] == pytest.approx(1.1) and agg["max"] == pytest.approx(1.5)
+    assert lv["ratios"]["auto/plain"]["per_request"]["median"] == pytest.approx(0.65)
+    assert lv["servers"]["plain"]["agg_tok_s"] == {"median": 100.0, "min": 100.0, "max": 200.0, "n": 3}
+    assert lv["cold"]["auto"]["first_over_second"] == pytest.approx(0.25) and "plain" not in lv["cold"]
+    assert "auto/plain" in e2e.format_report(rep)
+
+
+def test_alternating_time_sized_rounds_against_stubs(tmp_path):
+    out = tmp_path / "e2e.json"
+    a, b, c = _stubs()
+    with a as ua, b as ub, c as uc:
+        rc = e2e.main(["--server", f"plain={ua}", "--server", f"auto={ub}", "--server", f"upstream={uc}",
+                       "--json", str(out), "--plots", str(tmp_path / "img"), "--tag", "t"] + FAST)
+    assert rc == 0
+    doc = json.loads(out.read_text())
+    assert doc["status"] == "complete" and doc["config"]["baseline"] == "plain"
+    units = e2e.schedule(["plain", "auto", "upstream"], doc["config"])
+    assert [r["key"] for r in doc["rows"]] == [u.key for u in units]  # run in schedule order, nothing skipped
+    for prev, row in zip(doc["rows"], doc["rows"][1:]):
+        assert row["t_start"] >= prev["t_end"] - 1e-3  # one pass or round at a time: never overlapping
+    for row in doc["rows"]:
+        s = row["summary"]
+        if row["phase"] == "cold":
+            assert s["requests"] == max(3, row["concurrency"])  # a pass is a request count
+        else:  # a round is a time: it loops past c requests, and nothing starts after its deadline
+            assert s["requests"] > row["concurrency"] and row["last_start_s"] < row["round_s"] == 0.25
+        assert s["ok"] == s["requests"]
+    lv = doc["report"]["levels"][0]
+    assert set(lv["ratios"]) == {"auto/plain", "upstream/plain", "auto/upstream"} and lv["ratios"]["auto/plain"]["aggregate"]["n"] == 2
+    assert set(lv["cold"]) == {"plain", "auto", "upstream"}
+    pytest.importorskip("matplotlib")
+    for name in ("e2e_t_T0.png",):
+        assert (tmp_path / "img" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_an_interrupted_run_keeps_its_rows_and_resume_finishes_it(tmp_path, capsys):
+    out = tmp_path / "e2e.json"
+    a, b, c = _stubs()
+    with a as ua, b as ub:
+        args = ["--server", f"plain={ua}", "--server", f"auto={ub}", "--json", str(out)] + FAST
+
+        def stop_after_5(doc):
+            if len(doc["rows"]) == 5:
+                raise KeyboardInterrupt
+
+        assert e2e.run(args, progress=lambda *_: None, on_row=stop_after_5) == 130
+        first = json.loads(out.read_text())
+        assert first["status"] == "interrupted" and first["interrupted"] == {"signal": "SIGINT", "rows": 5}
+        assert len(first["rows"]) == 5
+        assert e2e.main(args + ["--resume"]) == 0
+    doc = json.loads(out.read_text())
+    units = e2e.schedule(["plain", "auto"], doc["config"])
+    assert doc["status"] == "complete" and [r["key"] for r in doc["rows"]] == [u.key for u in units]
+    assert doc["rows"][:5] == first["rows"]  # what finished before the interrupt is kept as it was
+    assert "warmed plain at T=0" in capsys.readouterr().out  # a resumed server is warmed (uncounted) before rounds
+    # resuming with other options is refused, with one line
+    assert e2e.main(["--server", f"plain={ua}", "--server", f"auto={ub}", "--json", str(out), "--resume",
+                     "--concurrency", "1,8"]) == 2
+    assert "differs from this run's" in capsys.readouterr().err
+
+
+def _free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def test_servers_from_a_spec_are_started_waited_for_and_stopped(tmp_path):
+    ports = [_free_port(), _free_port()]
+    stub = str(e2e.Path(e2e.__file__).with_name("protocol_stub.py"))
+    spec = {"servers": [{"name": "plain", "argv": [sys.executable, stub, "--port", str(ports[0]), "--no-spec"]},
+                        {"name": "spec", "argv": [sys.executable, stub, "--port", str(ports[1])], "env": {"A": 1}}],
+            "concurrency": [1], "temperatures": [0.7], "rounds": 1, "round_s": 0.2, "max_new_tokens": 4, "min_requests": 2}
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    out = tmp_path / "r.json"
+    assert e2e.main(["--spec", str(tmp_path / "spec.json"), "--json", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["config"]["baseline"] == "plain" and doc["servers"]["spec"]["startup_s"] > 0
+    assert (tmp_path / "r-logs" / "plain.log").exists()
+    for p in ports:  # stopped at the end
+        with pytest.raises(OSError):
+            socket.create_connection(("127.0.0.1", p), timeout=1).close()
+
+
+def test_bad_input_is_one_line_exit_2(tmp_path, capsys):
+    (tmp_path / "s.json").write_text(json.dumps({"servers": [{"name": "a", "argv": "python -m x"}]}))
+    assert e2e.main(["--spec", str(tmp_path / "s.json")]) == 2
+    assert e2e.main(["--server", "a=http://127.0.0.1:1"]) == 2
+    assert e2e.main(["--server", "a=http://127.0.0.1:1", "--server", "b=http://127.0.0.1:2", "--rounds", "0"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 3 and all(line.startswith("e2e.py: error: ") for line in err), err
+    assert "servers[0].argv" in err[0] and "at least two servers" in err[1] and "--rounds" in err[2]
+
+
+def test_warmup_lines_are_read_from_a_server_log(tmp_path):
+    log = tmp_path / "s.log"
+    log.write_text("[2026-12-01 10:00:00 TP0] sglang-kimi-eagle3: kernel warm-up (applied): warmed in 12.5 s: 148 "
+                   "variants of ours (37 compiled; ...)\nother line\n")
+    (w,) = e2e.warmup_lines(str(log))
+    assert w["state"] == "applied" and w["seconds"] == 12.5 and w["detail"].startswith("warmed in 12.5 s")
+
+
+def test_round_length_fits_the_deadline_and_steady_servers_limit_the_rounds():
+    assert e2e.round_length(20.0, 0.0, 100.0, 72) == 20.0  # no deadline
+    assert e2e.round_length(20.0, 100.0 + 200, 100.0, 72) == pytest.approx(0.8 * 200 / 72)
+    assert e2e.round_length(20.0, 100.0 + 20, 100.0, 72) == 1.0  # never below the floor
+    assert e2e.round_length(2.0, 100.0 + 1e6, 100.0, 72) == 2.0
+    opts = {"temperatures": [0.0], "concurrency": [1], "rounds": 2, "steady_servers": ["plain", "auto"]}
+    units = e2e.schedule(["plain", "auto", "auto-cold"], opts)
+    assert {u.server for u in units if u.phase == "cold"} == {"plain", "auto", "auto-cold"}
+    assert [u.server for u in units if u.phase == "steady"] == ["plain", "auto"] * 2
