@@ -8,10 +8,10 @@ import pytest
 import torch
 
 from helpers import LLAMA_8B, LLAMA_8B_DRAFT, run_json
-from sglang_kimi_eagle3.ops import arch
+from sglang_kimi_eagle3.ops import arch, tables
 from sglang_kimi_eagle3.ops import warmup as W
 
-H200 = arch.load_table("NVIDIA H200", (9, 0))  # the bundled sm90 tables (their wins: ops/configs/sm90.*.json)
+H200 = tables.load_table("NVIDIA H200", (9, 0))  # the bundled H200 tables (their wins: ops/configs/NVIDIA_H200.*.json)
 # Kimi-K2.5 at TP 8, the seed's chain 3/1/4: the draft lm_head shard is 4000 x 7168, top-k over the 32000 draft vocab
 KIMI_CHAIN = W.LaunchShapes(max_bs=64, topk=1, num_steps=3, num_draft_tokens=4, target_vocab=163840, draft_vocab=32000,
                             lm_head_rows=4000, hidden=7168, lm_head_form="16bit", chain_column=False)

@@ -177,13 +177,12 @@ def warm(worker) -> dict:
     """Plan and run the warm-up for one scheduler; returns what happened (also kept in _LAST)."""
     import torch
 
-    from ..ops import arch
-    from ..ops import warmup as W
+    from ..ops import arch, tables, warmup as W
 
     t0 = time.perf_counter()
     shapes, weight, device, notes = launch_shapes(worker)
     mode = arch.kernels_mode()
-    table = arch.launch_table(device)
+    table = tables.launch_table(device)
     hooks = _installed_hooks()
     variants = W.plan(shapes, mode, table, hooks)
     idle = [op for op, (hook, _t) in W.OPS.items() if hook in hooks and not any(v.op == op for v in variants)]
@@ -225,7 +224,7 @@ def describe(out: dict) -> str:
 
 def _after_cuda_graphs(result, worker=None, *args, **kwargs):
     try:
-        from .runtime_status import our_launch
+        from .launch_record import our_launch
 
         if our_launch() is not True:
             hookstatus.record(NAME, TARGET, "skipped", "not an EAGLE/EAGLE3 launch with a draft model: nothing warmed")
