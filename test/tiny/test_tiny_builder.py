@@ -177,6 +177,16 @@ def test_draft_agreement_q_plants_a_q_fraction_of_right_proposals(pair, tmp_path
     assert int(right[in_d].sum()) == round(q * n), f"{int(right[in_d].sum())} of {n} draft-vocab tokens agree, asked {q}"
     assert abs(right[~in_d].float().mean().item() - q) < 0.01
     assert json.loads((draft / "tiny.json").read_text())["options"]["draft_agreement"] == q
+    # greedy decoding walks succ's cycle over the draft vocab: there, position k is accepted given k-1 at ~q
+    order = [int(hot[0])]
+    while succ[order[-1]] != order[0]:
+        order.append(int(succ[order[-1]]))
+    ok = [bool(right[t]) for t in order]
+    runs, prev = [True] * len(ok), len(ok)
+    for k in range(3):
+        runs = [a and ok[(i + k) % len(ok)] for i, a in enumerate(runs)]
+        assert abs(sum(runs) / prev - q) < 0.01, f"draft position {k + 1}: {sum(runs)}/{prev} of the cycle's runs"
+        prev = sum(runs)
     _t, again = build(tmp_path / "again", seed=0, draft_agreement=q)
     assert _digest(again) == _digest(draft)
 
@@ -252,6 +262,21 @@ for kind, path in json.loads(sys.argv[2]).items():
         fake = types.SimpleNamespace(hidden_size=t.hidden_size, intermediate_size_per_partition=t.moe_intermediate_size // tp,
                                      moe_runner_config=run)
         r[f"marlin_tp{tp}"] = check_moe_marlin_supports_layer(fake, 32)
+# the wrapper builds its vision tower and projector even language-model-only: SGLang's own classes, from our config
+try:
+    from sglang.srt.distributed import init_distributed_environment, initialize_model_parallel
+    from sglang.srt.runtime_context import get_parallel
+    from sglang.srt.utils.network import get_free_port
+    from sglang.srt.models.kimi_k25 import K2VLMultiModalProjector, MoonViT3dPretrainedModel
+    init_distributed_environment(world_size=1, rank=0, local_rank=0, backend="gloo",
+                                 distributed_init_method=f"tcp://127.0.0.1:{get_free_port()}")
+    initialize_model_parallel()
+    get_parallel().override_permanently(attn_tp_rank=0)
+    vc = ModelConfig(json.loads(sys.argv[2])["int4"], trust_remote_code=True).hf_config.vision_config
+    modules = (MoonViT3dPretrainedModel(vc, prefix="vision_tower"), K2VLMultiModalProjector(vc))
+    out["vision_params"] = sum(p.numel() for m in modules for p in m.parameters())
+except Exception as exc:
+    out["vision_error"] = f"{type(exc).__name__}: {exc}"
 print(json.dumps(out))
 '''
 
@@ -276,7 +301,8 @@ def test_sglang_serves_the_real_classes_and_loads_the_int4_layout(sglang_view, p
     only (no processor, not multimodal); INT4 is compressed-tensors with Kimi-K2.5's config; its ignore list keeps
     exactly the routed experts quantized under the names SGLang gives the modules; each expert tensor, transposed
     and split per rank, fills the parameter SGLang's WNA16 MoE method creates, at TP 1 and 2, within the MoE
-    Marlin kernel's shape limits. The Kimi-width configs too (config.json only)."""
+    Marlin kernel's shape limits; SGLang builds the wrapper's (never run) vision tower from our minimal vision
+    config. The Kimi-width configs too (config.json only)."""
     r = sglang_view[1]
     for kind in ("wrapper", "int4", "kimi"):
         assert r[kind]["class"] == "KimiK25ForConditionalGeneration" and r[kind]["config"] == "KimiK25Config", r[kind]
@@ -286,6 +312,7 @@ def test_sglang_serves_the_real_classes_and_loads_the_int4_layout(sglang_view, p
     kimi_q = json.loads(KIMI_K25_PROFILE.read_text())["text_config"]["quantization_config"]
     assert r["int4"]["quantization"] == "compressed-tensors" and r["int4"]["quant_config"] == kimi_q
     assert (r["kimi"]["vocab"], r["kimi"]["hidden"]) == (163840, 7168)
+    assert 0 < r.get("vision_params", 0) < 500_000, r.get("vision_error")  # built, and tiny (Kimi-K2.5's: ~400M)
     assert r["int4"]["ignored"] == {"lm_head": True, "model.layers.0.self_attn.kv_b_proj": True,
                                     "model.layers.1.mlp.shared_experts.down_proj": True,
                                     "model.layers.0.mlp.gate_up_proj": True, "model.layers.1.mlp.experts.0.gate_proj": False,

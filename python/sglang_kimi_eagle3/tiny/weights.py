@@ -15,8 +15,9 @@ into D):
     over t with prop(t) = u.
 With draft agreement q = 1 (the default) prop = succ and the draft lm_head is the target's own rows, so
 every draft is accepted. With q < 1, prop(t) = succ(t) for a seeded q-fraction of the tokens (exactly
-round(q * n) of the draft vocab's n tokens, and of the rest) and another draft-vocab token otherwise, so
-the acceptance of each draft position, given the one before it was accepted, is about q.
+round(q * n) of the draft vocab's n tokens, and of the rest) and another draft-vocab token otherwise,
+chosen so that along the cycle greedy decoding walks, the acceptance of draft position k given k - 1 is
+q (within a few hundredths) for k = 1..3.
 Outputs stay exact whatever the drafter proposes: the target verifies every token.
 
 Every tensor is made on one torch device (`device`; "meta" gives shapes only); the vocabulary maps
@@ -51,18 +52,54 @@ def vocab_maps(s: TinySpec, g: torch.Generator) -> tuple[dict[int, torch.Tensor]
     return vocabs, succ
 
 
+DEPTH = 3  # draft positions whose conditional acceptance the agreement is tuned for (EAGLE3 steps 3)
+TRIES = 64  # seeded candidate choices of the agreeing tokens; the one closest to q at every depth wins
+
+
+def _cycle(succ: torch.Tensor, D: torch.Tensor) -> list[int]:
+    """D in the order greedy decoding visits it (succ is a single cycle on D)."""
+    order = [int(D[0])]
+    while len(order) < len(D):
+        order.append(int(succ[order[-1]]))
+    return order
+
+
+def _conditional_rates(right: list[bool], depth: int = DEPTH) -> list[float]:
+    """Along a cyclic sequence of agree/disagree: for k = 1..depth, the share of the runs of k-1 agreeing tokens
+    that the next token continues (the acceptance of draft position k given position k-1)."""
+    n = len(right)
+    runs, prev, out = [True] * n, n, []  # runs[i]: the k tokens from position i all agree
+    for k in range(depth):
+        runs = [r and right[(i + k) % n] for i, r in enumerate(runs)]
+        cur = sum(runs)
+        out.append(cur / prev if prev else 0.0)
+        prev = cur
+    return out
+
+
 def draft_proposals(succ: torch.Tensor, D: torch.Tensor, q: float, seed: int) -> torch.Tensor:
     """prop [V]: what the drafter proposes after each token. succ itself for q = 1; otherwise succ(t) for
-    exactly round(q * n) of the n tokens of D (and of the n tokens outside it), chosen by a generator of
-    its own (seeded), and a different token of D for the others."""
+    exactly round(q * n) of the n tokens of D (and of the tokens outside it) and a different token of D for
+    the others. Greedy decoding walks the cycle of D, so the acceptance of draft position k given k-1 is the
+    share of agreeing runs that go on along the cycle: of TRIES seeded choices of the agreeing tokens, the one
+    whose shares for k = 1..DEPTH are closest to q (largest gap smallest) is kept. Seeded by its own generator."""
     if q >= 1.0:
         return succ.clone()
     g = torch.Generator().manual_seed(1_000_003 * seed + 7)
     V, in_d = len(succ), torch.zeros(len(succ), dtype=torch.bool)
     in_d[D] = True
+    order = torch.tensor(_cycle(succ, D))
+    m, best = round(q * len(order)), None
+    for _ in range(TRIES):
+        pick = torch.zeros(len(order), dtype=torch.bool)
+        pick[torch.randperm(len(order), generator=g)[:m]] = True
+        gap = max(abs(r - q) for r in _conditional_rates(pick.tolist()))
+        if best is None or gap < best[0]:
+            best = (gap, pick)
     right = torch.zeros(V, dtype=torch.bool)
-    for part in (in_d.nonzero().flatten(), (~in_d).nonzero().flatten()):
-        right[part[torch.randperm(len(part), generator=g)[: round(q * len(part))]]] = True
+    right[order[best[1]]] = True
+    rest = (~in_d).nonzero().flatten()
+    right[rest[torch.randperm(len(rest), generator=g)[: round(q * len(rest))]]] = True
     pos = torch.searchsorted(D, succ)  # succ(t) = D[pos[t]]
     shift = 1 + torch.randint(0, len(D) - 1, (V,), generator=g)  # 1 .. n-1: never succ itself
     return torch.where(right, succ, D[(pos + shift) % len(D)])
