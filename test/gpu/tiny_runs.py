@@ -273,7 +273,9 @@ def _run(name: str) -> dict:
         res["ok"] = True
     except Exception as exc:  # recorded: each test says what it needed
         res["error"] = f"{type(exc).__name__}: {exc}"
-        if r.give_up is None and "startup_s" not in res:
+        if _CACHE.get("stopping"):  # stopped from outside (the session's end, an interrupt): not its result
+            res["interrupted"] = True
+        elif r.give_up is None and "startup_s" not in res:
             broken.setdefault(r.target, name)
     finally:
         srv.stop()
@@ -296,7 +298,7 @@ def _recorded(name: str) -> dict | None:
     if not path.is_file():
         return None
     res = json.loads(path.read_text())
-    if not res.get("ok") and not (name in all_roles() and role(name).give_up):
+    if res.get("interrupted") or (not res.get("ok") and not (name in all_roles() and role(name).give_up)):
         return None
     res["log_text"] = Path(res["log"]).read_text(errors="replace") if Path(res["log"]).is_file() else ""
     res["reused"] = True

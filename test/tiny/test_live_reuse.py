@@ -32,6 +32,7 @@ def logs(fresh, monkeypatch):
                                                        "status": {"hooks": []}, "port": 30201}))
     (fresh / "tree-int4.json").write_text(json.dumps({"ok": False, "error": "RuntimeError: not healthy", "log": "-"}))
     (fresh / "refused.json").write_text(json.dumps({"ok": False, "error": "printed ValueError", "log": "-"}))
+    (fresh / "upstream.json").write_text(json.dumps({"ok": False, "error": "exited", "log": "-", "interrupted": True}))
     started = []
     monkeypatch.setattr(tiny_runs, "Server", lambda *a, **k: started.append(a[0]) or (_ for _ in ()).throw(RuntimeError("start")))
     return fresh, started
@@ -46,13 +47,14 @@ def test_a_finished_role_is_reused_with_its_log(logs, monkeypatch):
     assert started == []
 
 
-def test_an_unfinished_start_is_run_again(logs, monkeypatch):
+@pytest.mark.parametrize("name", ["tree-int4", "upstream"])
+def test_an_unfinished_or_interrupted_start_is_run_again(logs, monkeypatch, name):
     _d, started = logs
     monkeypatch.setenv("GPU_CI_REUSE_RUNS", "1")
     monkeypatch.setattr(tiny_runs, "argv_of", lambda role: [])
     with pytest.raises(RuntimeError, match="start"):
-        tiny_runs.run("tree-int4")
-    assert started == ["tree-int4"]
+        tiny_runs.run(name)
+    assert started == [name]
 
 
 def test_nothing_is_reused_without_the_variable(logs, monkeypatch):

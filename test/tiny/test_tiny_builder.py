@@ -127,7 +127,10 @@ def test_int4_tensors_have_the_compressed_tensors_names_and_dtypes(pairs):
     deq = dequantize(q)
     for name in routed[:12]:
         base = name[: -len(".weight")]
-        step = q[base + ".weight_scale"].float().repeat_interleave(32, 1)
+        groups = bf[name].float().reshape(bf[name].shape[0], -1, 32)
+        scale = q[base + ".weight_scale"].float()
+        assert torch.allclose(scale, groups.abs().amax(-1) / 7.5, rtol=2 ** -7, atol=0), name  # min-max, symmetric
+        step = scale.repeat_interleave(32, 1)
         assert ((deq[name].float() - bf[name].float()).abs() <= 0.55 * step).all(), name  # + bf16 rounding
 
 
