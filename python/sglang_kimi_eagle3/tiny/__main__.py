@@ -40,6 +40,9 @@ def main(argv: list[str] | None = None) -> int:
 
     from . import build, preset
 
+    if a.device == "meta":
+        print("error: --device meta makes shapes only and writes nothing; use --device cpu or cuda", file=sys.stderr)
+        return 2
     if a.device != "cpu":
         try:
             torch.empty(1, device=a.device)
