@@ -1,19 +1,28 @@
 #!/usr/bin/env bash
 # Runs ON the device machine after device.sh install (same warm machine): the live tiny test, logs to $OUT.
 #   benchmark/live/live.sh [pytest -k expression]
-# Writes $OUT/live.log (pytest output) and $OUT/live-logs.tgz (server logs, status files, bench JSON).
+# Writes $OUT/live.log (pytest output), $OUT/gpu-mem.csv (GPU memory every 5 s) and $OUT/live-logs.tgz (server
+# logs, status files, per-role JSON with start/finish times, bench JSON).
+# The servers start concurrently on the one GPU (test/gpu/tiny_runs.py): GPU_CI_PARALLEL (default 6) at a time,
+# each on its own ports with its KV pool capped by --max-total-tokens (~2 GB of GPU memory each). The 13 roles
+# (3 targets x plain/chain/tree, refused, upstream, agree-0.6, agree-0.3) are meant to fit one 10-minute call;
+# whatever a call does not finish, the next call (live.sh again, or suite.sh) takes up: GPU_CI_REUSE_RUNS=1.
+#   GPU_CI_TARGETS=int4 benchmark/live/live.sh      only the INT4 wrapper pair (7 roles)
 set -uo pipefail
 eval "$(benchmark/live/device.sh env)"
 # 540 s per server: at TP 2 SGLang auto-enables FlashInfer AllReduce fusion, whose CUDA module is JIT-built on the
-# first start (206 s on the lent 2x H200, 2026-11-30): 300 s was too short there. TP 1 servers start in 73-135 s.
+# first start (206 s on the lent 2x H200, 2026-11-30). TP 1 servers started one at a time in 73-135 s.
 export GPU_CI_LOG_DIR=/tmp/live-logs GPU_CI_TINY_DIR=/tmp/tiny GPU_CI_STARTUP_TIMEOUT=${GPU_CI_STARTUP_TIMEOUT:-540}
-# a second call (the 10-minute limit) picks up the roles the first one finished: tiny_runs.py GPU_CI_REUSE_RUNS
-export GPU_CI_REUSE_RUNS=${GPU_CI_REUSE_RUNS:-1}
+export GPU_CI_REUSE_RUNS=${GPU_CI_REUSE_RUNS:-1} GPU_CI_PARALLEL=${GPU_CI_PARALLEL:-6}
 mkdir -p $GPU_CI_LOG_DIR
-python3 -m sglang_kimi_eagle3.tiny $GPU_CI_TINY_DIR
+nvidia-smi --query-gpu=timestamp,memory.used,utilization.gpu --format=csv -l 5 > ${OUT:-/tmp}/gpu-mem.csv 2>&1 &
+smi=$!
 k=${1:-}
-timeout -s INT ${LIVE_TIMEOUT:-560} python3 -m pytest -q -rA -p no:cacheprovider test/gpu/test_live_tiny.py ${k:+-k "$k"} 2>&1 | tee ${OUT:-/tmp}/live.log
+# SIGINT at the limit: pytest stops like on Ctrl-C, stops the servers still up, prints its summary; the roles it
+# finished are saved for the next call. The models are built by the test itself (in its role threads).
+timeout -s INT ${LIVE_TIMEOUT:-540} python3 -m pytest -q -rA -p no:cacheprovider test/gpu/test_live_tiny.py ${k:+-k "$k"} 2>&1 | tee ${OUT:-/tmp}/live.log
 rc=${PIPESTATUS[0]}
+kill $smi 2>/dev/null
 tar czf ${OUT:-/tmp}/live-logs.tgz -C /tmp live-logs --exclude='live-logs/models' 2>/dev/null
 echo "live.sh: pytest exit $rc"
 exit $rc

@@ -10,7 +10,7 @@ cat ${OUT:-/tmp}/suite-versions.txt
 # with cold JIT caches, the suite did not fit one 10-minute call (run 1, 2026-11-30: 194 of 943 tests in 470 s).
 # Run live.sh in the call before: the live roles it finished are taken up here (GPU_CI_REUSE_RUNS), and with
 # pytest-xdist (in the device image) the rest took 296 s (run 2: -n 8 --dist loadfile, the default below).
-export GPU_CI_LOG_DIR=/tmp/live-logs GPU_CI_TINY_DIR=/tmp/tiny GPU_CI_STARTUP_TIMEOUT=${GPU_CI_STARTUP_TIMEOUT:-200}
+export GPU_CI_LOG_DIR=/tmp/live-logs GPU_CI_TINY_DIR=/tmp/tiny GPU_CI_STARTUP_TIMEOUT=${GPU_CI_STARTUP_TIMEOUT:-300}
 export GPU_CI_REUSE_RUNS=${GPU_CI_REUSE_RUNS:-1}
 if [ -z "${SUITE_ARGS+x}" ] && python3 -c "import xdist" 2>/dev/null; then SUITE_ARGS="-n 8 --dist loadfile -p no:cacheprovider"; fi
 timeout -s INT ${SUITE_TIMEOUT:-540} python3 -m pytest -q test -rfE --junitxml=${OUT:-/tmp}/suite.xml ${SUITE_ARGS:-} 2>&1 | tee ${OUT:-/tmp}/suite.log

@@ -53,11 +53,15 @@ class Server:
             return "(no log)"
 
     def stop(self) -> None:
+        """End the server's process group (idempotent; safe from two threads at once)."""
         if self.proc is None or self.proc.poll() is not None:
             return
-        os.killpg(self.proc.pid, signal.SIGTERM)  # the group this server started (start_new_session)
         try:
-            self.proc.wait(timeout=120)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(timeout=60)
+            os.killpg(self.proc.pid, signal.SIGTERM)  # the group this server started (start_new_session)
+            try:
+                self.proc.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(timeout=60)
+        except ProcessLookupError:  # already gone (stopped by the other caller)
+            pass

@@ -1,4 +1,11 @@
-"""python -m sglang_kimi_eagle3.tiny OUT [--seed N]: build the tiny target/draft pair under OUT."""
+"""python -m sglang_kimi_eagle3.tiny OUT: build the tiny target/draft pair under OUT (OUT/target, OUT/draft).
+
+The target is KimiK25ForConditionalGeneration (language model only, as SGLang serves Kimi-K2.5) unless
+--text-only; --int4 stores its routed experts as Kimi-K2.5's compressed-tensors INT4 (group 32);
+--draft-agreement Q makes the drafter propose the target's next token after a seeded fraction Q of the
+tokens (1.0: always); --kimi-width builds the measurement pair (vocab 163840, hidden 7168, drafters with
+32000 and 4000 draft rows: OUT/draft and OUT/draft-4000; about 8 GB: use --device cuda on a GPU box).
+"""
 
 from __future__ import annotations
 
@@ -7,16 +14,54 @@ import sys
 import time
 
 
+def _fraction(text: str) -> float:
+    try:
+        q = float(text)
+    except ValueError:
+        q = -1.0
+    if not 0.0 <= q <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a fraction in [0, 1], e.g. 0.6")
+    return q
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m sglang_kimi_eagle3.tiny", description=__doc__)
+    ap = argparse.ArgumentParser(prog="python -m sglang_kimi_eagle3.tiny", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("out", help="folder to write target/ and draft/ into")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--int4", action="store_true", help="routed experts as compressed-tensors pack-quantized int4")
+    ap.add_argument("--text-only", action="store_true", help="serve DeepseekV3ForCausalLM instead of the Kimi-K2.5 wrapper")
+    ap.add_argument("--draft-agreement", type=_fraction, default=1.0, metavar="Q",
+                    help="fraction of tokens after which the drafter proposes the target's next token (default 1.0)")
+    ap.add_argument("--kimi-width", action="store_true", help="the Kimi-width measurement pair instead of the tiny one")
+    ap.add_argument("--device", default="cpu", help="torch device to make the tensors on (default cpu; e.g. cuda)")
     a = ap.parse_args(argv)
-    from . import build
+    import torch
 
+    from . import build, preset
+
+    if a.device == "meta":
+        print("error: --device meta makes shapes only and writes nothing; use --device cpu or cuda", file=sys.stderr)
+        return 2
+    if a.device != "cpu":
+        try:
+            torch.empty(1, device=a.device)
+        except (RuntimeError, AssertionError) as exc:
+            print(f"error: --device {a.device}: {str(exc).splitlines()[0]}; use --device cpu", file=sys.stderr)
+            return 2
+    spec = preset("kimi-width" if a.kimi_width else "tiny")
     t0 = time.monotonic()
-    target, draft = build(a.out, seed=a.seed)
-    print(f"tiny target: {target}\ntiny draft:  {draft}\n({time.monotonic() - t0:.1f} s)", file=sys.stderr)
+    try:
+        target, draft = build(a.out, seed=a.seed, spec=spec, text_only=a.text_only, int4=a.int4,
+                              draft_agreement=a.draft_agreement, device=a.device)
+    except ValueError as exc:  # a spec the INT4 MoE kernel cannot serve, and the like
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    kind = "DeepseekV3ForCausalLM" if a.text_only else "KimiK25ForConditionalGeneration"
+    print(f"tiny target: {target} ({kind}{', INT4 routed experts' if a.int4 else ', bf16'})\n"
+          f"tiny draft:  {draft} (agreement {a.draft_agreement:g})"
+          + "".join(f"\n             {draft.parent / f'draft-{rows}'}" for rows in spec.draft_variants)
+          + f"\n({time.monotonic() - t0:.1f} s)", file=sys.stderr)
     return 0
 
 
