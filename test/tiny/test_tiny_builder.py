@@ -206,7 +206,7 @@ def test_tokenizer_round_trips_and_fills_the_vocab(pair):
 
 def test_kimi_width_has_the_launch_table_shapes():
     """--kimi-width on the meta device (no 8 GB on this box): vocab 163840, hidden 7168, drafters of 32000 and
-    4000 rows (the R keys of ops/configs/sm90.draft_head.json), INT4 experts packed as for Kimi-K2.5."""
+    4000 rows (the R keys of ops/configs/NVIDIA_H200.draft_head.json), INT4 experts packed as for Kimi-K2.5."""
     spec = preset("kimi-width")
     t = make_tensors(spec, 0, BuildOptions(device="meta", int4=True, draft_agreement=0.6))
     assert tuple(t.target[P + "model.embed_tokens.weight"].shape) == (163840, 7168)
@@ -218,7 +218,7 @@ def test_kimi_width_has_the_launch_table_shapes():
     assert tuple(t.target[e + "gate_proj.weight_scale"].shape) == (spec.moe_intermediate_size, 7168 // 32)
     hot4000 = t.drafts[4000]["d2t"] + torch.arange(4000)
     assert bool(torch.isin(t.proposals, hot4000).all()), "the 4000-row drafter must hold every proposal"
-    table = (ROOT / "python/sglang_kimi_eagle3/ops/configs/sm90.draft_head.json").read_text()
+    table = (ROOT / "python/sglang_kimi_eagle3/ops/configs/NVIDIA_H200.draft_head.json").read_text()
     assert all(f"R{rows}:H{spec.hidden_size}" in table for rows in t.drafts)
 
 

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
 
+from ..atomic import write_atomic
 from .spec import TinySpec, draft_config, target_config, wrapper_config
 from .tokenizer import tokenizer_config, tokenizer_json
 from .weights import draft_head, draft_proposals, draft_weights, embedding, target_weights, vocab_maps
@@ -80,21 +80,8 @@ def make_tensors(spec: TinySpec, seed: int, opts: BuildOptions) -> Tensors:
     return Tensors(tw, drafts, succ, prop)
 
 
-def _atomic_write(path: Path, write) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    os.close(fd)
-    try:
-        write(tmp)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def _write_json(path: Path, data) -> None:
-    _atomic_write(path, lambda tmp: Path(tmp).write_text(json.dumps(data, indent=2) + "\n"))
+    write_atomic(path, json.dumps(data, indent=2) + "\n", mkdir=True)
 
 
 def _stored(name: str, v: torch.Tensor) -> torch.Tensor:
@@ -103,10 +90,10 @@ def _stored(name: str, v: torch.Tensor) -> torch.Tensor:
 
 
 def _write_weights(path: Path, tensors: dict[str, torch.Tensor]) -> None:
-    from safetensors.torch import save_file
+    from safetensors.torch import save
 
     out = {k: _stored(k, v) for k, v in tensors.items()}
-    _atomic_write(path, lambda tmp: save_file(out, tmp, metadata={"format": "pt"}))
+    write_atomic(path, save(out, metadata={"format": "pt"}), mkdir=True)
 
 
 def _stamp(seed: int, spec: TinySpec, opts: BuildOptions, role: str) -> dict:
