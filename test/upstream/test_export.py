@@ -26,13 +26,6 @@ def _digest(folder: Path) -> dict:
             for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-@pytest.fixture(scope="session")
-def exported(tmp_path_factory):
-    out = tmp_path_factory.mktemp("series")
-    assert cli.main(["upstream", "export", "--out", str(out)]) == 0
-    return out
-
-
 def test_export_applies_every_pr_to_the_installed_sglang(exported):
     prs = upstream_export.load_series()
     assert [p.name for p in prs] == ["01-draft-context-policy", "02-tree-sampling-triton", "03-draft-softmax-topk"]

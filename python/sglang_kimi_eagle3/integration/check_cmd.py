@@ -40,7 +40,8 @@ With no launch_server flags it checks the embedded default: the Kimi-K2.5 INT4 +
                   "RTX PRO 6000"); default: this machine's GPU, else sm90 (H100/H200) and it says so
   --json          machine-readable output
   --verbose       keep SGLang's own log lines
-  --speculative-draft-context-policy auto|strict|extend|yarn|cap   (also SGLANG_KIMI_EAGLE3_CONTEXT_POLICY)
+  --speculative-draft-context-policy auto|strict|extend|yarn|cap   (also SGLANG_KIMI_EAGLE3_CONTEXT_POLICY;
+                  on an SGLang with this flag of its own: strict|extend|yarn|cap, unset = auto)
 Model paths may be local folders, Hugging Face repo ids in the local cache, or bundled profile names
 (`sglang-kimi-eagle3 profiles`). Exit: 0 no errors, 1 errors found, 2 unusable input."""
 

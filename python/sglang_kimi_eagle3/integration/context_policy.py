@@ -22,8 +22,13 @@ on, warn or off; preflight only reports what `launch_decision` says):
    own; strict (and cap when step 2 did not run) raise a ValueError naming the policy flag. Target
    configs, drafts that fit, and launches where the operator set SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN
    go through untouched. The plugin never sets that variable.
-Upstream issue: SGLang #9388 (why the global override defaults off); no draft-scoped policy exists.
-Remove when: SGLang grows a draft-scoped context flag/policy.
+Upstream issue: SGLang #9388 (why the global override defaults off); no draft-scoped policy exists in 0.5.23.
+Remove when: SGLang grows a draft-scoped context flag/policy. Where the running SGLang already has it (this
+project's upstream series, `upstream/01-draft-context-policy`; detected by upstream_has), the three hooks
+above are not installed (`skipped`, `upstream has it: ...`) and SGLang's own flag does the job: its parser
+takes the flag, `handle_speculative_decoding` resolves it, the draft's ModelConfig applies it. The plugin
+then only hands SGLang its default when the operator gave no flag (`hand_default_to_sglang`: auto, or
+SGLANG_KIMI_EAGLE3_CONTEXT_POLICY, instead of SGLang's strict), and preflight reads SGLang's field.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from pathlib import Path
 from .. import hookstatus
 from ..base import env_flag, logger
 from ..policy.context import FLAG, POLICIES, ContextDecision, decide, resolve_policy, spec_rope_margin
-from . import registry, runtime_status
+from . import registry, runtime_status, upstream_has
 from .launch_record import our_launch, policy_of, raw_input, set_policy
 
 NAME = "context_policy"
@@ -51,7 +56,7 @@ SITES = {NAME: ["sglang.srt.configs.model_config:ModelConfig._derive_context_len
 
 def install() -> None:
     install_flag()
-    registry.register(NAME, TARGET, _derive_context_length, "around")
+    _register_unless_upstream(NAME, TARGET, _derive_context_length, "around")
 
 
 def install_flag() -> None:
@@ -59,8 +64,16 @@ def install_flag() -> None:
     the flag, so that the launch step, not argparse, says what is wrong)."""
     for hook, sites in SITES.items():
         runtime_status.watch(hook, sites)
-    registry.register(FLAG_HOOKS[0][0], FLAG_HOOKS[0][1], _add_cli_args, "after")
-    registry.register(FLAG_HOOKS[1][0], FLAG_HOOKS[1][1], _from_cli_args, "around")
+    _register_unless_upstream(*FLAG_HOOKS[0][:2], _add_cli_args, "after")
+    _register_unless_upstream(*FLAG_HOOKS[1][:2], _from_cli_args, "around")
+
+
+def _register_unless_upstream(name: str, target: str, fn, hook_type: str) -> None:
+    aside = upstream_has.detail(name)
+    if aside:
+        hookstatus.record(name, target, "skipped", aside)
+    else:
+        registry.register(name, target, fn, hook_type)
 
 
 # ---- 1. the flag ---------------------------------------------------------------------------------
@@ -113,11 +126,32 @@ def launch_decision(server_args) -> ContextDecision | None:
                                                getattr(cfg, "speculative_num_draft_tokens", None)))
 
 
-def resolve_launch(server_args) -> ContextDecision | None:
-    """Main-process step of our launches: apply `cap` (lower the served context for every later reader)."""
+def hand_default_to_sglang(server_args) -> str | None:
+    """Main process, our launches, before SGLang's `handle_speculative_decoding`, on an SGLang with its own
+    flag only: when the operator gave no flag, declare this plugin's policy (auto -> extend, or
+    SGLANG_KIMI_EAGLE3_CONTEXT_POLICY) on SGLang's field, so that SGLang's own resolution and draft
+    ModelConfig apply it instead of SGLang's default (strict). Returns the value declared (None: nothing).
+    SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN (or CI) keeps SGLang's own default, as the hook stands aside
+    for it on 0.5.23."""
     from sglang.srt.arg_groups.overrides import declare_resolution
 
-    if resolve_policy(policy_of(server_args)) != "cap":
+    if not upstream_has.detail("context_policy_flag") or raw_input(server_args, DEST) is not None:
+        return None
+    if env_flag("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN") or env_flag("SGLANG_IS_IN_CI"):
+        return None
+    policy = resolve_policy(None)
+    value = "extend" if policy == "auto" else policy  # SGLang's flag has no auto: auto extends
+    set_policy(server_args, policy)  # preflight decides with ours (auto warns about very short drafts)
+    declare_resolution(server_args, "sglang-kimi-eagle3.context_policy.default", **{DEST: value})
+    return value
+
+
+def resolve_launch(server_args) -> ContextDecision | None:
+    """Main-process step of our launches: apply `cap` (lower the served context for every later reader).
+    Where SGLang has its own flag, its resolution already did (nothing to do here)."""
+    from sglang.srt.arg_groups.overrides import declare_resolution
+
+    if upstream_has.detail("context_policy_flag") or resolve_policy(policy_of(server_args)) != "cap":
         return None  # only cap acts here; the rest act on the draft's ModelConfig (section 3)
     dec = launch_decision(server_args)
     if dec is None or dec.action != "cap":

@@ -40,7 +40,10 @@ Upstream issue/PR: none filed yet (the kernels would be an upstream PR to sglang
    takes only the probabilities that renorm_draft_probs just returned (identity check) and hands
    everything else to SGLang's. The d2t remap stays SGLang's gather after the call (its contract
    returns draft ids; ops.lm_head_topk folds it in where a caller owns the whole tail).
-   Remove when: upstream gives the worker a fused softmax + top-k.
+   Remove when: upstream gives the worker a fused softmax + top-k. This project's series does
+   (upstream/03-draft-softmax-topk): where the running SGLang's worker takes its top-k through that
+   dispatch (upstream_has.draft_topk), draft_probs and draft_worker_topk are not installed (`skipped`,
+   `upstream has it: ...`); draft_lm_head and draft_topk1 are not what it replaces and stay.
 """
 
 from __future__ import annotations
@@ -51,7 +54,7 @@ import weakref
 from .. import hookstatus
 from ..ops import tables
 from ..ops.arch import ENV_KERNELS, kernels_mode
-from . import registry, runtime_status
+from . import registry, runtime_status, upstream_has
 from .dispatch import KERNEL_OPS, call
 
 LM_HEAD = ("draft_lm_head", "sglang.srt.layers.logits_processor.LogitsProcessor._compute_lm_head")
@@ -75,20 +78,22 @@ def install() -> None:
         runtime_status.watch(name, sites, ours=_fast_topk if name == WORKER_TOPK[0] else None)
     runtime_status.on_publish(_bind_if_registered)
     mode = kernels_mode()
+    why = ""  # why every hook not replaced upstream is skipped ("": install them)
     if mode == "upstream":
-        for name, target in HOOKS:
-            hookstatus.record(name, target, "skipped", f"{ENV_KERNELS}=upstream")
-        return
-    if mode == "auto" and not ops_with_wins():
-        table = tables.load_table(*tables.current_device())
-        for name, target in HOOKS:
-            hookstatus.record(name, target, "skipped", f"the launch table in effect here lists no draft-head win "
-                              f"({table['origin']}); {ENV_KERNELS}=ours forces ours")
-        return
-    registry.register(*LM_HEAD, _compute_lm_head, "around")
-    registry.register(*TOPK1, _draft_topk1_postprocess, "around")
-    registry.register(*PROBS, _renorm_draft_probs, "around")
-    hookstatus.record(*WORKER_TOPK, "registered", "bound at the first draft renorm_draft_probs call (worker module only)")
+        why = f"{ENV_KERNELS}=upstream"
+    elif mode == "auto" and not ops_with_wins():
+        why = (f"the launch table in effect here lists no draft-head win "
+               f"({tables.load_table(*tables.current_device())['origin']}); {ENV_KERNELS}=ours forces ours")
+    fns = {LM_HEAD[0]: _compute_lm_head, TOPK1[0]: _draft_topk1_postprocess, PROBS[0]: _renorm_draft_probs}
+    for name, target in HOOKS:
+        # where it would be installed: does SGLang's worker already take its own draft top-k (upstream_has.py)?
+        why_not = why or upstream_has.detail(name)
+        if why_not:
+            hookstatus.record(name, target, "skipped", why_not)
+        elif name in fns:
+            registry.register(name, target, fns[name], "around")
+        else:  # WORKER_TOPK: bound lazily, in the worker module only
+            hookstatus.record(name, target, "registered", "bound at the first draft renorm_draft_probs call (worker module only)")
 
 
 def ops_with_wins(device: tuple | None = None) -> list[str]:

@@ -3,7 +3,8 @@
 - `raw_input(server_args, name)`: what the operator typed for a field (SGLang keeps it in `_raw_input`).
 - `is_our_launch(server_args)`: EAGLE or EAGLE3 with a draft model, on a ServerArgs record (main process).
 - `our_launch()`: the same question in a scheduler, from the spec config SGLang published (cached).
-- `policy_of(server_args)`: the `--speculative-draft-context-policy` value carried on the record.
+- `policy_of(server_args)`: the `--speculative-draft-context-policy` value carried on the record (ours, or
+  SGLang's own field where SGLang has one).
 - the launch step's mark: set on the record in the main process, pickled to every scheduler, read there.
 
 Reading any of these changes nothing: no class is patched, no hook is recorded.
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 OUR_ALGORITHMS = ("EAGLE", "EAGLE3")
 POLICY_ATTR = "_kimi_eagle3_context_policy"  # bookkeeping attribute: survives pickling to the schedulers
+UPSTREAM_POLICY_FIELD = "speculative_draft_context_policy"  # SGLang's own field, where SGLang has the flag
 MARK = "_kimi_eagle3_launch_step"  # likewise: what the main-process launch step did for this launch
 _OURS: list = [None]  # our_launch() once SGLang published the spec config of this process
 
@@ -52,8 +54,21 @@ def our_launch() -> bool | None:
 
 
 def policy_of(server_args) -> str | None:
-    """The --speculative-draft-context-policy value carried on a ServerArgs record, or None."""
-    return getattr(server_args, POLICY_ATTR, None) if server_args is not None else None
+    """The --speculative-draft-context-policy value carried on a ServerArgs record, or None: this plugin's
+    bookkeeping attribute (its flag on SGLang 0.5.23, or the default it handed to SGLang), else SGLang's own
+    field where SGLang has the flag (as resolved so far: SGLang's resolution fills in its default)."""
+    if server_args is None:
+        return None
+    ours = getattr(server_args, POLICY_ATTR, None)
+    if ours is not None:
+        return ours
+    from sglang.srt.arg_groups.arg_utils import field_names
+
+    if UPSTREAM_POLICY_FIELD not in field_names(type(server_args)):
+        return None
+    from sglang.srt.arg_groups.overrides import resolving_view
+
+    return getattr(resolving_view(server_args), UPSTREAM_POLICY_FIELD, None)
 
 
 def set_policy(server_args, value: str) -> None:

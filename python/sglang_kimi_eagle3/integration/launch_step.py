@@ -7,13 +7,15 @@ Upstream target: SGLang's resolution step `handle_speculative_decoding`, through
   before any scheduler process starts or any weight is read.
 Why: SGLang swallows exceptions raised by plugins at load time, but an exception raised from a
   resolution step propagates out of resolve_once() and stops the launch.
-How: run SGLang's own step first (keeping its error, if any), then:
+How: where SGLang has its own --speculative-draft-context-policy and the operator gave none, hand it this
+plugin's default first (context_policy.hand_default_to_sglang; SGLang's step resolves the policy). Then
+run SGLang's own step (keeping its error, if any), then:
   1. gate: unless the launch is EAGLE or EAGLE3 with a draft model (`is_our_launch`), return exactly
      what SGLang's step did - nothing read, nothing changed, nothing refused;
   2. our variables: a garbage SGLANG_KIMI_EAGLE3 / _KERNELS / _PREFLIGHT / _CONTEXT_POLICY value
      raises the UserError that names it (this is how a bad value aborts a launch cleanly);
-  3. the context policy's main-process part (context_policy.resolve_launch: `cap`), whatever the
-     preflight mode;
+  3. the context policy's main-process part (context_policy.resolve_launch: `cap`; SGLang's own step
+     did it where SGLang has the flag), whatever the preflight mode;
   4. preflight (preflight_launch.report): SGLANG_KIMI_EAGLE3_PREFLIGHT=on refuses on errors, warn
      logs them, off skips. Preflight only reports.
   A refusal of ours (UserError, PreflightFailed) propagates out of resolve_once(); when nothing catches
@@ -66,6 +68,10 @@ def confirm_in_scheduler() -> None:
 
 def _step(server_args, previous) -> None:
     sglang_error = None
+    if is_our_launch(server_args) and not env_errors():  # a bad variable is refused below, after SGLang's step
+        from .context_policy import hand_default_to_sglang
+
+        hand_default_to_sglang(server_args)  # only where SGLang has its own flag (its step resolves it)
     try:
         previous(server_args)
     except Exception as exc:  # SGLang's own refusal: ours to report only for our launches

@@ -16,7 +16,8 @@ from ..configs import read_config, require_draft_context, require_known_rope, sa
 from ..errors import UserError
 from ..policy.context import resolve_policy, spec_rope_margin
 from ..preflight import Deployment, GpuTarget
-from .launch_record import policy_of, raw_input
+from . import upstream_has
+from .launch_record import UPSTREAM_POLICY_FIELD, policy_of, raw_input
 
 
 def local_config_dir(path: str | None, flag: str) -> Path:
@@ -57,6 +58,13 @@ def target_class_methods(arch_list: list[str]) -> dict[str, bool] | None:
         return None
     delegated = enabled() and is_kimi_k25(cls)
     return {m: delegated or callable(getattr(cls, m, None)) for m in METHODS}
+
+
+def _context_policy_in_effect() -> bool:
+    """A draft shorter than the served context gets a policy in the scheduler: this plugin's context_policy
+    hook is installed, or SGLang's own draft ModelConfig applies its flag (whether the plugin is on or off)."""
+    row = hookstatus.get("context_policy")
+    return (row is not None and row.state in ("applied", "registered")) or bool(upstream_has.draft_context_config())
 
 
 def build_deployment(server_args, gpu: GpuTarget, *, sglang_error: str | None = None,
@@ -105,9 +113,10 @@ def build_deployment(server_args, gpu: GpuTarget, *, sglang_error: str | None = 
         hook_states={r.name: (r.state, r.detail) for r in hookstatus.rows()},
         draft_tensor_shapes=shapes,
         sglang_error=sglang_error,
-        context_hook_active=hookstatus.get("context_policy") is not None
-        and hookstatus.get("context_policy").state in ("applied", "registered"),
-        global_override_set=env_flag("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"),
+        context_hook_active=_context_policy_in_effect(),
+        # where SGLang has its own flag, a flag the operator gave wins over the global override
+        global_override_set=env_flag("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN")
+        and not (upstream_has.draft_context_flag() and raw_input(server_args, UPSTREAM_POLICY_FIELD)),
         rope_margin=spec_rope_margin(getattr(cfg, "speculative_num_steps", None),
                                      getattr(cfg, "speculative_num_draft_tokens", None)),
     )

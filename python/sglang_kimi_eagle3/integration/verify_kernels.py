@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from .. import hookstatus
 from ..ops import arch
-from . import runtime_status
+from . import runtime_status, upstream_has
 from .dispatch import call
 
 shape_key = arch.tree_shape_key  # the key the launch tables and `tune` file wins under
@@ -113,7 +113,9 @@ def verify_tree_greedy_hook(orig, predicts, accept_index, accept_token_num, cand
 # Why: one 1024-thread block per request scans the whole 163840-entry row: 82.6 µs at bs 1.
 # How: AROUND; CUDA tensors and the kernel switch -> ops.tree_sampling.tree_speculative_sampling,
 #   the same walk (bit-identical accepts) with the residual draw split over the vocabulary.
-# Upstream PR/issue: none yet. Removable when SGLang's sampler parallelises over the vocabulary.
+# Upstream PR/issue: this project's series, upstream/02-tree-sampling-triton. Removable when SGLang's
+#   sampler parallelises over the vocabulary; where the running SGLang has that PR's dispatch
+#   (upstream_has.tree_sampling) the hook is not installed (`skipped`, `upstream has it: ...`).
 def tree_sampling_hook(orig, predicts, accept_index, accept_token_num, candidates, retrive_index, retrive_next_token,
                        retrive_next_sibling, uniform_samples, uniform_samples_for_final_sampling, target_probs,
                        draft_probs, threshold_single=1.0, threshold_acc=1.0, deterministic=True):
@@ -157,6 +159,10 @@ def install() -> None:
     for name, target, fn, op in HOOKS:
         if mode == "upstream":
             hookstatus.record(name, target, "skipped", f"{arch.ENV_KERNELS}=upstream: SGLang's kernel")
+            continue
+        aside = upstream_has.detail(name)  # SGLang already dispatches its own kernel there (upstream_has.py)
+        if aside:
+            hookstatus.record(name, target, "skipped", aside)
             continue
         if hookstatus.get(name) is not None and hookstatus.get(name).state in ("registered", "applied"):
             continue
