@@ -247,6 +247,10 @@ def _print_human(res: dict) -> None:
     con.print(f"Target GPU: {gpu.name} (sm{gpu.sm}; {gpu.how})")
     con.print("Plugin hooks: " + ", ".join(f"{r.name}={r.state}" for r in res["hooks"]))
     con.print(f"Kernel launch table for this GPU: {res['table']}")
+    from ..versions import version_note
+
+    if version_note():
+        con.print(f"[yellow]note: {version_note()}[/]")
     style = {"error": "bold red", "warning": "yellow", "info": "dim"}
     table = Table(show_lines=True, expand=True)
     table.add_column("severity", min_width=8, no_wrap=True)
