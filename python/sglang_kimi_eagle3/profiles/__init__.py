@@ -37,7 +37,7 @@ def profile_path(name: str) -> Path | None:
     return ROOT / entry[0] if entry else None
 
 
-# The launch that took five attempts (DEVELOPERS.md, issue 2): Kimi-K2.5 INT4 + the AQ-MedAI Kimi-K2
+# The launch that took five attempts: Kimi-K2.5 INT4 + the AQ-MedAI Kimi-K2
 # EAGLE-3 drafter on 8x RTX PRO 6000 Blackwell (SM120), TP 8, steps 3 / topk 1 / 4 draft tokens.
 DEFAULT_DEPLOYMENT_NAME = ("Kimi-K2.5 INT4 + AQ-MedAI Kimi-K2 EAGLE-3 drafter, TP 8, steps 3 / topk 1 / 4 draft tokens, "
                            "on 8x RTX PRO 6000 (SM120)")
