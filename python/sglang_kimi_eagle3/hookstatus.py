@@ -45,6 +45,7 @@ _TABLE: dict[str, HookStatus] = {}
 # (hook, "ours" | "sglang", shape bucket, reason) -> calls
 _COUNTS: Counter = Counter()
 _CALLS = [0]  # calls counted so far in this process (the status writer rewrites its file when it grows)
+_LISTENERS: list = []  # fn(hook, who, bucket, reason) per counted call (integration/metrics.py)
 
 
 def record(name: str, target: str, state: str, detail: str = "") -> HookStatus:
@@ -79,6 +80,24 @@ def count(hook: str, who: str, bucket: str, reason: str = "") -> None:
     """One call of `hook`: who ran it ("ours" | "sglang"), its shape bucket, why it went to SGLang."""
     _COUNTS[(hook, who, bucket, reason)] += 1
     _CALLS[0] += 1
+    for fn in _LISTENERS:
+        fn(hook, who, bucket, reason)
+
+
+def count_items() -> list[tuple[tuple[str, str, str, str], int]]:
+    """((hook, who, bucket, reason), calls) for every counter of this process."""
+    return list(_COUNTS.items())
+
+
+def add_listener(fn) -> None:
+    """Call fn(hook, who, bucket, reason) on every counted call from now on (an exporter). Idempotent."""
+    if fn not in _LISTENERS:
+        _LISTENERS.append(fn)
+
+
+def remove_listener(fn) -> None:
+    if fn in _LISTENERS:
+        _LISTENERS.remove(fn)
 
 
 def calls() -> int:

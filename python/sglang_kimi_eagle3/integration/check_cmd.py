@@ -34,7 +34,8 @@ GPU_NAMES = [
 HELP = """usage: sglang-kimi-eagle3 check [--for-gpu GPU] [--json] [--verbose] [launch_server flags ...]
 
 Checks a draft/target deployment the way launch_server would start it, and lists every problem at once.
-With no launch_server flags it checks the embedded default: the Kimi-K2.5 INT4 + AQ-MedAI drafter launch.
+With no --model-path it checks the embedded default (the Kimi-K2.5 INT4 + AQ-MedAI drafter launch on
+8x RTX PRO 6000), with any launch_server flags given replacing its own: `check --tp-size 4`.
 
   --for-gpu GPU   the GPU the deployment runs on: sm90 | sm100 | sm120 | a device name ("H200",
                   "RTX PRO 6000"); default: this machine's GPU, else sm90 (H100/H200) and it says so
@@ -149,14 +150,16 @@ def check_launch(argv: list[str], gpu: GpuTarget, labels: dict[str, str] | None 
     """
     from sglang.srt.runtime_context import override_platform
 
+    from .gpu_memory import gpu_memory, sglang_sees_gpu_memory
     from .preflight_inputs import build_deployment
     from .preflight_launch import collecting
 
     server_args = parse_with_sglang(argv)
     sglang_error = None
+    mib = gpu_memory(gpu)[0] if gpu.how != "local GPU" else None  # the local GPU: SGLang reads it itself
     with collecting(gpu, labels) as box:
         try:
-            with override_platform(**platform_facts(gpu.sm)):
+            with override_platform(**platform_facts(gpu.sm)), sglang_sees_gpu_memory(mib):
                 server_args.resolve_once()
         except UserError:
             raise
@@ -170,13 +173,39 @@ def check_launch(argv: list[str], gpu: GpuTarget, labels: dict[str, str] | None 
     return {"findings": findings, "deployment": dep, "server_args": server_args, "sglang_error": sglang_error}
 
 
+def _pairs(argv: list[str]) -> list[tuple[str, str | None]]:
+    """argv as (flag, value or None): a token after a flag is its value unless it is itself a flag."""
+    out, i = [], 0
+    while i < len(argv):
+        a = argv[i]
+        if a.startswith("--") and "=" in a:
+            out.append(tuple(a.split("=", 1)))
+        elif i + 1 < len(argv) and not argv[i + 1].startswith("--"):
+            out.append((a, argv[i + 1]))
+            i += 1
+        else:
+            out.append((a, None))
+        i += 1
+    return out
+
+
+def overlay_default(flags: list[str]) -> list[str]:
+    """The embedded default's launch with `flags` replacing its values or added (`check --tp-size 4`)."""
+    given = dict(_pairs(flags))
+    merged = [(f, given.pop(f, v)) for f, v in _pairs(list(DEFAULT_ARGV))] + list(given.items())
+    return [x for f, v in merged for x in ((f,) if v is None else (f, v))]
+
+
 def run(argv: list[str]) -> dict:
     """Check a launch; returns {"title", "gpu", "findings", "hooks", "table", "timing"} (no printing)."""
     ours, rest = _split(argv)
-    embedded = not rest
+    # no model path: the embedded default, with any flags given replacing its own (`check --tp-size 4`)
+    embedded = not any(a in ("--model-path", "--model") or a.startswith(("--model-path=", "--model=")) for a in rest)
     title = f"the embedded default: {DEFAULT_DEPLOYMENT_NAME}" if embedded else "launch_server " + " ".join(rest)
+    if embedded and rest:
+        title += " - with " + " ".join(rest)
     if embedded:
-        rest = list(DEFAULT_ARGV)
+        rest = overlay_default(rest)
     gpu = parse_gpu(ours["for_gpu"] or (DEFAULT_GPU if embedded else None),
                     "embedded default" if embedded and not ours["for_gpu"] else f"--for-gpu {ours['for_gpu']}")
     rest, labels = resolve_model_paths(rest)
@@ -219,6 +248,10 @@ def _print_human(res: dict) -> None:
     con.print(f"Target GPU: {gpu.name} (sm{gpu.sm}; {gpu.how})")
     con.print("Plugin hooks: " + ", ".join(f"{r.name}={r.state}" for r in res["hooks"]))
     con.print(f"Kernel launch table for this GPU: {res['table']}")
+    from ..versions import version_note
+
+    if version_note():
+        con.print(f"[yellow]note: {version_note()}[/]")
     style = {"error": "bold red", "warning": "yellow", "info": "dim"}
     table = Table(show_lines=True, expand=True)
     table.add_column("severity", min_width=8, no_wrap=True)

@@ -14,7 +14,7 @@ Upstream issue/PR: none filed yet (the kernels would be an upstream PR to sglang
 1. draft_lm_head — sglang.srt.layers.logits_processor.LogitsProcessor._compute_lm_head (0.5.23
    logits_processor.py:1144), AROUND.
    Why: the draft lm_head GEMM (bs 1..128 rows against a [R, 7168] bf16 shard) runs at ~2x the
-   weight-read floor under cuBLAS on the H200 (../shared/reference/baseline-h200.md).
+   weight-read floor under cuBLAS on the H200 (the SGLang 0.5.23 baseline, 2026-11-29).
    How: only for EAGLE-3 draft LogitsProcessors (their config carries `draft_vocab_size` / an
    *Eagle3 architecture; the target's processor is the same class and always goes upstream), plain
    16-bit weights, no LoRA / quantisation / bias / fp32-lm-head / AMX: `lm_head_gemv`. When nothing

@@ -25,7 +25,10 @@ _registered = False
 def register() -> None:
     """Plugin entry point: queue every hook and record each one's status."""
     global _registered
+    from ..versions import say_once
     from . import HOOK_MODULES, install_all
+
+    say_once()  # another SGLang release than the tested one: said once per process, never refused
 
     bad = env_errors()
     try:

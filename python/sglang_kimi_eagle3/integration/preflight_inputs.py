@@ -67,6 +67,39 @@ def _context_policy_in_effect() -> bool:
     return (row is not None and row.state in ("applied", "registered")) or bool(upstream_has.draft_context_config())
 
 
+def index_total_size(folder: Path) -> int | None:
+    """metadata.total_size of `model.safetensors.index.json` beside the config (weights present), else None."""
+    from ..configs import read_json
+
+    f = Path(folder) / "model.safetensors.index.json"
+    if not f.is_file():
+        return None
+    meta = read_json(f).get("metadata") or {}
+    size = meta.get("total_size") if isinstance(meta, dict) else None
+    return int(size) if isinstance(size, (int, float)) and size > 0 else None
+
+
+def memory_fields(server_args, cfg, gpu: GpuTarget, target_dir: Path, target) -> dict:
+    """The Deployment fields of the memory-fit check (checks_memory.py)."""
+    from ..configs import read_json
+    from .gpu_memory import gpu_memory
+
+    mib, source = gpu_memory(gpu)
+    outer = read_json(Path(target.file))
+    vision = outer.get("vision_config") if isinstance(outer.get("vision_config"), dict) else None
+    graphs = getattr(cfg, "cuda_graph_config", None)
+    decode = getattr(graphs, "decode", None)
+    max_bs = getattr(decode, "max_bs", None) if str(getattr(decode, "backend", "")) != "disabled" else None
+    frac = getattr(cfg, "mem_fraction_static", None)
+    return dict(gpu_memory_mib=mib, gpu_memory_source=source,
+                mem_fraction_static=float(frac) if isinstance(frac, (int, float)) else None,
+                mem_fraction_given=raw_input(server_args, "mem_fraction_static") is not None,
+                kv_cache_dtype=str(getattr(cfg, "kv_cache_dtype", None) or "auto"),
+                target_vision_config=vision, target_index_bytes=index_total_size(target_dir),
+                cuda_graph_max_bs=max_bs if isinstance(max_bs, int) and max_bs > 0 else None,
+                max_running_requests=raw_input(server_args, "max_running_requests"))
+
+
 def build_deployment(server_args, gpu: GpuTarget, *, sglang_error: str | None = None,
                      check_target_class: bool = True, labels: dict[str, str] | None = None) -> Deployment:
     """labels: folder -> the name the operator typed (a bundled profile name), for readable findings."""
@@ -119,4 +152,5 @@ def build_deployment(server_args, gpu: GpuTarget, *, sglang_error: str | None = 
         and not (upstream_has.draft_context_flag() and raw_input(server_args, UPSTREAM_POLICY_FIELD)),
         rope_margin=spec_rope_margin(getattr(cfg, "speculative_num_steps", None),
                                      getattr(cfg, "speculative_num_draft_tokens", None)),
+        **memory_fields(server_args, cfg, gpu, target_dir, target),
     )

@@ -51,6 +51,9 @@ _STATE = {"path": None, "written": -1, "writer": None}
 
 def install() -> None:
     registry.register(NAME, TARGET, _after_cuda_graphs, "after")
+    from . import metrics
+
+    on_publish(metrics.on_publish)  # --enable-metrics: the counters on SGLang's /metrics too
 
 
 def watch(hook: str, sites: list[str], ours=None) -> None:
@@ -193,12 +196,19 @@ def status_rows(import_modules: bool = False) -> list[dict]:
 
 
 def snapshot(import_modules: bool = False) -> dict:
-    return {"plugin": __version__, "pid": os.getpid(), "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    from ..base import TESTED_SGLANG
+    from ..versions import installed_sglang
+
+    return {"plugin": __version__, "sglang": installed_sglang(), "tested_sglang": TESTED_SGLANG, "pid": os.getpid(), "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "table_in_effect": table_in_effect(), "hooks": status_rows(import_modules)}
 
 
 def format_snapshot(snap: dict) -> str:
     lines = [f"runtime status (pid {snap['pid']}, {snap['time']}; {snap['table_in_effect']}):"]
+    if snap.get("sglang") and snap.get("tested_sglang") and snap["sglang"] != snap["tested_sglang"]:
+        from ..versions import version_note
+
+        lines.append(f"  note: {version_note(snap['sglang'])}")
     w = max((len(h["name"]) for h in snap["hooks"]), default=4)
     for h in snap["hooks"]:
         c = h["counters"]

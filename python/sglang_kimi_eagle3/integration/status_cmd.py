@@ -66,7 +66,10 @@ def main(argv: list[str]) -> int:
 
     words = {r["name"]: r["status"] for r in status_rows(import_modules="--no-model-class" not in argv)}
     if "--json" in argv:
+        from ..versions import version_note
+
         json.dump({"plugin": __version__, "sglang": sglang_version, "tested_sglang": TESTED_SGLANG,
+                   "version_note": version_note(sglang_version),
                    "kernel_table": table_in_effect(),
                    "hooks": [{**d, "status": words.get(d["name"], d["state"])} for d in hookstatus.as_dicts()]},
                   sys.stdout, indent=1)
@@ -76,8 +79,11 @@ def main(argv: list[str]) -> int:
         from rich.table import Table
 
         con = Console(highlight=False)
-        note = "" if sglang_version == TESTED_SGLANG else f"  (tested with {TESTED_SGLANG}: hooks may not match)"
-        con.print(f"sglang-kimi-eagle3 {__version__} on sglang {sglang_version}{note}")
+        from ..versions import version_note
+
+        con.print(f"sglang-kimi-eagle3 {__version__} on sglang {sglang_version} (tested with {TESTED_SGLANG})")
+        if version_note(sglang_version):
+            con.print(f"[yellow]note: {version_note(sglang_version)}[/]")
         con.print(f"Kernel launch table on this machine: {table_in_effect()}")
         if not rows:
             con.print("[red]SGLang's load_plugins() did not run this plugin: is it installed in this environment, "

@@ -6,7 +6,7 @@ sgl_kernel...). The kernel modules (`sglang.kernels.ops.speculative.*`) need onl
 an empty parent package pointing at the installed sglang folder ($SITE/sglang, or where Python finds
 it) is registered first, so the kernel modules import without that __init__.
 
-Same behaviour as /work/shared/tools/sglang_kernels_on_device.py; used by `tune` and the benchmarks.
+Used by `tune` and the benchmarks.
 """
 
 from __future__ import annotations

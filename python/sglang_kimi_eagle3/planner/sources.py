@@ -12,10 +12,24 @@ from .model import Acceptance
 
 # name -> (tau, at steps, source). tau counts the bonus token (SGLang's spec_accept_length).
 PRESETS: dict[str, tuple[float, int, str]] = {
-    "aq-medai-k25-gsm8k": (1 + 4 * 0.5178, 4, "vLLM #35966: 51.78% draft acceptance on GSM8K with 4 speculative tokens, "
-                           "AQ-MedAI/Kimi-K25-eagle3 on Kimi-K2.5 (shared/reference/published.md); tau = 1 + 4 x 0.5178"),
-    "lightseek-k25-mtbench": (2.69, 3, "lightseekorg/kimi-k2.5-eagle3, tau 2.69 on MT-Bench at steps 3 / topk 1 (published.md)"),
-    "lightseek-k25-gsm8k": (3.20, 3, "lightseekorg/kimi-k2.5-eagle3, tau 3.20 on GSM8K at steps 3 / topk 1 (published.md)"),
+    "aq-medai-k25-gsm8k": (1 + 4 * 0.5178, 4, "vLLM issue #35966 (github.com/vllm-project/vllm): 51.78% draft acceptance "
+                           "on GSM8K with 4 speculative tokens, AQ-MedAI/Kimi-K25-eagle3 on Kimi-K2.5; tau = 1 + 4 x 0.5178"),
+    "aq-medai-k2-gsm8k": (3.27, 3, "SpecForge docs/spec_bundle/public/raw_data/data.json (github.com/sgl-project/SpecForge): "
+                          "AQ-MedAI/Kimi-K2-Instruct-eagle3 on Kimi-K2-Instruct (its training target), H200, bs 8, steps 3 / "
+                          "topk 1, GSM8K accept length 3.27; on Kimi-K2.5 no number is published: expect lower"),
+    "aq-medai-k2-mtbench": (2.39, 3, "SpecForge docs/spec_bundle/public/raw_data/data.json: AQ-MedAI/Kimi-K2-Instruct-eagle3 "
+                            "on Kimi-K2-Instruct, H200, bs 8, steps 3 / topk 1, MT-Bench accept length 2.39; on Kimi-K2.5 "
+                            "expect lower"),
+    "lightseek-k25-mtbench": (2.69, 3, "lightseekorg/kimi-k2.5-eagle3 model card (huggingface.co): tau 2.69 on MT-Bench at "
+                              "steps 3 / topk 1"),
+    "lightseek-k25-gsm8k": (3.20, 3, "lightseekorg/kimi-k2.5-eagle3 model card (huggingface.co): tau 3.20 on GSM8K at "
+                            "steps 3 / topk 1"),
+    "lightseek-k25-humaneval": (3.29, 3, "lightseekorg/kimi-k2.5-eagle3 model card (huggingface.co): tau 3.29 on HumanEval "
+                                "at steps 3 / topk 1"),
+    "lightseek-k25-mla-mtbench": (2.94, 3, "lightseekorg/kimi-k2.5-eagle3-mla model card (huggingface.co): tau 2.94 on "
+                                  "MT-Bench at steps 3 / topk 1"),
+    "lightseek-k25-mla-gsm8k": (3.02, 3, "lightseekorg/kimi-k2.5-eagle3-mla model card (huggingface.co): tau 3.02 on GSM8K "
+                                "at steps 3 / topk 1"),
     "eagle3-paper-llama31-8b": (6.23, 8, "EAGLE-3 paper (arXiv 2503.01840), LLaMA-3.1-8B, tau 6.23 at temperature 0 "
                                 "with a depth-8 tree; read here as a depth-8 chain (optimistic)"),
 }

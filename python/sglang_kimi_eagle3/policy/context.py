@@ -143,8 +143,9 @@ def decide(
         return ContextDecision(
             **base, action="extend", serve_len=target_len, draft_max_position_embeddings=extend_mpe,
             explanation=(f"{head}: serving the target's {target_len} tokens; only {draft_name}'s limit "
-                         f"({draft_len}) is lifted, its rotary cache sized to {extend_mpe} positions (target + "
-                         f"{rope_margin} speculative margin). Outputs stay exact because the target verifies every "
+                         f"({draft_len}) is lifted, its rotary cache sized to {extend_mpe} positions (the target's "
+                         f"{target_len} + {extend_mpe - target_len}: the {rope_margin}-position speculative margin "
+                         f"rounded up to a multiple of 128). Outputs stay exact because the target verifies every "
                          f"drafted token.{window_note}{short_note} SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN is not "
                          f"used, so the target's own context check still applies."))
     if policy == "yarn":

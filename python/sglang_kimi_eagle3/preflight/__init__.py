@@ -7,6 +7,7 @@ integration/preflight_inputs.py turns a launch (SGLang's own parsed and resolved
 from __future__ import annotations
 
 from .checks_launch import check_aux_layers, check_context, check_sglang_error, check_spec_params, check_tensor_parallel
+from .checks_memory import check_memory
 from .checks_model import check_algorithm, check_capture_support, check_dtype_quant, check_hidden, check_trust_remote_code, check_vocab
 from .checks_platform import check_attention_backend, check_platform
 from .model import Deployment, Finding, GpuTarget
@@ -25,6 +26,7 @@ CHECKS = (
     check_dtype_quant,
     check_trust_remote_code,
     check_platform,
+    check_memory,
 )
 _ORDER = {"error": 0, "warning": 1, "info": 2}
 

@@ -81,3 +81,13 @@ class Deployment:
     rope_margin: int = 0
     context_hook_active: bool = True  # this plugin's context_policy hook will run in the scheduler
     global_override_set: bool = False  # SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN is set
+    # Memory fit (checks_memory.py); None where unknown
+    gpu_memory_mib: float | None = None  # the target GPU's total memory (nvidia-smi memory.total)
+    gpu_memory_source: str = ""  # "this machine's GPU", "RTX PRO 6000 Blackwell (96 GB)", or why unknown
+    mem_fraction_static: float | None = None  # after SGLang's resolution (its default when not given)
+    mem_fraction_given: bool = False  # the operator wrote --mem-fraction-static
+    kv_cache_dtype: str = "auto"
+    target_vision_config: dict | None = None  # the outer config's vision_config (multimodal targets)
+    target_index_bytes: int | None = None  # model.safetensors.index.json metadata.total_size, weights present
+    cuda_graph_max_bs: int | None = None  # SGLang's decode CUDA-graph batch limit for this GPU
+    max_running_requests: int | None = None  # --max-running-requests as written

@@ -1,0 +1,254 @@
+"""Memory arithmetic for preflight: weight bytes per GPU, KV bytes per token, GPU capacities. Pure.
+
+How SGLang 0.5.23 sizes a GPU (mem_cache/kv_cache_configurator.py `_profile_available_bytes`,
+arg_groups/memory_hook.py `handle_gpu_memory_settings`):
+
+  KV budget = free memory after the weights load - free-before-load x (1 - mem_fraction_static)
+              - the multimodal reservation (SGLANG_VLM_CACHE_SIZE_MB, 100 MiB, for a multimodal target)
+  tokens    = KV budget / cell, cell = target KV bytes per token + the draft's layers counted at the
+              target's per-layer size (pool_configurator.DefaultPoolConfigurator, EAGLE branch)
+
+so `mem_fraction_static` x (free memory before load) must hold the weights of target and draft plus the
+KV pool, and the rest, (1 - fraction), is the allowance for activations, CUDA graphs and communicator
+buffers. "Free before load" is the card's capacity less the CUDA context and NCCL set-up, which this
+module takes as PRELOAD_OVERHEAD_GIB (about what a TP rank holds before its first weight: CUDA context
+~0.5 GiB plus NCCL/custom all-reduce buffers).
+
+Weight bytes follow SGLang's tensor-parallel layout for DeepSeek-V3-family (MLA + MoE) and Llama-style
+models: column/row-parallel linears, vocabulary-parallel embedding and lm_head, and the fused MoE are split
+over `--tp-size`; the MLA down-projections (q_a_proj, kv_a_proj_with_mqa: ReplicatedLinear), norms, the
+MoE router, the EAGLE-3 `fc` and the vision tower are held whole on every rank. The MLA latent KV cache is
+held whole on every rank too (it has no head dimension to split).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ..configs import ModelInfo
+
+GIB = 1 << 30
+MIB = 1 << 20
+PRELOAD_OVERHEAD_GIB = 1.0
+# SGLang's own floor for the (1 - fraction) allowance on GPUs over 60 GB (memory_hook.py: reserved_mem =
+# max(512 MB + 1.5 MB x chunked-prefill tokens + TP/8 GiB + CUDA-graph reserve, 10 GiB)).
+SGLANG_ALLOWANCE_FLOOR_GIB = 10.0
+MM_RESERVATION_GIB = 100 / 1024  # SGLANG_VLM_CACHE_SIZE_MB default
+
+# nvidia-smi memory.total (MiB) of the GPUs an operator names with --for-gpu.
+KNOWN_GPUS: list[tuple[str, str, int]] = [
+    (r"rtx\s*pro\s*6000", "RTX PRO 6000 Blackwell (96 GB)", 97887),
+    (r"h200", "H200 (141 GB)", 143771),
+    (r"h100|h800", "H100 (80 GB)", 81559),
+    (r"gb200", "GB200 (186 GB)", 189471),
+    (r"b200", "B200 (180 GB)", 183359),
+    (r"a100", "A100 80GB", 81920),
+]
+
+_DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "half": 2, "float32": 4, "float": 4, "float8_e4m3fn": 1}
+
+
+def known_gpu_memory_mib(name: str) -> tuple[int, str] | None:
+    """(MiB, the card it was read as) for a GPU named by --for-gpu or a device name; None if unknown."""
+    v = name.strip().lower()
+    for pat, label, mib in KNOWN_GPUS:
+        if re.search(pat, v):
+            return mib, label
+    return None
+
+
+def dtype_bytes(torch_dtype: str | None) -> int:
+    return _DTYPE_BYTES.get(str(torch_dtype or "bfloat16").replace("torch.", ""), 2)
+
+
+def kv_dtype_bytes(kv_cache_dtype: str | None, model_dtype: str | None) -> float:
+    """Bytes per KV element for SGLang's --kv-cache-dtype (auto: the model's dtype)."""
+    k = str(kv_cache_dtype or "auto").lower()
+    if k in ("auto", "", "none"):
+        return dtype_bytes(model_dtype)
+    if k.startswith("fp8"):
+        return 1
+    if k.startswith("fp4"):
+        return 0.5
+    return dtype_bytes(k)
+
+
+# --- which tensors SGLang holds whole on every TP rank --------------------------------------------
+_REPLICATED = re.compile(r"(q_a_proj|kv_a_proj_with_mqa|layernorm|(^|\.)norm\.|_norm\.|mlp\.gate\.|"
+                         r"e_score_correction_bias|vision_tower|mm_projector|multi_modal_projector|(^|\.)fc\.|"
+                         r"weight_shape)")
+
+
+def replicated(name: str) -> bool:
+    return bool(_REPLICATED.search(name))
+
+
+@dataclass(slots=True)
+class Part:
+    name: str  # a tensor name, or a representative one ("model.layers.*.mlp.experts.*.gate_proj.weight")
+    nbytes: float  # bytes in the checkpoint (all ranks together)
+    note: str = ""
+
+
+@dataclass(slots=True)
+class Weights:
+    parts: list[Part]
+    source: str  # "config-derived parameter counts" / "safetensors index total_size ..." / ...
+    total_override: float | None = None  # the checkpoint's exact total (index), when known
+
+    @property
+    def total(self) -> float:
+        return self.total_override if self.total_override is not None else sum(p.nbytes for p in self.parts)
+
+    def replicated_bytes(self) -> float:
+        return sum(p.nbytes for p in self.parts if replicated(p.name))
+
+    def per_gpu(self, tp: int) -> float:
+        rep = self.replicated_bytes()
+        return rep + (self.total - rep) / max(1, tp)
+
+
+# --- INT4 compressed-tensors ------------------------------------------------------------------------
+def _quant_scheme(raw: dict) -> tuple[float, list[str]] | None:
+    """(bytes per quantized weight, ignore patterns) for a compressed-tensors pack-quantized int checkpoint."""
+    qc = raw.get("quantization_config") or {}
+    if qc.get("quant_method") != "compressed-tensors":
+        return None
+    for group in (qc.get("config_groups") or {}).values():
+        w = (group or {}).get("weights") or {}
+        bits, gs = w.get("num_bits"), w.get("group_size")
+        if w.get("type") == "int" and isinstance(bits, int) and bits > 0:
+            # weight_packed (bits/8 per weight) + a bf16 weight_scale per group (+ a zero point when asymmetric)
+            per = bits / 8 + ((2 if w.get("symmetric", True) else 2 + bits / 8) / gs if isinstance(gs, int) and gs > 0 else 0)
+            return per, [str(x) for x in (qc.get("ignore") or [])]
+    return None
+
+
+def _ignored(name: str, patterns: list[str]) -> bool:
+    for p in patterns:
+        if p.startswith("re:"):
+            if re.search(p[3:], name):
+                return True
+        elif name == p or name.endswith("." + p) or name.startswith(p + ".") or f".{p}." in f".{name}.":
+            return True
+    return False
+
+
+# --- config-derived tensors -------------------------------------------------------------------------
+def _layer_parts(t: dict, i: int, h_in: int, b: int, quant) -> list[tuple[str, float]]:
+    """(representative tensor name, parameters) for decoder layer i; bytes applied by the caller."""
+    h = t["hidden_size"]
+    heads = t["num_attention_heads"]
+    pre = f"model.layers.{i}."
+    out: list[tuple[str, float]] = []
+    if t.get("kv_lora_rank") is not None:  # MLA
+        nope, rope, v = t.get("qk_nope_head_dim", 128), t.get("qk_rope_head_dim", 64), t.get("v_head_dim", 128)
+        ql, kl = t.get("q_lora_rank"), t["kv_lora_rank"]
+        if ql:
+            out += [("self_attn.q_a_proj.weight", h_in * ql), ("self_attn.q_a_layernorm.weight", ql),
+                    ("self_attn.q_b_proj.weight", ql * heads * (nope + rope))]
+        else:
+            out += [("self_attn.q_proj.weight", h_in * heads * (nope + rope))]
+        out += [("self_attn.kv_a_proj_with_mqa.weight", h_in * (kl + rope)), ("self_attn.kv_a_layernorm.weight", kl),
+                ("self_attn.kv_b_proj.weight", kl * heads * (nope + v)), ("self_attn.o_proj.weight", heads * v * h)]
+    else:
+        hd = t.get("head_dim") or h // heads
+        kv = t.get("num_key_value_heads") or heads
+        out += [("self_attn.q_proj.weight", h_in * heads * hd), ("self_attn.k_proj.weight", h_in * kv * hd),
+                ("self_attn.v_proj.weight", h_in * kv * hd), ("self_attn.o_proj.weight", heads * hd * h)]
+    experts = t.get("n_routed_experts") or 0
+    moe = experts and i >= (t.get("first_k_dense_replace") or 0) and i % (t.get("moe_layer_freq") or 1) == 0
+    if moe:
+        mi = t["moe_intermediate_size"]
+        out += [(f"mlp.experts.*.{p}.weight", experts * h * mi) for p in ("gate_proj", "up_proj", "down_proj")]
+        ns = t.get("n_shared_experts") or 0
+        out += [(f"mlp.shared_experts.{p}.weight", ns * h * mi) for p in ("gate_proj", "up_proj", "down_proj")]
+        out += [("mlp.gate.weight", experts * h), ("mlp.gate.e_score_correction_bias", experts)]
+    else:
+        inter = t["intermediate_size"]
+        out += [(f"mlp.{p}.weight", h * inter) for p in ("gate_proj", "up_proj", "down_proj")]
+    out += [("input_layernorm.weight", h), ("post_attention_layernorm.weight", h)]
+    return [(pre + n, c) for n, c in out]
+
+
+def _vision_params(vc: dict) -> float:
+    """A MoonViT-style tower from its config (layers x (4 h^2 + 2 h x intermediate)) plus a patch-merger projector."""
+    h = vc.get("vt_hidden_size") or vc.get("hidden_size") or 0
+    inter = vc.get("vt_intermediate_size") or vc.get("intermediate_size") or 4 * h
+    layers = vc.get("vt_num_hidden_layers") or vc.get("num_hidden_layers") or 0
+    merge = vc.get("merge_kernel_size") or [1, 1]
+    mm = (vc.get("mm_hidden_size") or h) * (merge[0] * merge[1] if isinstance(merge, list) and len(merge) == 2 else 1)
+    text = vc.get("text_hidden_size") or 0
+    return layers * (4 * h * h + 2 * h * inter) + mm * mm + mm * text
+
+
+def config_weights(info: ModelInfo, *, eagle3_draft: bool = False, vision_config: dict | None = None) -> Weights:
+    """Parameter counts from config.json, in the checkpoint's bytes (INT4 packed where compressed-tensors
+    quantizes: weight_packed + bf16 group scales; everything else in torch_dtype)."""
+    t = info.raw
+    b = dtype_bytes(info.torch_dtype)
+    quant = _quant_scheme(t)
+    h, vocab = info.hidden_size, info.vocab_size
+    items: list[tuple[str, float]] = []
+    if not eagle3_draft:  # an EAGLE-3 draft uses the target's embedding (SGLang's EAGLE worker shares it)
+        items.append(("model.embed_tokens.weight", vocab * h))
+    h_in = 2 * h if eagle3_draft else h
+    for i in range(info.num_hidden_layers):
+        items += _layer_parts(t, i, h_in, b, quant)
+    items.append(("model.norm.weight", h))
+    if not info.tie_word_embeddings:
+        items.append(("lm_head.weight", (info.draft_vocab_size or vocab) * h))
+    if eagle3_draft:
+        th = info.target_hidden_size or h
+        items += [("fc.weight", 3 * th * h), ("model.layers.0.hidden_norm.weight", h)]
+    parts = []
+    for name, n in items:
+        q = quant is not None and name.endswith(".weight") and "norm" not in name and "embed" not in name \
+            and "mlp.gate." not in name and not _ignored(name.replace(".*", ".0"), quant[1])
+        parts.append(Part(name, n * (quant[0] if q else b), "int4 packed" if q else ""))
+    if vision_config:
+        parts.append(Part("vision_tower.*", _vision_params(vision_config) * 2, "vision tower, estimated from vision_config"))
+    what = "config-derived parameter counts" + (" (compressed-tensors INT4 packed sizes)" if quant else "")
+    return Weights(parts, what)
+
+
+def tensor_weights(shapes: dict[str, list[int]], torch_dtype: str | None, *, eagle3_draft: bool = False) -> Weights:
+    """From the safetensors headers' shapes (the draft), in the config's dtype."""
+    b = dtype_bytes(torch_dtype)
+    parts = []
+    for name, shape in shapes.items():
+        if eagle3_draft and "embed_tokens" in name:
+            continue
+        n = 1
+        for s in shape:
+            n *= s
+        parts.append(Part(name, n * b))
+    return Weights(parts, "safetensors headers")
+
+
+def with_index_total(w: Weights, total_size: int) -> Weights:
+    """The checkpoint's exact byte count (model.safetensors.index.json metadata.total_size); the split between
+    what every rank holds whole and what is divided stays config-derived."""
+    return Weights(w.parts, f"safetensors index total_size ({total_size / GIB:.1f} GiB) with the replicated part "
+                   "from config-derived counts", total_override=float(total_size))
+
+
+# --- KV cache -----------------------------------------------------------------------------------------
+def target_kv_bytes_per_token(info: ModelInfo, elem: float, tp: int) -> float:
+    """Per GPU: MLA keeps the latent (kv_lora_rank + qk_rope_head_dim) per layer on every rank; MHA/GQA splits
+    the KV heads over TP (at least one per rank)."""
+    t = info.raw
+    if info.is_mla:
+        return (t["kv_lora_rank"] + t.get("qk_rope_head_dim", 64)) * elem * info.num_hidden_layers
+    hd = t.get("head_dim") or info.hidden_size // info.num_attention_heads
+    kv = max(1, info.num_key_value_heads // max(1, tp))
+    return 2 * kv * hd * elem * info.num_hidden_layers
+
+
+def draft_kv_bytes_per_token(draft: ModelInfo, elem: float, tp: int) -> float:
+    return target_kv_bytes_per_token(draft, elem, tp)
+
+
+def gib(x: float) -> str:
+    return f"{x / GIB:.1f} GiB"
