@@ -199,8 +199,8 @@ def snapshot(import_modules: bool = False) -> dict:
     from ..base import TESTED_SGLANG
     from ..versions import installed_sglang
 
-    return {"plugin": __version__, "sglang": installed_sglang(), "tested_sglang": TESTED_SGLANG, "pid": os.getpid(), "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "table_in_effect": table_in_effect(), "hooks": status_rows(import_modules)}
+    return {"plugin": __version__, "sglang": installed_sglang(), "tested_sglang": TESTED_SGLANG, "pid": os.getpid(),
+            "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "table_in_effect": table_in_effect(), "hooks": status_rows(import_modules)}
 
 
 def format_snapshot(snap: dict) -> str:
