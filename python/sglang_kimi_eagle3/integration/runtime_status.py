@@ -200,7 +200,8 @@ def snapshot(import_modules: bool = False) -> dict:
     from ..versions import installed_sglang
 
     return {"plugin": __version__, "sglang": installed_sglang(), "tested_sglang": TESTED_SGLANG, "pid": os.getpid(),
-            "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "table_in_effect": table_in_effect(), "hooks": status_rows(import_modules)}
+            "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "table_in_effect": table_in_effect(), "hooks": status_rows(import_modules)}
 
 
 def format_snapshot(snap: dict) -> str:
