@@ -187,7 +187,19 @@ def argv_of(name: str) -> list[str]:
     target, draft = models(r.target, r.agreement)
     extra = shlex.split(os.environ.get("GPU_CI_EXTRA_ARGS", ""))
     return (base_args(target, tp()) + (spec_args(draft, r.shape) if r.shape else []) + ["--nccl-port", str(ports(name)[1])]
-            + list(r.args) + extra)
+            + int4_moe_args(r.target) + list(r.args) + extra)
+
+
+def int4_moe_args(target: str) -> list[str]:
+    """GPU_CI_INT4_MOE (default triton): the MoE runner of the INT4 targets. SGLang 0.5.23 picks its Marlin
+    WNA16 MoE on SM90/SM120 by default, a JIT CUDA module (sglang.kernels.ops.moe.moe_wna16_marlin) that nvcc
+    built for over 5 minutes at the first start on the H200 (2026-12-01), past a 10-minute device call with
+    seven servers compiling it at once; `triton` takes SGLang's CompressedTensorsWNA16TritonMoE (same
+    checkpoint, same loader). `auto` (or `marlin`) passes no flag: SGLang's own choice."""
+    if not TARGETS[target][0].get("int4"):
+        return []
+    moe = os.environ.get("GPU_CI_INT4_MOE", "triton")
+    return [] if moe in ("auto", "marlin") else ["--moe-runner-backend", moe]
 
 
 def parallel() -> int:
