@@ -141,7 +141,7 @@ def main(argv: list[str]) -> int:
     space = settings(steps, topks, dts)
     if not space:
         raise UserError(f"no (steps, topk, draft tokens) setting is possible: --draft-tokens must lie in (steps, "
-                        f"topk x steps + 1] for --steps {a.steps} --topk {a.topk}")
+                        f"topk + (steps - 1) x topk^2 + 1] for --steps {a.steps} --topk {a.topk}")
     if len(bss) * len(space) > MAX_EVALUATIONS:
         raise UserError(f"{len(bss)} batch sizes x {len(space)} settings is more than the planner searches "
                         f"({MAX_EVALUATIONS}); narrow --batch-sizes, --steps, --topk or --draft-tokens")
