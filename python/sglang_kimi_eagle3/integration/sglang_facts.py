@@ -150,8 +150,10 @@ def fc_in_features(draft_class: str, hf) -> int | None:
 
             cfg = copy.deepcopy(hf)
             cfg.num_hidden_layers = 0  # the fc does not depend on the layers; building none needs no kernels
-            with torch.device("meta"), get_parallel().override(tp_size=1, tp_rank=0, tp_group=None, attn_tp_size=1,
-                                                               attn_tp_rank=0, attn_tp_group=None):
+            one_gpu = dict(tp_size=1, tp_rank=0, tp_group=None, attn_tp_size=1, attn_tp_rank=0, attn_tp_group=None,
+                           attn_dp_size=1, attn_dp_rank=0, attn_cp_size=1, attn_cp_rank=0, moe_ep_size=1, moe_dp_size=1,
+                           moe_tp_size=1)  # the fc is a plain nn.Linear: its width does not depend on TP
+            with torch.device("meta"), get_parallel().override(**one_gpu):
                 return int(llama_eagle3.LlamaModel(cfg).fc.in_features)
     except Exception:
         return None

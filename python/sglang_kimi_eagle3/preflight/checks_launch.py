@@ -135,15 +135,19 @@ def check_spec_params(d: Deployment) -> list[Finding]:
         return []
     out = []
     s, k, n = d.steps, d.topk, d.draft_tokens
+    if d.adaptive and s is not None and k in (None, 1) and n is None:
+        k, n = 1, s + 1  # _init_adaptive_speculative_params: topk 1, draft tokens = steps + 1
     if s is None and k is None and n is None:
         out.append(Finding("info", "spec_params", "no --speculative-num-steps/-eagle-topk/-num-draft-tokens: SGLang "
                            "chooses them per architecture (3/1/4 for DeepSeek/Kimi)"))
         return out
     if s is None or k is None or n is None:
         # _handle_eagle_family asserts topk and draft tokens are None when steps is None.
+        fix = "--speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4"
+        if isinstance(s, int) and isinstance(k, int) and k > 1 and n is None and s >= 1:
+            fix = f"--speculative-num-draft-tokens {min(2 * s + 2, k + (s - 1) * k * k + 1)}"
         out.append(Finding("error", "spec_params", f"steps={s} topk={k} draft_tokens={n}: only some given",
-                           "all three speculative parameters, or none", "--speculative-num-steps 3 --speculative-eagle-topk 1 "
-                           "--speculative-num-draft-tokens 4"))
+                           "all three speculative parameters, or none", fix))
         return out
     for name, v, lo in (("--speculative-num-steps", s, 1), ("--speculative-eagle-topk", k, 1), ("--speculative-num-draft-tokens", n, 2)):
         if v < lo:
