@@ -6,6 +6,7 @@ import argparse
 import datetime as _dt
 import sys
 
+from ..documents import read_document
 from ..errors import UserError
 from ..validate import (ArgParser, atomic_write_text, check_output_file, float_flag, float_list_flag, int_flag,
                         int_list_flag, read_json_object)
@@ -47,7 +48,7 @@ def parser() -> ArgParser:
     src.add_argument("--bench", help="a bench JSON: measured acceptance; with its baseline also measured costs")
     cst = p.add_argument_group("costs (default: --profile)")
     cst.add_argument("--profile", default=profiles.DEFAULT_PROFILE, help=f"bundled name or JSON path (default {profiles.DEFAULT_PROFILE})")
-    cst.add_argument("--costs", help="measured cost table or kernel-benchmark JSON (docs/planner.md, 'Cost inputs')")
+    cst.add_argument("--costs", help="measured cost table or kernel-benchmark JSON (docs/planner.md, 'Costs')")
     cst.add_argument("--draft-cost-ratio", help="Leviathan's c: draft pass / target pass, constant")
     cst.add_argument("--context", help="context tokens per request for the profile model")
     sp = p.add_argument_group("search space")
@@ -104,8 +105,8 @@ def _cost(a, profile, bench_doc):
     if a.draft_cost_ratio is not None:
         return costs.leviathan(float_flag(a.draft_cost_ratio, "--draft-cost-ratio", 0))
     if a.costs:
-        doc = read_json_object(a.costs, "give a cost table (docs/planner.md, 'Cost inputs')", "cost table")
-        return costs.from_table(doc, a.costs)
+        return read_document(a.costs, "cost table", costs.from_table, flag="--costs",
+                             hint="give a cost table (docs/planner.md, 'Costs')")
     if bench_doc is not None and any(lv.get("baseline") for lv in bench_doc["levels"]):
         return costs.from_bench(bench_doc["levels"], sources.bench_setting(bench_doc)[0], a.bench)
     ctx = int_flag(a.context, "--context", 0, 10_000_000) if a.context is not None else None
