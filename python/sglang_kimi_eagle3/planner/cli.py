@@ -113,6 +113,27 @@ def _cost(a, profile, bench_doc):
     return costs.from_profile(profile, ctx)
 
 
+def _check_distinct(*flags: tuple[str, str | None]) -> None:
+    """-o, --json and --plot (the first three) are three different files, none of them an input of this run."""
+    import os
+
+    def real(flag, path):
+        if not path or (flag == "--profile" and not os.path.exists(path)):  # a bundled profile name
+            return None
+        return os.path.realpath(os.path.expanduser(path))
+
+    outputs, inputs = flags[:3], flags[3:]
+    for i, (flag, path) in enumerate(outputs):
+        mine = real(flag, path)
+        if mine is None:
+            continue
+        for other, opath in outputs[:i] + inputs:
+            if real(other, opath) == mine:
+                what = "another output" if (other, opath) in outputs else "an input of this run"
+                raise UserError(f"{flag} {path} is the {other} file ({what}): writing it would replace that; give "
+                                "each output its own path")
+
+
 def _check_output(path: str, force: bool) -> None:
     """-o must be writable; an existing file is replaced only if `plan` wrote it (or with --force)."""
     p = check_output_file(path, "-o")
@@ -151,11 +172,24 @@ def main(argv: list[str]) -> int:
         check_output_file(a.json, "--json")
     if a.plot:
         check_output_file(a.plot, "--plot")
+    _check_distinct(("-o", a.output), ("--json", a.json), ("--plot", a.plot), ("--bench", a.bench),
+                    ("--profile", a.profile), ("--costs", a.costs))
     profile = profiles.load(a.profile)
     bench_doc = sources.load_bench(a.bench) if a.bench else None
     acc = _acceptance(a, profile, bench_doc)
     cost = _cost(a, profile, bench_doc)
     plan, skipped = search(acc, cost, bss, space)
+    if not any(p.steps for preds, _ in plan.values() for p in preds):
+        have = (f"a chain (topk 1) up to {len(acc.chain)} steps" if acc.chain else
+                "the trees " + ", ".join(f"steps {s}/topk {k}/{n} tokens" for s, k, n in sorted(acc.trees)))
+        want = next(iter(sorted(acc.trees)), None)
+        fix = (f"--steps {want[0]} --topk {want[1]} --draft-tokens {want[2]}" if want else "--topk 1")
+        raise UserError(f"nothing could be evaluated: no setting searched ({len(skipped)}, e.g. steps {skipped[0][0]}/"
+                        f"topk {skipped[0][1]}/{skipped[0][2]} tokens) has acceptance; the acceptance covers {have}; "
+                        f"search that with {fix}")
+    note = costs.clamped_note(cost, bss)
+    if note:
+        cost.notes.append(note)
     prov = {"command": "sglang-kimi-eagle3 plan " + " ".join(argv), "date": _dt.date.today().isoformat(),
             "acceptance": acc.source, "costs": cost.name, "tolerance": tolerance,
             "note": "predictions, not measurements; see docs/planner.md"}
