@@ -65,6 +65,17 @@ def check_verdict(argv, env):
     errs = [f.one_line()[:400] for f in res["findings"] if f.severity == "error"]
     return {"verdict": "refuse" if errs else "start", "errors": errs}
 
+def launch_verdict(argv, env):
+    """The launch-time preflight (SGLANG_KIMI_EAGLE3_PREFLIGHT=on, the default): resolve_once refuses or not."""
+    with env_set(env):
+        try:
+            sa = prepare_server_args(argv + ["--device", "cuda"])
+            with override_platform(**SM90):
+                sa.resolve_once()
+        except BaseException as exc:
+            return {"verdict": "refuse", "error": f"{type(exc).__name__}: {exc}"[:300]}
+    return {"verdict": "start"}
+
 def stand_in(fn, n_layers):
     s = type("S", (), {"set_eagle3_layers_to_capture": fn})()
     s.pp_group = types.SimpleNamespace(is_last_rank=True)
@@ -190,13 +201,15 @@ def sglang_verdict(argv, env):
     return {"verdict": "start"}
 
 checks = {name: check_verdict(argv, env) for name, (argv, env) in CASES.items()}
+launches = {name: launch_verdict(argv, env) for name, (argv, env) in CASES.items()}
 truths = {name: sglang_verdict(argv, env) for name, (argv, env) in CASES.items()}
 try:
     from sglang_kimi_eagle3.integration.sglang_facts import tree_capacity
     trees = {f"{s},{k}": tree_capacity(s, k) for s in range(1, 7) for k in range(2, 9)}
 except ImportError:
     trees = {}
-print(json.dumps({"_tree_capacity": trees, **{name: {"check": checks[name], "sglang": truths[name]} for name in CASES}}))
+print(json.dumps({"_tree_capacity": trees, **{name: {"check": checks[name], "launch": launches[name], "sglang": truths[name]}
+                                        for name in CASES}}))
 '''
 
 V = 64  # draft vocabulary of the weight cases: small tensors, the same code paths as 32000
@@ -376,6 +389,8 @@ def test_check_and_sglang_agree(table, name):
     ck, sg = table[1][name]["check"], table[1][name]["sglang"]
     assert ck["verdict"] != "crash", ck  # no exit 3 from any input of the table
     assert (ck["verdict"] == "start") == (sg["verdict"] == "start"), (ck, sg)
+    # the launch-time preflight (the same step, raising) refuses exactly what check refuses
+    assert table[1][name]["launch"]["verdict"] == ("start" if ck["verdict"] == "start" else "refuse"), table[1][name]
 
 
 @pytest.mark.parametrize("name,verdict", [
