@@ -39,9 +39,8 @@ def check_snapshot(doc, where: str) -> dict:
         str_field(h, f"{key}.name", where)
         str_field(h, f"{key}.status", where)
         sites = dict_field(h, f"{key}.sites", where, default={})
-        for name, lst in sites.items():
+        for name in sites:
             list_field(sites, f"{key}.sites.{name}", where, what="a list of call sites")
-            del lst
         c = dict_field(h, f"{key}.counters", where, default={"ours": {}, "sglang": {}})
         _counts(c.get("ours", {}), where, f"{key}.counters.ours")
         theirs = c.get("sglang", {})

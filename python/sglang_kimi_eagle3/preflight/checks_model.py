@@ -10,6 +10,8 @@ EAGLE3_FIX = "--speculative-algorithm EAGLE3"
 
 def check_algorithm(d: Deployment) -> list[Finding]:
     algo, draft = d.algorithm, d.draft
+    if draft is not None and d.sglang is not None and d.sglang.draft_class_error:
+        return []  # check_draft_class: SGLang cannot build this class at all
     if draft is None:
         if algo in ("EAGLE3",):
             return [Finding("error", "algorithm", "EAGLE3 requested without a draft model",
