@@ -7,9 +7,6 @@ for flat configs (Kimi-K2, Llama, EAGLE-3 drafters). Every malformed input is a 
 
 from __future__ import annotations
 
-import json
-import os
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -256,35 +253,10 @@ def safetensors_shapes(folder: str | Path) -> dict[str, list[int]] | None:
     """Tensor name -> shape from the safetensors headers in `folder` (no tensor data read).
 
     None when the folder holds no weights (a config-only folder): checks that need weights then say
-    "not checked". A header that cannot be parsed is a one-line UserError naming the file.
+    "not checked". A header that cannot be parsed is a one-line UserError naming the file. The one reader
+    is preflight/checkpoint.read_draft_weights (which also sees the index, file sizes and d2t's values).
     """
-    folder = Path(folder)
-    try:
-        files = sorted(folder.glob("*.safetensors"))
-    except OSError as exc:
-        raise UserError(f"{folder}: folder exists but is unreadable ({exc.strerror or exc})") from None
-    if not files:
-        return None
-    shapes: dict[str, list[int]] = {}
-    for f in files:
-        try:
-            if not stat.S_ISREG(os.stat(f).st_mode):
-                raise ValueError("not a regular file")
-            with open(f, "rb") as fh:
-                n = int.from_bytes(fh.read(8), "little")
-                if not 0 < n < 100_000_000:
-                    raise ValueError(f"header length {n}")
-                header = json.loads(fh.read(n).decode("utf-8"))
-        except (OSError, ValueError, RecursionError) as exc:
-            raise UserError(f"{f}: not a readable safetensors file ({type(exc).__name__}: {exc}); re-download the "
-                            "drafter") from None
-        if not isinstance(header, dict):
-            raise UserError(f"{f}: safetensors header is {show(header)}, not an object of tensors; re-download the drafter")
-        for name, meta in header.items():
-            if name == "__metadata__":
-                continue
-            where = f"{f} (safetensors header)"
-            shape = list_field(meta, f"{name}.shape", where, what="a list of dimensions",
-                               item=lambda v, w, k: check_int(v, w, k, lo=0))
-            shapes[name] = shape
-    return shapes
+    from .preflight.checkpoint import read_draft_weights
+
+    w = read_draft_weights(folder)
+    return None if w is None else w.shapes

@@ -56,6 +56,7 @@ FAULTS = {
     "verify_string": "bad_field",
     "latency_negative": "bad_field",
     "hist_more_than_verify": "bad_field",
+    "zero_tokens_with_verifies": "bad_field",  # tau would read 0.00 beside a 58 % acceptance
     "drip_body": "timeout",  # one byte every 0.1 s: a per-read timeout would never fire
     "drip_headers": "timeout",
     "hang": "timeout",
@@ -70,6 +71,8 @@ BODIES = {
     "adaptive_rate_above_1": ok_body(spec_num_correct_drafts=30, spec_accept_rate=30 / 24),  # legal: see client.py
     "accept_length_nan": ok_body(spec_accept_length=float("nan")), "verify_string": ok_body(spec_verify_ct="8"),
     "latency_negative": ok_body(e2e_latency=-1), "hist_more_than_verify": ok_body(spec_correct_drafts_histogram=[9, 9]),
+    "zero_tokens_with_verifies": ok_body(completion_tokens=0),
+    "hist_past_drafts": ok_body(spec_correct_drafts_histogram=[1, 2, 3, 1, 1]),  # 4 accepted of 3 drafted: impossible
     "ok": ok_body(), "nospec": body_of({"text": "x", "meta_info": meta(spec_verify_ct=..., spec_accept_length=...)}),
 }
 INFO = {"model_path": "fault-server", "speculative_algorithm": "EAGLE3", "speculative_num_steps": 3,

@@ -92,13 +92,28 @@ def test_sweep_counts_each_kind_and_averages_only_good_answers(tmp_path):
     (["--json", "{tmp}/file/x.json"], "a parent of it is a file"), (["--json", "/proc/bench.json"], "cannot create"),
     (["--json", "/dev/null"], "is a device"),
     (["--plots", "{tmp}/file"], "not a folder"), (["--plots", "{tmp}/no/such/plots"], "does not exist"),
-    (["--baseline-json", "{tmp}/missing.json"], "not found"), (["--baseline-json", "{tmp}/file"], "malformed JSON"),
+    (["--baseline-json", "{tmp}/missing.json"], "no such bench file"), (["--baseline-json", "{tmp}/file"], "malformed JSON"),
     (["--baseline-json", "{tmp}/b_levels_str.json"], "'levels'"),
     (["--baseline-json", "{tmp}/b_c0.json"], "'levels[0].concurrency' = 0"),
     (["--baseline-json", "{tmp}/b_tau_str.json"], "'levels[0].spec.tau'"),
-    (["--baseline-json", "{tmp}/b_nolevels.json"], "not a bench JSON"),
+    (["--baseline-json", "{tmp}/b_nolevels.json"], "not a bench file: no 'levels'"),
     (["--baseline-json", "{tmp}/b_tok0.json"], "'levels[0].spec.agg_tok_s'"),
     (["--baseline-json", "{tmp}", "--baseline-url", "http://h:1"], "not both"),
+    # counts are bounded before anything is allocated (--min-requests 10000000000 was a MemoryError after 29 s)
+    (["--min-requests", "10000000000"], "--min-requests 10000000000: expected an integer in [1, 100000]"),
+    (["--min-requests", "1e10"], "--min-requests 1e10"), (["--max-new-tokens", "9999999999"], "--max-new-tokens"),
+    (["--warmup", "100000"], "--warmup"), (["--rounds", "100000", "--concurrency", "64"], "requests in one level"),
+    (["--timeout", "1e9"], "--timeout"), (["--temperature", "1e9"], "--temperature"),
+    # output paths checked distinct up front
+    (["--json", "{tmp}/same.json", "--baseline-json", "{tmp}/same.json"], "would overwrite the baseline"),
+    (["--json", "{tmp}/q", "--plots", "{tmp}/q"], "--plots {tmp}/q is the --json file"),
+    (["--json", "{tmp}/p/tau_speedup.png", "--plots", "{tmp}/p"], "is the plot --plots"),
+    # baseline sanity
+    (["--baseline-url", "{url}"], "is the --url server"),
+    (["--baseline-url", "{url_localhost}"], "is the --url server"),
+    (["--baseline-json", "{tmp}/b_spec.json"], "a run against a speculating server"),
+    (["--baseline-json", "{tmp}/b_spec_info.json"], "speculative_algorithm EAGLE3"),
+    (["--baseline-json", "{tmp}/b_c3.json"], "no level to compare"),
     (["--template", "chatml"], "unknown --template"), (["--categories", "poetry"], "unknown prompt categories"),
     (["--no-such-flag"], "unrecognized arguments"),
 ])
@@ -106,10 +121,17 @@ def test_bad_input_exits_2_before_the_first_request(tmp_path, capsys, args, want
     (tmp_path / "file").write_text("{not json")
     for name, doc in {"b_levels_str": {"levels": "1,2"}, "b_c0": {"levels": [{"concurrency": 0}]},
                       "b_tau_str": {"levels": [{"concurrency": 1, "spec": {"tau": "2.5"}}]}, "b_nolevels": {"x": 1},
-                      "b_tok0": {"levels": [{"concurrency": 1, "spec": {"agg_tok_s": 0}}]}}.items():
+                      "b_tok0": {"levels": [{"concurrency": 1, "spec": {"agg_tok_s": 0}}]},
+                      "b_spec": {"levels": [{"concurrency": 1, "spec": {"tau": 2.5, "histogram": [1, 2]}}]},
+                      "b_spec_info": {"levels": [{"concurrency": 1}], "servers": {"spec": {"speculative_algorithm": "EAGLE3"}}},
+                      "b_c3": {"levels": [{"concurrency": 3}]},
+                      "same": {"levels": [{"concurrency": 1}]}}.items():
         (tmp_path / f"{name}.json").write_text(json.dumps(doc))
-    args = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    (tmp_path / "p").mkdir()
     srv = FaultServer(cycle("ok"), lifetime=10)
+    args = [a.replace("{tmp}", str(tmp_path)).replace("{url}", srv.url)
+            .replace("{url_localhost}", srv.url.replace("127.0.0.1", "localhost") + "/") for a in args]
+    want = want.replace("{tmp}", str(tmp_path))
     with srv as url:
         base = [] if "--url" in args else ["--url", url]
         out = [] if "--json" in args else ["--json", str(tmp_path / "out.json")]

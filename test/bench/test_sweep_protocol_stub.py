@@ -66,11 +66,13 @@ def test_plan_reads_the_bench_json(run, tmp_path, capsys):
 def test_unreachable_server_is_a_counted_failure_not_a_crash(tmp_path, capsys):
     out = tmp_path / "dead.json"
     rc = cli_main(["bench", "--url", "http://127.0.0.1:9", "--json", str(out), "--timeout", "2"] + FAST)
-    assert rc == 0
+    assert rc == 1  # nothing was measured: the run failed (it used to exit 0 with status "complete")
     doc = json.loads(out.read_text())
+    assert doc["status"] == "failed" and "no request succeeded" in doc["interrupted"]["error"]
     assert all(lv["spec"]["ok"] == 0 and lv["spec"]["errors"] == {"connection": lv["spec"]["requests"]}
                for lv in doc["levels"])
-    assert "failed" in capsys.readouterr().out
+    cap = capsys.readouterr()
+    assert "failed" in cap.out and "no request to http://127.0.0.1:9 succeeded" in cap.err
 
 
 def test_bench_bad_input_is_one_line_exit_2(capsys):

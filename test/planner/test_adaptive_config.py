@@ -66,7 +66,7 @@ def test_plan_command_on_bundled_profile_writes_a_config_sglang_loads(tmp_path, 
     (["--alpha", "0.5", "--preset", "lightseek-k25-mtbench"], "one acceptance source"),
     (["--acceptance", "0.5,x"], "comma-separated"),
     (["--preset", "nope"], "unknown acceptance preset"),
-    (["--bench", "/nonexistent/bench.json"], "not found"),
+    (["--bench", "/nonexistent/bench.json"], "no such bench file"),
 ])
 def test_plan_bad_input_is_one_line_exit_2(argv, needle, tmp_path, capsys):
     assert cli_main(["plan", "-o", str(tmp_path / "x.json")] + argv) == 2

@@ -33,8 +33,8 @@ def test_no_speculation_is_exactly_one():
 
 def test_settings_tree_constraints():
     assert settings([3], [1], None) == [(3, 1, 4)]
-    # topk 2, steps 3: N must lie in (3, 2*3+1]
-    assert settings([3], [2], [3, 4, 7, 8]) == [(3, 2, 4), (3, 2, 7)]
+    # topk 2, steps 3: N must lie in (3, 2 + (3 - 1) * 2^2 + 1] = (3, 11] (SGLang's organize_draft_results)
+    assert settings([3], [2], [3, 4, 7, 8, 11, 12]) == [(3, 2, 4), (3, 2, 7), (3, 2, 8), (3, 2, 11)]
 
 
 def test_search_best_and_skips_unmeasured_trees():

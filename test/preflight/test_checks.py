@@ -8,11 +8,12 @@ import pytest
 from helpers import AQ_K2_DRAFT, AQ_K25_DRAFT, KIMI_K2, KIMI_K25, LLAMA_8B, LLAMA_8B_DRAFT, edited_copy
 from sglang_kimi_eagle3.configs import read_config, safetensors_shapes
 from sglang_kimi_eagle3.errors import UserError
-from sglang_kimi_eagle3.preflight import Deployment, GpuTarget, has_errors, run_checks
+from sglang_kimi_eagle3.preflight import Deployment, GpuTarget, SglangFacts, has_errors, run_checks
 from sglang_kimi_eagle3.preflight.checks_launch import (captured_layers, check_aux_layers, check_context,
                                                         check_spec_params, check_tensor_parallel)
 from sglang_kimi_eagle3.preflight.checks_model import (check_algorithm, check_capture_support, check_dtype_quant,
                                                        check_hidden, check_trust_remote_code, check_vocab)
+from sglang_kimi_eagle3.preflight.checks_draft import check_draft_weights
 from sglang_kimi_eagle3.preflight.checks_platform import check_attention_backend, check_platform
 
 SM90, SM100, SM120 = GpuTarget("H200", 90, "test"), GpuTarget("B200", 100, "test"), GpuTarget("RTX PRO 6000", 120, "test")
@@ -87,19 +88,19 @@ def _write_safetensors(folder, tensors: dict):
 
 def test_vocab_and_d2t(tmp_path):
     assert "error" not in sev(check_vocab(kimi()), "vocab")
-    assert any("not checked" in x.found for x in check_vocab(kimi()))
+    assert any("not checked" in x.found for x in check_draft_weights(kimi()))
     wrong = read_config(edited_copy(AQ_K2_DRAFT, tmp_path / "v", vocab_size=128256))
     assert "error" in sev(check_vocab(kimi(draft=wrong)), "vocab")
     big = read_config(edited_copy(AQ_K2_DRAFT, tmp_path / "b", draft_vocab_size=200000))
     assert "error" in sev(check_vocab(kimi(draft=big)), "vocab")
     folder = edited_copy(AQ_K2_DRAFT, tmp_path / "w")
     _write_safetensors(folder, {"fc.weight": [7168, 21504]})
-    f = check_vocab(kimi(draft_tensor_shapes=safetensors_shapes(folder)))
+    f = check_draft_weights(kimi(draft_tensor_shapes=safetensors_shapes(folder)))
     assert "error" in sev(f, "vocab") and "d2t" in f[0].found
     _write_safetensors(folder, {"fc.weight": [7168, 21504], "d2t": [32000]})
-    assert "error" not in sev(check_vocab(kimi(draft_tensor_shapes=safetensors_shapes(folder))), "vocab")
+    assert "error" not in sev(check_draft_weights(kimi(draft_tensor_shapes=safetensors_shapes(folder))), "vocab")
     other = read_config(edited_copy(AQ_K2_DRAFT, tmp_path / "t", bos_token_id=1, eos_token_id=2))
-    assert sev(check_vocab(kimi(draft=other)), "vocab") == {"info", "warning"}
+    assert sev(check_vocab(kimi(draft=other)), "vocab") == {"warning"}
 
 
 def test_corrupt_safetensors_is_a_one_line_error(tmp_path):
@@ -154,11 +155,13 @@ def test_context_findings(tmp_path):
 
 # --- speculative params ---
 @pytest.mark.parametrize("steps,topk,tokens,want", [
-    (3, 1, 4, {"info"}), (3, 1, 6, {"warning"}), (3, 4, 14, {"error"}), (3, 4, 8, {"info"}), (0, 1, 4, {"error"}),
-    (3, None, None, {"error"}), (None, None, None, {"info"}),
+    (3, 1, 4, {"info"}), (3, 1, 6, {"warning"}), (3, 4, 14, {"info"}), (3, 4, 37, {"info"}), (3, 4, 38, {"error"}),
+    (3, 4, 8, {"info"}), (0, 1, 4, {"error"}), (3, None, None, {"error"}), (None, None, None, {"info"}),
 ])
 def test_spec_params(steps, topk, tokens, want):
-    assert sev(check_spec_params(kimi(steps=steps, topk=topk, draft_tokens=tokens)), "spec_params") == want
+    # the tree bound is SGLang's, handed over as a fact (integration/sglang_facts.tree_capacity: 4 + 2*16 + 1)
+    facts = SglangFacts(tree_capacity=37 if (steps, topk) == (3, 4) else None)
+    assert sev(check_spec_params(kimi(steps=steps, topk=topk, draft_tokens=tokens, sglang=facts)), "spec_params") == want
 
 
 def test_spec_params_rejections_sglang_would_make():

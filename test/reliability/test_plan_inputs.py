@@ -87,12 +87,12 @@ CASES = [
     ("costs_negative", ["--costs", "{f:c.json={'target_us': {'1': 10}, 'draft_us': {'1': -1}}}"], "'draft_us.1'"),
     ("costs_nan", ["--costs", "{f:c.json=b'{\"target_us\": {\"1\": NaN}, \"draft_us\": {\"1\": 1}}'}"], "'target_us.1'"),
     ("costs_bad_key", ["--costs", "{f:c.json={'target_us': {'one': 10}, 'draft_us': {'1': 1}}}"], "key 'one'"),
-    ("costs_list", ["--costs", "{f:c.json=[1]}"], "top level"),
+    ("costs_list", ["--costs", "{f:c.json=[1]}"], "not a cost table file: expected a JSON object, found [1]"),
     ("costs_table_list", ["--costs", "{f:c.json={'target_us': [1], 'draft_us': {'1': 1}}}"], "'target_us'"),
     ("costs_rows_string", ["--costs", "{f:c.json={'rows': 'x'}}"], "'rows'"),
     ("costs_rows_bad_us", ["--costs", "{f:c.json={'rows': [{'op': 'target_pass', 'us': 'x'}]}}"], "'rows[0].us'"),
     ("costs_non_utf8", ["--costs", "{f:c.json=b'\\xfe\\xfd'}"], "not UTF-8"),
-    ("costs_missing", ["--costs", "{tmp}/nope.json"], "not found"),
+    ("costs_missing", ["--costs", "{tmp}/nope.json"], "no such cost table file"),
     ("bench_levels_string", ["--bench", "{f:b.json={'levels': 'x'}}"], "'levels'"),
     ("bench_tau_string", ["--bench", "{f:b.json={'levels': [{'concurrency': 1, 'spec': {'tau': 'x'}}]}}"], "spec.tau"),
     ("bench_hist_negative", ["--bench", "{f:b.json={'levels': [{'concurrency': 1, 'spec': {'histogram': [-1]}}]}}"],
@@ -104,6 +104,17 @@ CASES = [
     ("bench_steps_huge", ["--bench", "{f:b.json={'levels': [GOOD_LEVEL], 'servers': {'spec': {'speculative_num_steps': 10**9}}}}"],
      "speculative_num_steps"),
     ("bench_non_utf8", ["--bench", "{f:b.json=b'\\x80'}"], "not UTF-8"),
+    ("bench_info_vs_drafts", ["--bench", "{f:b.json={'levels': [GOOD_LEVEL], 'overall': {'drafts_per_verify': 5}, "
+                              "'servers': {'spec': {'speculative_num_steps': 3}}}}"], "averaged 5 drafts a verify"),
+    ("bench_hist_past_steps", ["--bench", "{f:b.json={'levels': [{'concurrency': 1, 'spec': {'histogram': [1, 2, 3, 4, 5]}}], "
+                               "'servers': {'spec': {'speculative_num_steps': 3}}}}"], "more than the 3 drafts"),
+    ("all_skipped", ["--topk", "2", "--bench", "{f:b.json={'levels': [GOOD_LEVEL], 'servers': {'spec': {"
+                     "'speculative_num_steps': 2, 'speculative_eagle_topk': 4, 'speculative_num_draft_tokens': 8}}}}"],
+     "nothing could be evaluated"),
+    ("out_is_json", ["-o", "{tmp}/x.json", "--json", "{tmp}/x.json"], "--json {tmp}/x.json is the -o file"),
+    ("plot_is_json", ["--json", "{tmp}/x.json", "--plot", "{tmp}/x.json"], "--plot {tmp}/x.json is the --json file"),
+    ("json_is_bench", ["--bench", "{f:b.json={'levels': [GOOD_LEVEL]}}", "--json", "{tmp}/b.json"],
+     "is the --bench file (an input of this run)"),
     ("out_proc", ["-o", "/proc/plan.json"], "cannot create files"),
     ("out_folder", ["-o", "{tmp}"], "is a folder"),
     ("out_missing_folder", ["-o", "{tmp}/no/such/x.json"], "does not exist"),
@@ -139,8 +150,44 @@ def test_bad_plan_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, 
     err = capsys.readouterr().err.strip()
     assert rc == 2, err
     line = err.splitlines()[-1]
-    assert line.startswith("sglang-kimi-eagle3: error:") and needle in line, line
+    assert line.startswith("sglang-kimi-eagle3: error:") and needle.replace("{tmp}", str(tmp_path)) in line, line
     assert sorted(p.name for p in tmp_path.iterdir()) == before  # nothing written, no temp file left
+    assert not capsys.readouterr().out  # refused before printing anything
+
+
+def test_measured_costs_are_held_at_the_measured_range_and_it_says_so(tmp_path, capsys):
+    """A bench run at concurrency 1-4 whose per-request rate rises with c: extending t1 linearly to bs 128 went
+    below 0 us and told the user to 'check the profile'. Now costs are held at c=4's and the plan names the
+    batch sizes past the measurement and how to measure them."""
+    levels = [{"concurrency": c, "spec": {"histogram": [2, 3, 5], "tau": 2.2, "tok_s_per_req_mean": base * 1.5,
+                                          "agg_tok_s": base * 1.5 * c},
+               "baseline": {"tok_s_per_req_mean": base, "agg_tok_s": base * c}}
+              for c, base in ((1, 30.0), (2, 40.0), (4, 60.0))]
+    bench = write(tmp_path, "run.json", {"levels": levels, "servers": {"spec": {"speculative_num_steps": 2}}})
+    rc = cli_main(["plan", "--no-sglang-check", "-o", str(tmp_path / "cfg.json"), "--bench", bench,
+                   "--json", str(tmp_path / "all.json")])
+    cap = capsys.readouterr()
+    assert rc == 0, cap.err
+    flat = " ".join(cap.out.split())
+    assert "batch sizes 8,16,32,64,128 lie outside the measured 1-4" in flat and "not extrapolated" in flat
+    assert "sglang-kimi-eagle3 bench --concurrency 1,2,4,8,16,32,64,128" in flat
+    doc = json.loads((tmp_path / "all.json").read_text())
+    b128, b4 = doc["batch_sizes"]["128"]["best"], doc["batch_sizes"]["4"]["best"]
+    assert b128["base_us"] == pytest.approx(b4["base_us"]) and b4["base_us"] > 0
+
+
+@pytest.mark.parametrize("edit,needle", [
+    (lambda d: d.update(hardwre=d["hardware"]), "unknown key 'hardwre' in the profile (did you mean 'hardware'?)"),
+    (lambda d: d["hardware"].update(mem_GBs={"value": 1, "source": "x"}), "unknown key 'mem_GBs' in section 'hardware'"),
+    (lambda d: d["target"]["layers"].update(sorce="typo"), "unknown key 'sorce' in target.layers"),
+])
+def test_unknown_profile_keys_are_refused(tmp_path, capsys, edit, needle):
+    doc = json.loads(json.dumps(BUNDLED))
+    edit(doc)
+    prof = write(tmp_path, "p.json", doc)
+    assert cli_main(["plan", "--no-sglang-check", "-o", str(tmp_path / "cfg.json"), "--profile", prof]) == 2
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert f"{prof}: not a hardware profile file: " in line and needle in line, line
 
 
 def test_cumulative_and_conditional_acceptance_give_their_own_tau(tmp_path, capsys):

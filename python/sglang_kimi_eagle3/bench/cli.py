@@ -13,7 +13,7 @@ import threading
 
 from ..errors import UserError
 from ..validate import ArgParser, check_output_dir, check_output_file, float_flag, int_list_flag, url_flag
-from . import client, document, prompts as P
+from . import client, document, outputs, prompts as P
 from .report import print_report
 from .runner import SweepConfig, new_document, sweep
 from .stats import speedup
@@ -24,6 +24,11 @@ EPILOG = """examples:
   sglang-kimi-eagle3 bench --url http://127.0.0.1:30000 --concurrency 1,4,16 --categories chat,code
 Then: sglang-kimi-eagle3 plan --bench run.json. Field meanings: docs/bench.md."""
 MAX_LEVEL = 4096  # concurrency (threads) per level
+MAX_REQUESTS = 100_000  # requests per level (each keeps a result in memory and in the JSON)
+MAX_NEW_TOKENS = 1 << 20
+MAX_WARMUP = 1000
+MAX_TIMEOUT_S = 86400.0
+MAX_TEMPERATURE = 100.0
 
 
 def parser() -> ArgParser:
@@ -34,13 +39,14 @@ def parser() -> ArgParser:
     p.add_argument("--baseline-json", help="instead of --baseline-url: an earlier bench JSON taken against the plain server")
     p.add_argument("--concurrency", default="1,2,4,8,16,32,64,128", help="levels (default 1,2,4,...,128)")
     p.add_argument("--categories", default=",".join(P.CATEGORIES), help=f"prompt categories (default {','.join(P.CATEGORIES)})")
-    p.add_argument("--max-new-tokens", type=int, default=256)
+    p.add_argument("--max-new-tokens", default="256", help=f"default 256, at most {MAX_NEW_TOKENS}")
     p.add_argument("--temperature", default="0", help="default 0 (greedy)")
     p.add_argument("--ignore-eos", action="store_true", help="always generate --max-new-tokens tokens")
-    p.add_argument("--timeout", default="600", help="seconds per request, in total (default 600)")
-    p.add_argument("--rounds", type=int, default=2, help="requests per level = max(--min-requests, rounds x c)")
-    p.add_argument("--min-requests", type=int, default=16)
-    p.add_argument("--warmup", type=int, default=1, help="uncounted requests per server before the sweep")
+    p.add_argument("--timeout", default="600", help=f"seconds per request, in total (default 600, at most {MAX_TIMEOUT_S})")
+    p.add_argument("--rounds", default="2", help=f"requests per level = max(--min-requests, rounds x c) (at most "
+                   f"{MAX_REQUESTS} a level)")
+    p.add_argument("--min-requests", default="16", help=f"default 16, at most {MAX_REQUESTS}")
+    p.add_argument("--warmup", default="1", help=f"uncounted requests per server before the sweep (at most {MAX_WARMUP})")
     p.add_argument("--template", default="auto", help="chat template: auto (from /server_info model_path), raw, kimi, llama3")
     p.add_argument("--json", default="bench.json", help="output JSON (default bench.json), rewritten after every level")
     p.add_argument("--plots", help="folder for tau_speedup.png and acceptance.png (needs the 'plot' extra)")
@@ -56,6 +62,7 @@ def _merge_baseline(doc: dict, base_doc: dict, path: str) -> None:
         lv["baseline"] = base.get(lv["concurrency"])
         lv["speedup"] = speedup(lv.get("spec"), lv["baseline"])
     doc["config"]["baseline_json"] = path
+    doc["config"]["baseline_levels"] = sorted(base)
 
 
 def _options(a) -> tuple[SweepConfig, dict, dict | None]:
@@ -65,21 +72,38 @@ def _options(a) -> tuple[SweepConfig, dict, dict | None]:
     servers = {"spec": url_flag(a.url, "--url")}
     if a.baseline_url:
         servers["baseline"] = url_flag(a.baseline_url, "--baseline-url")
-    for flag, v, lo in (("--max-new-tokens", a.max_new_tokens, 1), ("--rounds", a.rounds, 1),
-                        ("--min-requests", a.min_requests, 1), ("--warmup", a.warmup, 0)):
-        if v < lo:
-            raise UserError(f"{flag} {v}: expected an integer >= {lo}")
-    cfg = SweepConfig(int_list_flag(a.concurrency, "--concurrency", 1, MAX_LEVEL, max_items=64), a.max_new_tokens,
-                      float_flag(a.temperature, "--temperature", 0), a.ignore_eos,
-                      float_flag(a.timeout, "--timeout", 0, lo_open=True), a.rounds, a.min_requests, a.warmup,
-                      a.save_outputs)
+    counts = {flag: _count(v, flag, lo, hi) for flag, v, lo, hi in (
+        ("--max-new-tokens", a.max_new_tokens, 1, MAX_NEW_TOKENS), ("--rounds", a.rounds, 1, MAX_REQUESTS),
+        ("--min-requests", a.min_requests, 1, MAX_REQUESTS), ("--warmup", a.warmup, 0, MAX_WARMUP))}
+    levels = int_list_flag(a.concurrency, "--concurrency", 1, MAX_LEVEL, max_items=64)
+    if counts["--rounds"] * max(levels) > MAX_REQUESTS:
+        raise UserError(f"--rounds {counts['--rounds']} x --concurrency {max(levels)} is {counts['--rounds'] * max(levels)} "
+                        f"requests in one level, more than bench sends (at most {MAX_REQUESTS}); lower --rounds")
+    cfg = SweepConfig(levels, counts["--max-new-tokens"], float_flag(a.temperature, "--temperature", 0, MAX_TEMPERATURE),
+                      a.ignore_eos, float_flag(a.timeout, "--timeout", 0, MAX_TIMEOUT_S, lo_open=True), counts["--rounds"],
+                      counts["--min-requests"], counts["--warmup"], a.save_outputs)
     if a.template != "auto":
         P.render(a.template, "")  # validates the name
     check_output_file(a.json, "--json")
     if a.plots:
         check_output_dir(a.plots, "--plots")
+    outputs.check_distinct(a.json, a.plots, a.baseline_json)
+    if "baseline" in servers:
+        outputs.check_baseline_url(servers["spec"], servers["baseline"])
     base_doc = document.load(a.baseline_json, "--baseline-json") if a.baseline_json else None
+    if base_doc is not None:
+        outputs.check_baseline_doc(base_doc, a.baseline_json, levels)
     return cfg, servers, base_doc
+
+
+def _count(text, flag: str, lo: int, hi: int) -> int:
+    try:
+        v = int(str(text).strip())
+    except ValueError:
+        v = None
+    if v is None or not lo <= v <= hi:
+        raise UserError(f"{flag} {text}: expected an integer in [{lo}, {hi}]")
+    return v
 
 
 class _Terminated(KeyboardInterrupt):
@@ -115,7 +139,10 @@ def main(argv: list[str]) -> int:
                 print(f"warning: {servers[role]}/server_info: {info['error']} (continuing; failed requests will be "
                       "counted)", file=sys.stderr)
             cfg.template[role] = P.guess_template(info.get("model_path")) if a.template == "auto" else a.template
+        if "baseline" in infos:
+            outputs.check_baseline_info(infos["baseline"], servers["baseline"])
         depth = infos["spec"].get("speculative_num_steps")
+        cfg.max_drafts = None if infos["spec"].get("speculative_adaptive") else depth  # adaptive: steps vary
         save(doc)  # the file exists (status "running") from the first moment
         if a.no_progress:
             sweep(servers, prompt_set, cfg, None, depth, doc, save)
@@ -145,9 +172,14 @@ def main(argv: list[str]) -> int:
     finally:
         if main_thread:
             signal.signal(signal.SIGTERM, old_term)
+    notes = outputs.after_run(doc)  # no request answered / a speculating baseline / no level to compare
     save(doc)
     print_report(doc)
     print(f"wrote {a.json}")
+    for line in notes:
+        print(line, file=sys.stderr)
+    if doc["status"] == "failed":
+        return 1
     if a.plots:
         from .plots import plot_bench
 

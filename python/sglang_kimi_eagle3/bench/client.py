@@ -21,8 +21,9 @@ Nothing here raises: every failure is a RequestResult with `error` set to one ki
   bad_http      not HTTP (BadStatusLine, header too long, ...)
   bad_json      a 200 whose body is not JSON
   bad_field     JSON of the wrong shape, or a value of the wrong type or out of range (negative tokens,
-                a histogram with negative counts or more passes than spec_verify_ct): counted, never
-                averaged in
+                a histogram with negative counts or more passes than spec_verify_ct, 0 completion
+                tokens beside verify passes; in the sweep also a histogram with counts past the server's
+                draft count): counted, never averaged in
   client_bug    an exception in this module (a bug of ours, with its type)
 """
 
@@ -243,6 +244,9 @@ def parse_generate(raw: bytes, r: RequestResult, keep_output: bool) -> None:
     fr = fr.get("type") if isinstance(fr, dict) else fr
     r.finish_reason = fr if isinstance(fr, str) or fr is None else str(fr)[:40]
     r.spec = parse_spec(meta)
+    if r.spec is not None and r.completion_tokens == 0:  # every verify pass yields at least its bonus token
+        raise Failed("bad_field", f"meta_info.completion_tokens = 0 with spec_verify_ct {r.spec['verify_ct']}: a "
+                                  "verify pass always yields a token")
     if keep_output:
         ids = out.get("output_ids")
         if ids is not None and not isinstance(ids, list):

@@ -8,8 +8,20 @@ from __future__ import annotations
 
 import json
 
+from ..documents import read_document, require_object
 from ..errors import UserError
-from ..validate import atomic_write_text, check_float, check_int, dict_field, float_field, int_field, list_field, read_json_object
+from ..validate import (
+    atomic_write_text,
+    check_float,
+    check_int,
+    dict_field,
+    float_field,
+    int_field,
+    list_field,
+    str_field,
+)
+
+SCHEMA = "sglang-kimi-eagle3-bench/1"  # bench/runner.py writes it
 
 
 def write(doc: dict, path: str, flag: str = "--json") -> str:
@@ -31,6 +43,10 @@ def _summary(s, where: str, key: str) -> None:
     list_field(s, f"{key}.alpha", where, required=False, what="a list of acceptance values",
                item=lambda v, w, k: None if v is None else check_float(v, w, k, lo=0, hi=1))
     int_field(s, f"{key}.drafts_per_verify", where, required=False, lo=0, hi=1024)
+    errors = dict_field(s, f"{key}.errors", where, required=False) or {}
+    for kind, n in errors.items():
+        check_int(n, where, f"{key}.errors.{kind}", lo=0)
+    str_field(s, f"{key}.first_error", where, required=False, nonempty=False)
 
 
 def check(doc: dict, path: str) -> dict:
@@ -56,9 +72,14 @@ def check(doc: dict, path: str) -> dict:
     return doc
 
 
+def _check_file(doc, where: str) -> dict:
+    require_object(doc, where, ("levels",))
+    if doc.get("schema") not in (None, SCHEMA):
+        raise UserError(f"{where}: schema {doc.get('schema')!r}, this plugin writes {SCHEMA!r}")
+    return check(doc, where)
+
+
 def load(path: str, flag: str) -> dict:
-    """Read and check a bench JSON given with `flag` (--baseline-json, --bench)."""
-    doc = read_json_object(path, f"give a file written by `sglang-kimi-eagle3 bench --json` ({flag})", "bench JSON")
-    if "levels" not in doc:
-        raise UserError(f"{flag} {path}: not a bench JSON (no 'levels'; written by `sglang-kimi-eagle3 bench --json`)")
-    return check(doc, path)
+    """Read and check a bench JSON given with `flag` (--baseline-json, --bench): documents.read_document."""
+    return read_document(path, "bench", _check_file, flag=flag,
+                         hint="give a file written by `sglang-kimi-eagle3 bench --json`")

@@ -38,16 +38,17 @@ def print_report(doc: dict, console: Console | None = None) -> None:
                _f(s["tok_s_per_req_mean"], ".1f"), _f(s["agg_tok_s"], ".1f"), _f(s["latency_p50_s"], ".2f"),
                _f(s["tau"]), _f(s["accept_rate"] and 100 * s["accept_rate"], ".1f"), *alphas]
         if has_base:
-            row += [_f(b and b["tok_s_per_req_mean"], ".1f"), _f(b and b["agg_tok_s"], ".1f"),
+            row += [_f(b and b.get("tok_s_per_req_mean"), ".1f"), _f(b and b.get("agg_tok_s"), ".1f"),
                     _f(sp and sp["aggregate"]), _f(sp and sp["per_request"])]
         t.add_row(*row)
     con.print(t)
     for lv in doc["levels"]:
         for role in ("spec", "baseline"):
             s = lv.get(role)
-            if s and s["first_error"]:
-                con.print(f"[red]c={lv['concurrency']} {role}: {sum(s['errors'].values())} failed[/red] (first: {s['first_error']})")
-            if s and role == "spec" and s["no_spec"]:
+            if s and s.get("first_error"):  # (a --baseline-json level may lack the fields of this run's)
+                con.print(f"[red]c={lv['concurrency']} {role}: {sum((s.get('errors') or {}).values())} failed[/red] "
+                          f"(first: {s['first_error']})")
+            if s and role == "spec" and s.get("no_spec"):
                 con.print(f"[yellow]c={lv['concurrency']}: {s['no_spec']} ok responses had no spec fields[/yellow] "
                           "(speculation off, or finished before a verify); left out of τ and acceptance")
     o = doc.get("overall")

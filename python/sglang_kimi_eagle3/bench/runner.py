@@ -16,10 +16,9 @@ import time
 from dataclasses import dataclass, field
 
 from . import client
+from .document import SCHEMA  # noqa: E402  (one name for the format)
 from .prompts import Prompt, render
-from .stats import speedup, summarize
-
-SCHEMA = "sglang-kimi-eagle3-bench/1"
+from .stats import reject_impossible_histograms, speedup, summarize
 
 
 @dataclass(slots=True)
@@ -34,6 +33,7 @@ class SweepConfig:
     warmup: int = 1
     keep_output: bool = False
     template: dict = field(default_factory=dict)  # server role -> template name
+    max_drafts: int | None = None  # drafts per verify of the spec server (None: unknown, or adaptive)
 
     def __post_init__(self):
         if not self.concurrencies or any(c < 1 for c in self.concurrencies):
@@ -120,6 +120,8 @@ def sweep(servers: dict[str, str], prompts: list[Prompt], cfg: SweepConfig, prog
             task = progress.add_task(f"{role:8s} c={c:<3d}", total=n) if progress else None
             tick = (lambda r, t=task: progress.advance(t)) if progress else None
             results, wall = run_level(url, prompts, n, c, cfg, cfg.template.get(role, "raw"), tick)
+            if role == "spec":
+                reject_impossible_histograms(results, cfg.max_drafts)
             if client.stopped():
                 raise KeyboardInterrupt  # stopped mid-level: the level is not finished, keep what is
             lv[role] = summarize(results, wall, depth if role == "spec" else None)

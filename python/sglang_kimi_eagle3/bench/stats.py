@@ -34,6 +34,23 @@ def pooled_histogram(hists: list[list[int]]) -> list[int]:
     return out
 
 
+def reject_impossible_histograms(results: list, max_drafts: int | None) -> int:
+    """A verify accepts at most `max_drafts` drafts (the server's steps): histogram counts past that index
+    are not data (they would inflate every alpha). Such answers become bad_field errors; returns how many."""
+    if not max_drafts:
+        return 0
+    n = 0
+    for r in results:
+        h = (r.spec or {}).get("histogram") if r.ok else None
+        if h and any(h[max_drafts + 1:]):
+            r.ok, r.error = False, "bad_field"
+            r.detail = (f"spec_correct_drafts_histogram has {len(h)} entries with counts past index {max_drafts}: "
+                        f"more drafts accepted than the server drafts per verify ({max_drafts})")
+            r.completion_tokens = r.prompt_tokens = r.spec = None
+            n += 1
+    return n
+
+
 def summarize(results: list, wall_s: float, depth: int | None = None) -> dict:
     """`depth`: draft positions to report (--speculative-num-steps; default: drafts per verify, right for topk 1)."""
     ok = [r for r in results if r.ok]

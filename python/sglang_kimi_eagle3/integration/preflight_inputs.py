@@ -8,14 +8,15 @@ target, and this plugin's hook table.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from .. import hookstatus
-from ..base import env_flag
-from ..configs import read_config, require_draft_context, require_known_rope, safetensors_shapes
+from ..configs import read_config, require_draft_context, require_known_rope
 from ..errors import UserError
 from ..policy.context import resolve_policy, spec_rope_margin
-from ..preflight import Deployment, GpuTarget
+from ..preflight import Deployment, GpuTarget, SglangFacts
+from ..preflight.checkpoint import read_draft_weights
 from . import upstream_has
 from .launch_record import UPSTREAM_POLICY_FIELD, policy_of, raw_input
 
@@ -24,9 +25,13 @@ def local_config_dir(path: str | None, flag: str) -> Path:
     """A local folder holding `config.json` for a model path (folder, or HF repo id in the local cache)."""
     if not path:
         raise UserError(f"{flag} is not set; give a model folder, a Hugging Face repo id or a bundled profile name")
-    p = Path(path).expanduser()
+    p = Path(path)  # as SGLang takes it: no `~` expansion (only an unquoted shell word gets one)
     if p.is_dir():
         return p
+    if str(path).startswith("~"):
+        raise UserError(f"{flag} {path}: SGLang does not expand '~' (it would look for a folder literally named "
+                        f"{str(path).split('/', 1)[0]!r}); write the full path, e.g. {flag} "
+                        f"{Path(path).expanduser()}")
     try:
         from huggingface_hub import try_to_load_from_cache
 
@@ -112,21 +117,27 @@ def build_deployment(server_args, gpu: GpuTarget, *, sglang_error: str | None = 
     target = read_config(target_dir, label=_label(labels, raw_input(server_args, "model_path")))
     draft_path = raw_input(server_args, "speculative_draft_model_path")
     draft = None
-    shapes = None
+    shapes = weights = None
     if draft_path:
         draft_dir = local_config_dir(draft_path, "--speculative-draft-model-path")
         draft = read_config(draft_dir, label=_label(labels, draft_path))
         require_draft_context(draft)
         require_known_rope(draft)
-        shapes = safetensors_shapes(draft_dir)
+        weights = read_draft_weights(draft_dir)
+        shapes = weights.shapes if weights is not None else None
     algo = raw_input(server_args, "speculative_algorithm")
+    spec = _spec_params(server_args, cfg, sglang_error)
+    facts = _facts(target, draft, str(draft_dir) if draft_path else None, algo, spec, server_args)
     refresh()
     cg_decode = str(getattr(cfg, "cuda_graph_backend_decode", "") or "")
     return Deployment(
         target=target, draft=draft,
         algorithm=str(algo).upper() if algo else None,
-        steps=raw_input(server_args, "speculative_num_steps"), topk=raw_input(server_args, "speculative_eagle_topk"),
-        draft_tokens=raw_input(server_args, "speculative_num_draft_tokens"),
+        steps=spec[0], topk=spec[1], draft_tokens=spec[2],
+        draft_tokens_typed=raw_input(server_args, "speculative_num_draft_tokens"),
+        adaptive=bool(getattr(cfg, "speculative_adaptive", False)),
+        sglang=facts, draft_weights=weights,
+        same_model_folder=bool(draft_path) and os.path.realpath(target_dir) == os.path.realpath(draft_dir),
         tp=int(raw_input(server_args, "tp_size") or 1),
         context_length=raw_input(server_args, "context_length"),
         context_policy=resolve_policy(policy_of(server_args)),
@@ -148,9 +159,29 @@ def build_deployment(server_args, gpu: GpuTarget, *, sglang_error: str | None = 
         sglang_error=sglang_error,
         context_hook_active=_context_policy_in_effect(),
         # where SGLang has its own flag, a flag the operator gave wins over the global override
-        global_override_set=env_flag("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN")
+        global_override_set=facts.context_override
         and not (upstream_has.draft_context_flag() and raw_input(server_args, UPSTREAM_POLICY_FIELD)),
         rope_margin=spec_rope_margin(getattr(cfg, "speculative_num_steps", None),
                                      getattr(cfg, "speculative_num_draft_tokens", None)),
         **memory_fields(server_args, cfg, gpu, target_dir, target),
     )
+
+
+def _spec_params(server_args, cfg, sglang_error) -> tuple:
+    """(steps, topk, draft tokens) as SGLang resolved them when the operator gave any and SGLang accepted the
+    launch (adaptive mode and topk 1 fill the draft tokens in), else as typed."""
+    names = ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
+    typed = tuple(raw_input(server_args, n) for n in names)
+    if sglang_error is not None or all(v is None for v in typed):
+        return typed
+    return tuple(getattr(cfg, n, None) for n in names)
+
+
+def _facts(target, draft, draft_dir, algo, spec, server_args) -> SglangFacts:
+    from .sglang_facts import gather
+
+    try:
+        return gather(target=target, draft=draft, draft_path=draft_dir, algorithm=str(algo).upper() if algo else None,
+                      steps=spec[0], topk=spec[1], trust_remote_code=bool(raw_input(server_args, "trust_remote_code")))
+    except Exception as exc:  # a fact SGLang could not give is "not checked", never a crash of the check
+        return SglangFacts(notes=[f"SGLang's verdicts unavailable ({type(exc).__name__}: {exc})"])

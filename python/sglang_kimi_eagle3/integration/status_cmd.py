@@ -44,8 +44,9 @@ def main(argv: list[str]) -> int:
               "verified, table in effect, call counters), from $SGLANG_KIMI_EAGLE3_STATUS_DIR (default "
               "~/.cache/sglang-kimi-eagle3/run).")
         return 0
-    if argv and argv[0] == "--running":
-        return show_running(argv[1:])
+    if "--running" in argv:  # `status --running F --json` and `status --json --running F` alike
+        i = argv.index("--running")
+        return show_running(argv[:i] + argv[i + 1:])
     unknown = [a for a in argv if a not in ("--json", "--no-model-class")]
     if unknown:
         from ..errors import UserError
@@ -100,36 +101,58 @@ def main(argv: list[str]) -> int:
 
 
 def show_running(argv: list[str]) -> int:
-    """Print the status file a serving TP-0 scheduler wrote (runtime_status.py). No sglang import."""
+    """Print the status file a serving TP-0 scheduler wrote (runtime_status.py). No sglang import.
+    The file is read and checked in full (status_snapshot.load) before anything is printed."""
     from pathlib import Path
 
     from ..errors import UserError
+    from ..status_snapshot import load
     from .runtime_status import format_snapshot, status_dir
 
+    unknown = [a for a in argv if a.startswith("-") and a != "--json"]
+    if unknown:
+        raise UserError(f"status --running: unknown argument {unknown[0]!r}; it takes one PORT or FILE and --json")
     args = [a for a in argv if a != "--json"]
     if len(args) > 1:
         raise UserError(f"status --running takes one PORT or FILE, got {' '.join(args)}")
     where = status_dir()
+    hint = f"`sglang-kimi-eagle3 status --running` reads the newest in {where}"
     if not args:
-        files = sorted(where.glob("port*.json"), key=lambda p: p.stat().st_mtime)
-        if not files:
-            raise UserError(f"no status file in {where}: no EAGLE/EAGLE3 server with this plugin has captured its CUDA "
-                            f"graphs here yet (or set SGLANG_KIMI_EAGLE3_STATUS_DIR to the server's directory)")
-        path = files[-1]
+        path = _newest_status_file(where)
     elif args[0].isdigit():
         path = where / f"port{args[0]}.json"
     else:
         path = Path(args[0])
+    snap = load(path, hint)
+    text = json.dumps(snap, indent=1) if "--json" in argv else f"{path}:\n{format_snapshot(snap)}"
+    print(text)
+    return 1 if any(h["status"].startswith("failed") for h in snap["hooks"]) else 0
+
+
+def _newest_status_file(where):
+    """The most recently written port*.json in `where`; dangling links and non-files are passed over."""
+    import os
+    import stat
+
+    from ..errors import UserError
+
+    found, skipped = [], []
     try:
-        snap = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such status file; `sglang-kimi-eagle3 status --running` lists the newest in {where}") from None
-    except (OSError, json.JSONDecodeError) as exc:
-        raise UserError(f"{path}: not a readable status file ({exc})") from None
-    if "--json" in argv:
-        json.dump(snap, sys.stdout, indent=1)
-        print()
-    else:
-        print(f"{path}:")
-        print(format_snapshot(snap))
-    return 1 if any(h["status"].startswith("failed") for h in snap.get("hooks", [])) else 0
+        names = sorted(where.glob("port*.json"))
+    except OSError as exc:
+        raise UserError(f"{where}: cannot list the status folder ({exc.strerror or exc})") from None
+    for p in names:
+        try:
+            st = os.stat(p)
+        except OSError:
+            skipped.append(p.name)
+            continue
+        if stat.S_ISREG(st.st_mode):
+            found.append((st.st_mtime, p))
+        else:
+            skipped.append(p.name)
+    if not found:
+        extra = f" (passed over {', '.join(skipped)}: broken links or not files)" if skipped else ""
+        raise UserError(f"no status file in {where}{extra}: no EAGLE/EAGLE3 server with this plugin has captured its "
+                        f"CUDA graphs here yet (or set SGLANG_KIMI_EAGLE3_STATUS_DIR to the server's directory)")
+    return max(found)[1]

@@ -6,6 +6,7 @@ import argparse
 import datetime as _dt
 import sys
 
+from ..documents import read_document
 from ..errors import UserError
 from ..validate import (
     ArgParser,
@@ -55,7 +56,7 @@ def parser() -> ArgParser:
     src.add_argument("--bench", help="a bench JSON: measured acceptance; with its baseline also measured costs")
     cst = p.add_argument_group("costs (default: --profile)")
     cst.add_argument("--profile", default=profiles.DEFAULT_PROFILE, help=f"bundled name or JSON path (default {profiles.DEFAULT_PROFILE})")
-    cst.add_argument("--costs", help="measured cost table or kernel-benchmark JSON (docs/planner.md, 'Cost inputs')")
+    cst.add_argument("--costs", help="measured cost table or kernel-benchmark JSON (docs/planner.md, 'Costs')")
     cst.add_argument("--draft-cost-ratio", help="Leviathan's c: draft pass / target pass, constant")
     cst.add_argument("--context", help="context tokens per request for the profile model")
     sp = p.add_argument_group("search space")
@@ -112,12 +113,33 @@ def _cost(a, profile, bench_doc):
     if a.draft_cost_ratio is not None:
         return costs.leviathan(float_flag(a.draft_cost_ratio, "--draft-cost-ratio", 0))
     if a.costs:
-        doc = read_json_object(a.costs, "give a cost table (docs/planner.md, 'Cost inputs')", "cost table")
-        return costs.from_table(doc, a.costs)
+        return read_document(a.costs, "cost table", costs.from_table, flag="--costs",
+                             hint="give a cost table (docs/planner.md, 'Costs')")
     if bench_doc is not None and any(lv.get("baseline") for lv in bench_doc["levels"]):
         return costs.from_bench(bench_doc["levels"], sources.bench_setting(bench_doc)[0], a.bench)
     ctx = int_flag(a.context, "--context", 0, 10_000_000) if a.context is not None else None
     return costs.from_profile(profile, ctx)
+
+
+def _check_distinct(*flags: tuple[str, str | None]) -> None:
+    """-o, --json and --plot (the first three) are three different files, none of them an input of this run."""
+    import os
+
+    def real(flag, path):
+        if not path or (flag == "--profile" and not os.path.exists(path)):  # a bundled profile name
+            return None
+        return os.path.realpath(os.path.expanduser(path))
+
+    outputs, inputs = flags[:3], flags[3:]
+    for i, (flag, path) in enumerate(outputs):
+        mine = real(flag, path)
+        if mine is None:
+            continue
+        for other, opath in outputs[:i] + inputs:
+            if real(other, opath) == mine:
+                what = "another output" if (other, opath) in outputs else "an input of this run"
+                raise UserError(f"{flag} {path} is the {other} file ({what}): writing it would replace that; give "
+                                "each output its own path")
 
 
 def _check_output(path: str, force: bool) -> None:
@@ -149,7 +171,7 @@ def main(argv: list[str]) -> int:
     space = settings(steps, topks, dts)
     if not space:
         raise UserError(f"no (steps, topk, draft tokens) setting is possible: --draft-tokens must lie in (steps, "
-                        f"topk x steps + 1] for --steps {a.steps} --topk {a.topk}")
+                        f"topk + (steps - 1) x topk^2 + 1] for --steps {a.steps} --topk {a.topk}")
     if len(bss) * len(space) > MAX_EVALUATIONS:
         raise UserError(f"{len(bss)} batch sizes x {len(space)} settings is more than the planner searches "
                         f"({MAX_EVALUATIONS}); narrow --batch-sizes, --steps, --topk or --draft-tokens")
@@ -158,11 +180,24 @@ def main(argv: list[str]) -> int:
         check_output_file(a.json, "--json")
     if a.plot:
         check_output_file(a.plot, "--plot")
+    _check_distinct(("-o", a.output), ("--json", a.json), ("--plot", a.plot), ("--bench", a.bench),
+                    ("--profile", a.profile), ("--costs", a.costs))
     profile = profiles.load(a.profile)
     bench_doc = sources.load_bench(a.bench) if a.bench else None
     acc = _acceptance(a, profile, bench_doc)
     cost = _cost(a, profile, bench_doc)
     plan, skipped = search(acc, cost, bss, space)
+    if not any(p.steps for preds, _ in plan.values() for p in preds):
+        have = (f"a chain (topk 1) up to {len(acc.chain)} steps" if acc.chain else
+                "the trees " + ", ".join(f"steps {s}/topk {k}/{n} tokens" for s, k, n in sorted(acc.trees)))
+        want = next(iter(sorted(acc.trees)), None)
+        fix = (f"--steps {want[0]} --topk {want[1]} --draft-tokens {want[2]}" if want else "--topk 1")
+        raise UserError(f"nothing could be evaluated: no setting searched ({len(skipped)}, e.g. steps {skipped[0][0]}/"
+                        f"topk {skipped[0][1]}/{skipped[0][2]} tokens) has acceptance; the acceptance covers {have}; "
+                        f"search that with {fix}")
+    note = costs.clamped_note(cost, bss)
+    if note:
+        cost.notes.append(note)
     prov = {"command": "sglang-kimi-eagle3 plan " + " ".join(argv), "date": _dt.date.today().isoformat(),
             "acceptance": acc.source, "costs": cost.name, "tolerance": tolerance,
             "note": "predictions, not measurements; see docs/planner.md"}

@@ -29,6 +29,21 @@ class CostModel:
     draft_us: Fn
     verify_us: Fn
     notes: list[str] = field(default_factory=list)
+    measured_bs: tuple[float, float] | None = None  # measured batch-size range; outside it costs are held, not extended
+    how_to_measure: str = ""  # what to run to measure more batch sizes
+
+
+def clamped_note(cost: CostModel, batch_sizes: list[int]) -> str | None:
+    """A line naming the batch sizes outside the measured range (their costs are the nearest measured)."""
+    if cost.measured_bs is None:
+        return None
+    lo, hi = cost.measured_bs
+    out = [b for b in batch_sizes if not lo <= b <= hi]
+    if not out:
+        return None
+    return (f"batch sizes {','.join(map(str, out))} lie outside the measured {lo:g}-{hi:g}: their costs are held at "
+            f"the nearest measured batch size, not extrapolated (predictions there are rough); "
+            f"{cost.how_to_measure}".rstrip("; "))
 
 
 def pass_us(m: PassModel, hw: Hardware, bs: int, n: int, ctx: int) -> float:
@@ -50,11 +65,14 @@ def pass_us(m: PassModel, hw: Hardware, bs: int, n: int, ctx: int) -> float:
     return m.pass_overhead_us + m.layers * hw.layer_overhead_us + max(mem_us, flop_us) + comm_us + m.tail_us
 
 
-def interp(points: dict[float, float], x: float) -> float:
-    """Piecewise-linear through `points`; straight-line extension past either end (never below 0)."""
+def interp(points: dict[float, float], x: float, clamp: bool = False) -> float:
+    """Piecewise-linear through `points`; past either end a straight-line extension (never below 0), or with
+    `clamp` the end value (measured data is never extended past what was measured)."""
     xs = sorted(points)
     if len(xs) == 1:
         return points[xs[0]]
+    if clamp:
+        x = min(max(x, xs[0]), xs[-1])
     i = min(max(bisect.bisect_left(xs, x), 1), len(xs) - 1)
     x0, x1 = xs[i - 1], xs[i]
     y0, y1 = points[x0], points[x1]
@@ -103,7 +121,7 @@ def _grid_fn(table, what: str, source: str) -> Fn:
                        for n, us in v.items()}
         else:
             rows[b] = {1.0: check_float(v, source, f"{what}.{bs}", lo=0)}
-    return lambda bs, n: interp({b: interp(r, n) for b, r in rows.items()}, bs)
+    return lambda bs, n: interp({b: interp(r, n) for b, r in rows.items()}, bs, clamp=True)
 
 
 def from_table(doc: dict, source: str) -> CostModel:
@@ -136,7 +154,9 @@ def from_table(doc: dict, source: str) -> CostModel:
     target = _grid_fn(doc["target_us"], "target_us", source)
     if not all(target(b, 1) > 0 for b in (1, 8, 64)):
         raise UserError(f"{source}: 'target_us' gives 0 us for a plain decode pass; expected measured times > 0")
-    return CostModel(f"measured table {source}", target, _grid_fn(doc["draft_us"], "draft_us", source), verify, notes)
+    bss = [_key(b, source, "target_us") for b in doc["target_us"]]
+    return CostModel(f"measured table {source}", target, _grid_fn(doc["draft_us"], "draft_us", source), verify, notes,
+                     (min(bss), max(bss)), "add rows for them to the cost table")
 
 
 def from_bench(levels: list[dict], steps: int, source: str) -> CostModel:
@@ -161,7 +181,11 @@ def from_bench(levels: list[dict], steps: int, source: str) -> CostModel:
     if not t1:
         raise UserError(f"{source}: no concurrency level has both a speculative and a baseline measurement "
                         "(run `sglang-kimi-eagle3 bench --baseline-url ...`, or give --profile/--costs for costs)")
+    cs = sorted(int(c) for c in t1)
+    more = ",".join(str(c) for c in sorted(set(cs) | {1, 2, 4, 8, 16, 32, 64, 128}))
     return CostModel(f"calibrated on bench {source} (lumped overhead, measured at steps {steps})",
-                     lambda bs, n: interp(t1, bs) + interp(extra, bs) * (n - 1) / steps,
+                     lambda bs, n: interp(t1, bs, clamp=True) + interp(extra, bs, clamp=True) * (n - 1) / steps,
                      lambda bs, n: 0.0, lambda bs, n: 0.0,
-                     [f"measured at concurrency {sorted(int(c) for c in t1)}; other batch sizes interpolated/extended linearly"])
+                     [f"measured at concurrency {cs}; batch sizes between them interpolated linearly"],
+                     (min(t1), max(t1)), f"measure them: sglang-kimi-eagle3 bench --concurrency {more} "
+                     "--baseline-url ... (then plan --bench again)")

@@ -82,8 +82,15 @@ def predict(alphas: list[float], steps: int, cost: CostModel, bs: int, topk: int
     return Prediction(bs, steps, topk, n, tau, base, spec, tau * base / spec, extrapolated)
 
 
+def tree_nodes(steps: int, topk: int) -> int:
+    """The most draft tokens SGLang verifies for (steps, topk): its draft tree scores topk candidates at step 1
+    and topk^2 at each later step, and organize_draft_results keeps N - 1 of them plus the verified token.
+    (test/integration/test_sglang_agreement.py checks this against SGLang's own function.)"""
+    return topk + (steps - 1) * topk * topk + 1
+
+
 def settings(steps: list[int], topks: list[int], draft_tokens: list[int] | None) -> list[tuple[int, int, int]]:
-    """(steps, topk, N) to try; topk 1 fixes N = steps + 1, a tree needs N in (steps, topk*steps + 1]."""
+    """(steps, topk, N) to try; topk 1 fixes N = steps + 1, a tree needs N in (steps, tree_nodes(steps, topk)]."""
     out = []
     for s in steps:
         for k in topks:
@@ -91,7 +98,7 @@ def settings(steps: list[int], topks: list[int], draft_tokens: list[int] | None)
                 out.append((s, 1, s + 1))
                 continue
             for n in draft_tokens or [min(k * s + 1, 2 * s + 2)]:
-                if s < n <= k * s + 1:
+                if s < n <= tree_nodes(s, k):
                     out.append((s, k, n))
     return out
 

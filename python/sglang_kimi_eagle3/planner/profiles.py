@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..configs import read_json
+from ..documents import read_document, refuse_unknown_keys, require_object
 from ..errors import UserError
 from ..validate import check_float, check_int, show
 
@@ -116,9 +116,29 @@ def load(name_or_path: str) -> Profile:
         p = Path(name_or_path)
     if not p.exists() and not p.is_symlink():
         raise UserError(f"hardware profile {name_or_path!r} not found; bundled: {', '.join(names())} (or pass a JSON path)")
-    doc = read_json(p)
+    return read_document(p, "hardware profile", _parse, hint=f"bundled: {', '.join(names())} (or pass a JSON path)")
+
+
+_TOP_KEYS = ("name", "title", "model_note", "acceptance_preset", "context_tokens", "hardware", "target", "draft",
+             "verify_us", "anchors")
+_NODE_KEYS = ("value", "source", "assumption")
+
+
+def _parse(doc, path: str) -> Profile:
+    p = Path(path)
+    require_object(doc, path)
+    refuse_unknown_keys(doc, _TOP_KEYS, path, "the profile")
+    for sec, keys in (("hardware", _HW_KEYS), ("target", _PASS_KEYS), ("draft", _PASS_KEYS)):
+        node = doc.get(sec)
+        if isinstance(node, dict):
+            refuse_unknown_keys(node, keys, path, f"section {sec!r}")
+            for k, v in node.items():
+                if isinstance(v, dict):
+                    refuse_unknown_keys(v, _NODE_KEYS, path, f"{sec}.{k}")
+    for k in ("context_tokens", "verify_us"):
+        if isinstance(doc.get(k), dict):
+            refuse_unknown_keys(doc[k], _NODE_KEYS, path, k)
     prov: dict[str, str] = {}
-    path = str(p)
     for sec in ("hardware", "target", "draft"):
         if sec not in doc:
             raise UserError(f"{path}: section '{sec}' is missing (needs hardware, target, draft)")

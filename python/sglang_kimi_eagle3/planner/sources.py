@@ -83,6 +83,11 @@ def bench_setting(doc: dict) -> tuple[int, int, int]:
     n = info.get("speculative_num_draft_tokens") or (steps + 1 if steps else None)
     if not steps:
         raise UserError("bench JSON: the speculative server's steps are unknown (no /server_info and no spec fields)")
+    dpv = (doc.get("overall") or {}).get("drafts_per_verify")
+    if info.get("speculative_num_steps") and dpv and not info.get("speculative_adaptive") and dpv != int(n) - 1:
+        raise UserError(f"bench JSON: the server's /server_info says steps {steps} / topk {topk} / {n} draft tokens "
+                        f"({int(n) - 1} drafts a verify), but its answers averaged {dpv} drafts a verify: the "
+                        "file mixes runs or servers; bench the server again")
     return int(steps), int(topk), int(n)
 
 
@@ -95,6 +100,9 @@ def from_bench(doc: dict, path: str) -> Acceptance:
         hist = [a + b for a, b in zip(hist + [0] * (len(h) - len(hist)), h + [0] * (len(hist) - len(h)))]
     if not sum(hist):
         raise UserError(f"{path}: no request carried spec_correct_drafts_histogram (speculation off on that server?)")
+    if any(hist[steps + 1:]):
+        raise UserError(f"{path}: the pooled histogram {hist} counts verify passes that accepted more than the "
+                        f"{steps} drafts the server makes a verify; not a measurement of this server")
     alphas = alphas_from_histogram(hist, steps)
     measured = [a for a in alphas if a is not None]
     alphas = measured + [0.0] * (steps - len(measured))  # a position never reached was never accepted

@@ -6,19 +6,24 @@ integration/preflight_inputs.py turns a launch (SGLang's own parsed and resolved
 
 from __future__ import annotations
 
+from .checks_draft import check_aux_agreement, check_draft_class, check_draft_weights, check_same_model
 from .checks_launch import check_aux_layers, check_context, check_sglang_error, check_spec_params, check_tensor_parallel
 from .checks_memory import check_memory
 from .checks_model import check_algorithm, check_capture_support, check_dtype_quant, check_hidden, check_trust_remote_code, check_vocab
 from .checks_platform import check_attention_backend, check_platform
-from .model import Deployment, Finding, GpuTarget
+from .model import Deployment, Finding, GpuTarget, SglangFacts
 
 CHECKS = (
     check_sglang_error,
+    check_same_model,
+    check_draft_class,
     check_algorithm,
     check_capture_support,
     check_hidden,
     check_vocab,
     check_aux_layers,
+    check_aux_agreement,
+    check_draft_weights,
     check_context,
     check_spec_params,
     check_tensor_parallel,
@@ -48,4 +53,4 @@ def summary(findings: list[Finding]) -> str:
     return f"{n['error']} error(s), {n['warning']} warning(s), {n['info']} info"
 
 
-__all__ = ["Deployment", "Finding", "GpuTarget", "run_checks", "has_errors", "summary", "CHECKS"]
+__all__ = ["Deployment", "Finding", "GpuTarget", "SglangFacts", "run_checks", "has_errors", "summary", "CHECKS"]

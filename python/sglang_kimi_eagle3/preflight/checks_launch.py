@@ -40,8 +40,16 @@ def check_aux_layers(d: Deployment) -> list[Finding]:
     if dr is None or d.algorithm != "EAGLE3":
         return []
     n = t.num_hidden_layers
+    f = d.sglang
+    if f is not None and f.use_aux is False:
+        return []  # SGLang captures nothing (checks_draft.check_aux_agreement says so)
     ids = dr.aux_layer_ids
-    cap = captured_layers(t.text_arch if t.arch.startswith("Kimi") else t.arch, ids, n)
+    if f is not None and f.captured_layers is not None:  # SGLang's own target class decided
+        ids, cap = f.capture_ids, f.captured_layers
+        if not cap:
+            return []  # check_aux_agreement reports the empty capture
+    else:
+        cap = captured_layers(t.text_arch if t.arch.startswith("Kimi") else t.arch, ids, n)
     canonical = [2, n // 2, n - 3]
     desc = (f"declared {ids}" if ids is not None else "none declared (SGLang default)") + \
         f" -> SGLang captures the residual entering layers {cap} (outputs of {[c - 1 for c in cap]}) of {n}"
@@ -78,10 +86,18 @@ def check_context(d: Deployment) -> list[Finding]:
         return [Finding("error", "context", f"--context-length {d.context_length}", "a positive number of tokens "
                         f"(at most the target's {t_len})", f"--context-length {t_len}, or leave it out")]
     if d.context_length is not None and d.context_length > t_len:
-        out.append(Finding("error", "context", f"--context-length {d.context_length} > the target's {t_len}",
-                           f"<= {t_len} (the target's own limit; no context policy lifts it)",
-                           f"--context-length {t_len}"))
-        return out
+        if d.sglang is not None and d.sglang.context_override:  # ModelConfig._derive_context_length warns, serves
+            out.append(Finding("warning", "context", f"--context-length {d.context_length} > the target's {t_len}: "
+                               "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN is set, so SGLang serves it; positions past "
+                               f"{t_len} were never trained and may give wrong output or CUDA errors",
+                               f"<= {t_len} (the target's own limit)", f"--context-length {t_len}, or keep it knowing "
+                               "the risk"))
+        else:
+            out.append(Finding("error", "context", f"--context-length {d.context_length} > the target's {t_len}",
+                               f"<= {t_len} (the target's own limit; no context policy lifts it)",
+                               f"--context-length {t_len}, or set SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 to "
+                               "serve it at your own risk"))
+            return out
     if dr is None:
         return out
     serve = d.context_length or t_len
@@ -120,29 +136,37 @@ def check_spec_params(d: Deployment) -> list[Finding]:
         return []
     out = []
     s, k, n = d.steps, d.topk, d.draft_tokens
+    if d.adaptive and s is not None and k in (None, 1) and n is None:
+        k, n = 1, s + 1  # _init_adaptive_speculative_params: topk 1, draft tokens = steps + 1
     if s is None and k is None and n is None:
         out.append(Finding("info", "spec_params", "no --speculative-num-steps/-eagle-topk/-num-draft-tokens: SGLang "
                            "chooses them per architecture (3/1/4 for DeepSeek/Kimi)"))
         return out
     if s is None or k is None or n is None:
         # _handle_eagle_family asserts topk and draft tokens are None when steps is None.
+        fix = "--speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4"
+        if isinstance(s, int) and isinstance(k, int) and k > 1 and n is None and s >= 1:
+            fix = f"--speculative-num-draft-tokens {min(2 * s + 2, k + (s - 1) * k * k + 1)}"
         out.append(Finding("error", "spec_params", f"steps={s} topk={k} draft_tokens={n}: only some given",
-                           "all three speculative parameters, or none", "--speculative-num-steps 3 --speculative-eagle-topk 1 "
-                           "--speculative-num-draft-tokens 4"))
+                           "all three speculative parameters, or none", fix))
         return out
     for name, v, lo in (("--speculative-num-steps", s, 1), ("--speculative-eagle-topk", k, 1), ("--speculative-num-draft-tokens", n, 2)):
         if v < lo:
             out.append(Finding("error", "spec_params", f"{name} {v}", f">= {lo}", f"{name} {max(lo, 1)}"))
     if out:
         return out
-    if k == 1 and n != s + 1:
-        out.append(Finding("warning", "spec_params", f"topk 1 with {n} draft tokens and {s} steps",
+    typed = d.draft_tokens_typed if d.draft_tokens_typed is not None else n
+    cap = d.sglang.tree_capacity if d.sglang is not None else None
+    if k == 1 and typed != s + 1 and not d.adaptive:
+        out.append(Finding("warning", "spec_params", f"topk 1 with {typed} draft tokens and {s} steps",
                            f"draft tokens = steps + 1 = {s + 1} for a chain (SGLang silently changes it)",
                            f"--speculative-num-draft-tokens {s + 1}"))
-    elif n > k * s + 1:
-        out.append(Finding("error", "spec_params", f"{n} draft tokens from topk {k} x steps {s}",
-                           f"<= topk*steps + 1 = {k * s + 1} (the tree has no more nodes)",
-                           f"--speculative-num-draft-tokens {k * s + 1}"))
+    elif k > 1 and cap is not None and n > cap:
+        # organize_draft_results keeps the top (draft tokens - 1) of topk + (steps - 1) * topk^2 scored candidates
+        out.append(Finding("error", "spec_params", f"{n} draft tokens from topk {k} and {s} steps",
+                           f"<= {cap}: SGLang's draft tree scores topk + (steps - 1) x topk^2 = {cap - 1} candidates "
+                           "(eagle_utils.organize_draft_results), plus the verified token",
+                           f"--speculative-num-draft-tokens {cap}"))
     if k > 1 and d.use_rejection_sampling:
         out.append(Finding("error", "spec_params", "--speculative-use-rejection-sampling with topk > 1",
                            "topk 1 (SGLang rejects it)", "--speculative-eagle-topk 1"))

@@ -10,6 +10,8 @@ EAGLE3_FIX = "--speculative-algorithm EAGLE3"
 
 def check_algorithm(d: Deployment) -> list[Finding]:
     algo, draft = d.algorithm, d.draft
+    if draft is not None and d.sglang is not None and d.sglang.draft_class_error:
+        return []  # check_draft_class: SGLang cannot build this class at all
     if draft is None:
         if algo in ("EAGLE3",):
             return [Finding("error", "algorithm", "EAGLE3 requested without a draft model",
@@ -67,6 +69,8 @@ def check_hidden(d: Deployment) -> list[Finding]:
     if dr is None or d.algorithm != "EAGLE3":
         return []
     out = []
+    if d.sglang is not None and d.sglang.draft_class is not None:  # widths from SGLang itself: check_aux_agreement
+        return out + _hidden_sharing(d)
     n_aux = len(dr.aux_layer_ids) if dr.aux_layer_ids else 3
     # SGLang 0.5.23 eagle_utils.get_draft_input_from_target_hidden_dim: fc input width =
     # (draft's target_hidden_size, else the *draft's* hidden_size) x number of aux layers.
@@ -85,11 +89,16 @@ def check_hidden(d: Deployment) -> list[Finding]:
     elif d.draft_tensor_shapes is None:
         out.append(Finding("info", "hidden_size", f"fc input {needed} = {n_aux} x {t.hidden_size} (from configs; "
                            "weights not present, fc.weight not checked)"))
-    if dr.hidden_size != t.hidden_size:
-        out.append(Finding("warning", "hidden_size", f"draft hidden {dr.hidden_size} != target hidden {t.hidden_size}",
-                           "equal widths, so SGLang shares the target's embedding with the draft",
-                           "none needed if the drafter ships its own embed_tokens; SGLang skips sharing (llama.py set_embed)"))
-    return out
+    return out + _hidden_sharing(d)
+
+
+def _hidden_sharing(d: Deployment) -> list[Finding]:
+    t, dr = d.target, d.draft
+    if dr.hidden_size == t.hidden_size:
+        return []
+    return [Finding("warning", "hidden_size", f"draft hidden {dr.hidden_size} != target hidden {t.hidden_size}",
+                    "equal widths, so SGLang shares the target's embedding with the draft",
+                    "none needed if the drafter ships its own embed_tokens; SGLang skips sharing (llama.py set_embed)")]
 
 
 def _ids(v) -> set:
@@ -108,21 +117,7 @@ def check_vocab(d: Deployment) -> list[Finding]:
     if dv is not None and dv > dr.vocab_size:
         out.append(Finding("error", "vocab", f"draft_vocab_size {dv} > vocab_size {dr.vocab_size}",
                            "draft_vocab_size <= vocab_size", f"fix draft_vocab_size in {dr.file}"))
-    if dv is not None and dv < t.vocab_size:
-        shapes = d.draft_tensor_shapes
-        if shapes is None:
-            out.append(Finding("info", "vocab", f"pruned draft vocabulary {dv} of {t.vocab_size}: d2t not checked "
-                               "(no weights next to the config)"))
-        elif not any(k.endswith("d2t") for k in shapes):
-            out.append(Finding("error", "vocab", f"pruned draft vocabulary ({dv}) but no d2t tensor in the draft weights",
-                               "a d2t tensor [draft_vocab_size] mapping draft ids to target ids",
-                               "export the drafter with its d2t (SpecForge saves it)"))
-        else:
-            n = next(v for k, v in shapes.items() if k.endswith("d2t"))
-            if n and n[0] != dv:
-                entries = "1 entry" if n[0] == 1 else f"{n[0]} entries"
-                out.append(Finding("error", "vocab", f"the d2t tensor has {entries}", f"{dv} (draft_vocab_size)",
-                                   "re-export the drafter"))
+    # d2t and the other weights against SGLang's loader: checks_draft.check_draft_weights
     if _ids(dr.bos_token_id) and _ids(t.bos_token_id) and not _ids(dr.bos_token_id) <= _ids(t.bos_token_id):
         out.append(Finding("warning", "vocab", f"draft bos {dr.bos_token_id} != target bos {t.bos_token_id}",
                            "the same tokenizer", "check the drafter was trained for this target"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from ..configs import ModelInfo
+from .checkpoint import DraftWeights
 
 SEVERITIES = ("error", "warning", "info")
 
@@ -44,6 +45,24 @@ class GpuTarget:
     @property
     def is_sm120(self) -> bool:
         return self.sm // 10 == 12
+
+
+@dataclass(slots=True)
+class SglangFacts:
+    """What the installed SGLang itself says about this launch, as plain data: gathered by
+    integration/sglang_facts.py from SGLang's own classes and functions (None: could not be derived)."""
+
+    draft_class: str | None = None  # the class SGLang's get_model_architecture picks for the draft
+    draft_class_error: str | None = None  # why it picks none (the architecture is not registered)
+    tree_capacity: int | None = None  # most --speculative-num-draft-tokens organize_draft_results takes (topk > 1)
+    context_override: bool = False  # SGLang reads SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN as set (or runs in CI)
+    use_aux: bool | None = None  # eagle_config.use_aux_hidden_state as SGLang reads it (default true)
+    capture_ids: list | None = None  # the eagle_config ids SGLang hands the target (None: the target's default)
+    captured_layers: list[int] | None = None  # what the target class's set_eagle3_layers_to_capture makes of them
+    top_level_ids: list | None = None  # a top-level eagle_aux_hidden_state_layer_ids (the target ignores it)
+    draft_input_width: int | None = None  # get_draft_input_from_target_hidden_dim: the aux buffer width
+    fc_in_features: int | None = None  # the in-width of the fc SGLang builds for this draft class
+    notes: list[str] = field(default_factory=list)  # facts that could not be derived, and why
 
 
 @dataclass(slots=True)
@@ -91,3 +110,8 @@ class Deployment:
     target_index_bytes: int | None = None  # model.safetensors.index.json metadata.total_size, weights present
     cuda_graph_max_bs: int | None = None  # SGLang's decode CUDA-graph batch limit for this GPU
     max_running_requests: int | None = None  # --max-running-requests as written
+    sglang: SglangFacts | None = None  # SGLang's own verdicts (None: pure callers, or SGLang refused first)
+    draft_weights: DraftWeights | None = None  # the draft folder's weights (None: no weights beside the config)
+    draft_tokens_typed: int | None = None  # --speculative-num-draft-tokens as typed (draft_tokens: as resolved)
+    adaptive: bool = False  # --speculative-adaptive in effect after SGLang's resolution
+    same_model_folder: bool = False  # the draft path names the target's own folder

@@ -1,0 +1,114 @@
+"""`bench` sanity around a run (pure): output paths that cannot collide, a baseline that really is the plain
+server, and the verdict on a finished run.
+
+Before the first request (exit 2, one line):
+  - --json, --baseline-json and the two PNGs under --plots are distinct files (--json equal to
+    --baseline-json would overwrite the expensive baseline; --plots equal to --json fails after the run);
+  - --baseline-url is not the --url server (same scheme, host and port; localhost spellings are one host);
+  - a --baseline-json comes from a run against a server without speculation (no spec fields in its
+    answers, no speculative_algorithm in its /server_info), and shares at least one concurrency level;
+  - the --baseline-url server's /server_info does not report a speculative algorithm.
+After the run: no request answered -> status "failed" (exit 1); a baseline whose answers carry spec
+fields -> no speedup, and a warning.
+"""
+
+from __future__ import annotations
+
+import os
+from urllib.parse import urlsplit
+
+from ..errors import UserError
+
+PLOT_FILES = ("tau_speedup.png", "acceptance.png")  # bench/plots.py writes these under --plots
+_LOCAL = {"localhost", "127.0.0.1", "::1", "0.0.0.0", "::"}
+
+
+def _same_file(a: str, b: str) -> bool:
+    return os.path.realpath(os.path.expanduser(a)) == os.path.realpath(os.path.expanduser(b))
+
+
+def check_distinct(json_path: str, plots: str | None, baseline_json: str | None) -> None:
+    if baseline_json and _same_file(json_path, baseline_json):
+        raise UserError(f"--json {json_path} is the --baseline-json file: this run would overwrite the baseline it "
+                        "compares against; give another --json")
+    if plots:
+        if _same_file(json_path, plots):
+            raise UserError(f"--plots {plots} is the --json file: --plots is a folder for {' and '.join(PLOT_FILES)}; "
+                            "give another folder")
+        for name in PLOT_FILES:
+            png = os.path.join(plots, name)
+            for flag, path in (("--json", json_path), ("--baseline-json", baseline_json)):
+                if path and _same_file(path, png):
+                    raise UserError(f"{flag} {path} is the plot --plots {plots} writes ({name}); choose another path")
+
+
+def _endpoint(url: str) -> tuple:
+    u = urlsplit(url)
+    host = (u.hostname or "").lower()
+    port = u.port or (443 if u.scheme == "https" else 80)
+    return u.scheme, "localhost" if host in _LOCAL else host, port, u.path.rstrip("/")
+
+
+def check_baseline_url(spec_url: str, base_url: str) -> None:
+    if _endpoint(spec_url) == _endpoint(base_url):
+        raise UserError(f"--baseline-url {base_url} is the --url server: a baseline must be the same model served "
+                        "without speculation, on another port (docs/bench.md)")
+
+
+def _speculating_levels(doc: dict) -> list[str]:
+    """Levels of a bench JSON whose measured ('spec' role) answers carried spec fields."""
+    out = []
+    for lv in doc.get("levels") or []:
+        s = lv.get("spec") or {}
+        if s.get("tau") is not None or any(s.get("histogram") or []):
+            out.append(f"c={lv.get('concurrency')} tau {s.get('tau')}")
+    return out
+
+
+def check_baseline_doc(doc: dict, path: str, levels: list[int]) -> None:
+    algo = ((doc.get("servers") or {}).get("spec") or {}).get("speculative_algorithm")
+    spec = _speculating_levels(doc)
+    if algo or spec:
+        why = f"its server reported speculative_algorithm {algo}" if algo else f"its answers carried spec fields ({spec[0]})"
+        raise UserError(f"--baseline-json {path}: a run against a speculating server ({why}); the baseline is a run "
+                        "against the same model without --speculative-algorithm")
+    have = sorted(lv["concurrency"] for lv in doc["levels"])
+    if not set(have) & set(levels):
+        raise UserError(f"--baseline-json {path} measured concurrency {','.join(map(str, have))}, this run "
+                        f"--concurrency {','.join(map(str, levels))}: no level to compare; pass --concurrency "
+                        f"{','.join(map(str, have))} (or measure the baseline at these levels)")
+
+
+def check_baseline_info(info: dict, url: str) -> None:
+    algo = info.get("speculative_algorithm")
+    if algo:
+        raise UserError(f"--baseline-url {url}: its /server_info reports speculative_algorithm {algo}; the baseline "
+                        "is the same model served without speculation")
+
+
+def after_run(doc: dict) -> list[str]:
+    """Set the run's verdict on `doc`; return the lines to print (stderr)."""
+    notes = []
+    levels = doc.get("levels") or []
+    spec_ok = sum((lv.get("spec") or {}).get("ok", 0) for lv in levels)
+    if levels and not spec_ok:
+        first = next(((lv.get("spec") or {}).get("first_error") for lv in levels if (lv.get("spec") or {}).get("first_error")),
+                     None)
+        doc["status"] = "failed"
+        doc["interrupted"] = {"error": f"no request succeeded (first error: {first})", "finished_levels": len(levels)}
+        notes.append(f"error: no request to {doc.get('config', {}).get('urls', {}).get('spec', '--url')} succeeded "
+                     f"(first error: {first}); nothing was measured")
+    speculating = [lv["concurrency"] for lv in levels if (lv.get("baseline") or {}).get("tau") is not None]
+    if speculating:
+        for lv in levels:
+            lv["speedup"] = None
+        doc["baseline_speculates"] = True
+        notes.append(f"warning: the baseline's answers carry spec fields (c={','.join(map(str, speculating))}): it "
+                     "speculates too, so no speedup is reported; measure it on a server without --speculative-algorithm")
+    base_levels = (doc.get("config") or {}).get("baseline_levels")
+    if base_levels is not None:
+        missing = [lv["concurrency"] for lv in levels if lv.get("baseline") is None]
+        if missing:
+            notes.append(f"note: --baseline-json has no level c={','.join(map(str, missing))} (it measured "
+                         f"{','.join(map(str, base_levels))}): no speedup there")
+    return notes
