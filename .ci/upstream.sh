@@ -8,7 +8,7 @@ PY=${1:-.venv/bin/python}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 "$PY" -m sglang_kimi_eagle3.cli upstream export --out "$out"
-export SGLANG_KIMI_EAGLE3=0 PYTHONPATH="$out/tree/python" PYTHONWARNINGS=ignore
+export SGLANG_KIMI_EAGLE3=0 PYTHONPATH="$out/tree/python${PYTHONPATH:+:$PYTHONPATH}" PYTHONWARNINGS=ignore
 unset SGLANG_IS_IN_CI SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN
 "$PY" - "$out" <<'PY'
 import subprocess, sys

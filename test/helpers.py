@@ -30,6 +30,12 @@ def clean_env(**overrides: str) -> dict:
     return env
 
 
+def pythonpath(*first) -> str:
+    """`first` ahead of the inherited PYTHONPATH (kept: on a device box it carries SGLang's dependencies)."""
+    inherited = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    return os.pathsep.join([*map(str, first), *inherited])
+
+
 def run_python(code: str, timeout: float = 240, **env: str) -> subprocess.CompletedProcess:
     """Run `code` in a fresh interpreter (so SGLang's load_plugins() really runs once, from scratch)."""
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,

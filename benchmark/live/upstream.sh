@@ -12,7 +12,7 @@ if [ "$step" = export ] || [ "$step" = all ] || [ ! -d $T ]; then
   python3 -m sglang_kimi_eagle3.cli upstream export --out $UP --sglang-src /tmp/site/sglang 2>&1 | tee "$OUT/upstream-export.log"
   cp -r $UP/patches $UP/SERIES.md "$OUT/" 2>/dev/null
 fi
-export SGLANG_KIMI_EAGLE3=0 PYTHONPATH=$T/python:$PYTHONPATH
+export SGLANG_KIMI_EAGLE3=0 PYTHONPATH=$T/python${PYTHONPATH:+:$PYTHONPATH}
 unset SGLANG_IS_IN_CI SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN TRITON_INTERPRET
 python3 -c "import sglang, sys; print('sglang from', sglang.__file__); sys.exit(not sglang.__file__.startswith('$T'))" || exit 3
 rc=0

@@ -16,16 +16,18 @@
 # start as slack and needs its weights to fit the rest; the KV cache is capped by --max-total-tokens, so five servers
 # started together fit side by side),
 # COLD_BEFORE (1: the two warm-up-off servers), SHARED_CACHES (0: one cache folder for all, faster starts, but then
-# the warm-up-off servers find what the others compiled), BUDGET_S (550: everything ends by then), ANATOMY_S (90: kept
-# for step 4).
+# the warm-up-off servers find what the others compiled), STARTUP_S (360: how long e2e.py waits for every server's
+# /health; concurrent cold starts of the tiny servers took up to 223 s on an H200), BUDGET_S (everything ends by then;
+# default: the time spent before the servers started + STARTUP_S + 120 s of traffic + ANATOMY_S, at least 550 and at
+# most 590, so that one 10-minute device call holds it; set it to go past), ANATOMY_S (90: kept for step 4).
 set -uo pipefail
 T0=$(date +%s)
 eval "$(benchmark/live/device.sh env)"
 OUT=${OUT:-/tmp/e2e-out}
 W=${E2E_WORK:-/tmp/e2e}
-BUDGET_S=${BUDGET_S:-550}
+BUDGET_S=${BUDGET_S:-}
+STARTUP_S=${STARTUP_S:-360}
 ANATOMY_S=${ANATOMY_S:-90}
-DEADLINE=$((T0 + BUDGET_S))
 mkdir -p "$OUT" "$W/logs" "$W/status" "$W/traces"
 exec > >(tee -a "$OUT/device_e2e.log") 2>&1
 say() { echo "[device_e2e $(( $(date +%s) - T0 )) s] $*"; }
@@ -102,13 +104,21 @@ for n in $NAMES; do
   say "started $n (pid $!): $(tail -c 300 "$W/start-$n.sh" | tr '\n' ' ')"
 done
 
-# 3. e2e: waits for /health, cold passes on the fresh servers, then rounds sized to end ANATOMY_S before the deadline
-START_S=$((DEADLINE - ANATOMY_S - 120 - $(date +%s)))  # leave 2 minutes of traffic at least
-[ $START_S -lt 60 ] && START_S=60
+# 3. e2e: waits up to STARTUP_S for /health, cold passes on the fresh servers, then rounds sized to end ANATOMY_S
+# before the deadline. The budget's default leaves 2 minutes of traffic at least after the slowest allowed start.
+NEED_S=$(( $(date +%s) - T0 + STARTUP_S + 120 + ANATOMY_S ))
+if [ -z "$BUDGET_S" ]; then
+  BUDGET_S=$(( NEED_S > 550 ? (NEED_S < 590 ? NEED_S : 590) : 550 ))
+fi
+if [ "$BUDGET_S" -lt "$NEED_S" ]; then
+  say "BUDGET_S=$BUDGET_S is below the $NEED_S s a start that takes STARTUP_S=$STARTUP_S needs: slow starts leave little traffic"
+fi
+DEADLINE=$((T0 + BUDGET_S))
+say "budget $BUDGET_S s (deadline in $((DEADLINE - $(date +%s))) s), server startup timeout $STARTUP_S s"
 # hard stop (SIGINT: e2e.py keeps every finished row, status "interrupted") 30 s into the anatomy's share
 timeout -s INT $((DEADLINE - ANATOMY_S + 30 - $(date +%s))) python3 benchmark/serving/e2e.py --spec "$W/spec.json" --json "$OUT/e2e.json" --plots "$OUT" --tag kimiwidth \
   --concurrency "${CONC:-1,4,16,64}" --temperatures "${TEMPS:-0,0.7}" --rounds "${ROUNDS:-3}" --round-s 20 \
-  --max-new-tokens 128 --finish-by $((DEADLINE - ANATOMY_S)) --startup-timeout-s $START_S
+  --max-new-tokens 128 --finish-by $((DEADLINE - ANATOMY_S)) --startup-timeout-s $STARTUP_S
 say "e2e.py exit $?"
 grep -h "kernel warm-up" "$W"/logs/*.log | cut -c1-400
 

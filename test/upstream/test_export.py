@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import ROOT, run_python
+from helpers import ROOT, pythonpath, run_python
 from sglang_kimi_eagle3 import cli, upstream_export
 
 pytestmark = pytest.mark.slow
@@ -177,7 +177,7 @@ print(json.dumps(out))
 
 def test_patched_tree_accepts_the_seed_shape_with_extend_and_refuses_it_with_strict(exported):
     cp = run_python(SEED_SHAPE, timeout=400, SGLANG_KIMI_EAGLE3="0",
-                    PYTHONPATH=f"{exported / 'tree' / 'python'}{os.pathsep}{ROOT / 'python'}")
+                    PYTHONPATH=pythonpath(exported / 'tree' / 'python', ROOT / 'python'))
     assert cp.returncode == 0, cp.stderr[-4000:]
     r = json.loads(cp.stdout.strip().splitlines()[-1])
     assert r["sglang"].startswith(str(exported / "tree" / "python")), r  # the patched tree, not the installed one

@@ -10,11 +10,10 @@ default and the tiny pair. On the installed SGLang 0.5.23 the same hooks are ins
 """
 
 import json
-import os
 
 import pytest
 
-from helpers import ROOT, run_json
+from helpers import ROOT, pythonpath, run_json
 
 pytestmark = pytest.mark.slow
 
@@ -79,15 +78,15 @@ for key, argv in (("check_default", []), ("check_tiny", tiny),
 '''
 
 
-def _run(script: str, pythonpath: str):
-    return run_json(script + "\nprint(json.dumps(out))\n", timeout=500, PYTHONPATH=pythonpath,
+def _run(script: str, path: str):
+    return run_json(script + "\nprint(json.dumps(out))\n", timeout=500, PYTHONPATH=path,
                     SGLANG_KIMI_EAGLE3="1", SGLANG_KIMI_EAGLE3_KERNELS="ours",  # ours: the draft-head hooks install here
                     SGLANG_KIMI_EAGLE3_PREFLIGHT="off")  # the CPU launch is not a servable one; `check` still checks
 
 
 @pytest.fixture(scope="module")
 def patched(exported):
-    return _run(STATUS + LAUNCH, f"{exported / 'tree' / 'python'}{os.pathsep}{ROOT / 'python'}")
+    return _run(STATUS + LAUNCH, pythonpath(exported / 'tree' / 'python', ROOT / 'python'))
 
 
 def test_on_the_patched_tree_the_replaced_hooks_are_skipped_upstream_has_it(patched, exported):
@@ -130,7 +129,7 @@ def test_on_the_patched_tree_check_reads_sglangs_policy(patched):
 
 
 def test_on_the_installed_sglang_the_same_hooks_are_installed():
-    r = _run(STATUS, str(ROOT / "python"))
+    r = _run(STATUS, pythonpath(ROOT / "python"))
     for name in STEPPED_ASIDE:
         state, target, detail = r["rows"][name]
         assert state == "applied" and "upstream has it" not in detail, (name, r["rows"][name])

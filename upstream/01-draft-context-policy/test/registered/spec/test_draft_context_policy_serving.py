@@ -4,12 +4,19 @@ Greedy outputs with the draft (extend) must equal the target's alone: the policy
 limit, the target verifies every token. With `strict` a shorter draft must not start.
 Models: SGLANG_TEST_DRAFT_CONTEXT_TARGET / SGLANG_TEST_DRAFT_CONTEXT_DRAFT (default: the EAGLE-3 pair
 of SGLang's CI); SGLANG_TEST_DRAFT_CONTEXT_ARGS adds launch flags to every server.
+The servers are launched and health-checked here, not with sglang.test.test_utils: that module imports
+the benchmark stack (datasets), which a serving-only environment need not have.
 """
 
 import json
 import os
 import shlex
+import socket
+import subprocess
+import sys
+import time
 import unittest
+import urllib.error
 import urllib.request
 
 from sglang.test.ci.ci_register import register_cuda_ci
@@ -27,16 +34,59 @@ PROMPTS = [[1, 17 + i, 29 + 3 * i, 101 + 7 * i, 5 + i] for i in range(8)]
 MAX_NEW_TOKENS = 32
 
 
+SERVER_LAUNCH_TIMEOUT_S = 600
+
+
 def _models():
-    from sglang.test.test_utils import (
+    target = os.environ.get("SGLANG_TEST_DRAFT_CONTEXT_TARGET")
+    draft = os.environ.get("SGLANG_TEST_DRAFT_CONTEXT_DRAFT")
+    if target and draft:
+        return target, draft
+    from sglang.test.test_utils import (  # SGLang's CI pair (its CI has the benchmark stack)
         DEFAULT_DRAFT_MODEL_EAGLE3,
         DEFAULT_TARGET_MODEL_EAGLE3,
     )
 
-    return (
-        os.environ.get("SGLANG_TEST_DRAFT_CONTEXT_TARGET", DEFAULT_TARGET_MODEL_EAGLE3),
-        os.environ.get("SGLANG_TEST_DRAFT_CONTEXT_DRAFT", DEFAULT_DRAFT_MODEL_EAGLE3),
-    )
+    return target or DEFAULT_TARGET_MODEL_EAGLE3, draft or DEFAULT_DRAFT_MODEL_EAGLE3
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _launch_server(model, other_args, env=None, timeout=SERVER_LAUNCH_TIMEOUT_S):
+    """Start `sglang.launch_server` and wait until /health_generate answers 200.
+
+    Raises RuntimeError when the server exits first or is not healthy within `timeout`.
+    """
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    cmd = [
+        sys.executable, "-m", "sglang.launch_server", "--model-path", model,
+        "--host", "127.0.0.1", "--port", str(port), *other_args,
+    ]  # fmt: skip
+    proc = subprocess.Popen(cmd, env={**os.environ, **(env or {})})
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited with code {proc.returncode}: {shlex.join(cmd)}")
+        try:
+            with urllib.request.urlopen(url + "/health_generate", timeout=5) as r:
+                if r.status == 200:
+                    return proc, url
+        except (urllib.error.URLError, OSError):
+            pass
+        time.sleep(2)
+    _kill(proc)
+    raise RuntimeError(f"server not healthy within {timeout} s: {shlex.join(cmd)}")
+
+
+def _kill(proc):
+    from sglang.srt.utils import kill_process_tree
+
+    kill_process_tree(proc.pid)
 
 
 def _positions(path):
@@ -52,22 +102,9 @@ def _positions(path):
 @unittest.skipUnless(HAS_CUDA, "needs a CUDA GPU")
 class TestDraftContextPolicyServing(unittest.TestCase):
     def _serve(self, extra, env=None):
-        from sglang.test.test_utils import (
-            DEFAULT_TIMEOUT_FOR_SERVER_LAUNCH,
-            DEFAULT_URL_FOR_TEST,
-            popen_launch_server,
-        )
-
         target, _ = _models()
         args = shlex.split(os.environ.get("SGLANG_TEST_DRAFT_CONTEXT_ARGS", ""))
-        proc = popen_launch_server(
-            target,
-            DEFAULT_URL_FOR_TEST,
-            timeout=DEFAULT_TIMEOUT_FOR_SERVER_LAUNCH,
-            other_args=["--trust-remote-code", *args, *extra],
-            env=env,
-        )
-        return proc, DEFAULT_URL_FOR_TEST
+        return _launch_server(target, ["--trust-remote-code", *args, *extra], env)
 
     def _greedy(self, url):
         body = {
@@ -87,13 +124,11 @@ class TestDraftContextPolicyServing(unittest.TestCase):
             return [o["output_ids"] for o in json.loads(r.read())]
 
     def _run(self, extra, env=None):
-        from sglang.srt.utils import kill_process_tree
-
         proc, url = self._serve(extra, env)
         try:
             return self._greedy(url)
         finally:
-            kill_process_tree(proc.pid)
+            _kill(proc)
 
     def _spec(self, policy):
         _, draft = _models()
