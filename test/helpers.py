@@ -18,6 +18,14 @@ AQ_K25_DRAFT = PROFILES / "aq-medai" / "kimi-k25-eagle3"
 LLAMA_8B = PROFILES / "llama-3.1-8b-instruct"
 LLAMA_8B_DRAFT = PROFILES / "llama-3.1-8b-eagle3"
 
+
+def llama_eagle3_argv(port: int) -> list[str]:
+    """launch_server flags of the bundled Llama-3.1-8B + EAGLE-3 pair (steps 3 / topk 2 / 4 tokens, CUDA): the
+    launch the scheduler-path tests resolve with SGLang's own prepare_server_args."""
+    return ["--model-path", str(LLAMA_8B), "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path",
+            str(LLAMA_8B_DRAFT), "--speculative-num-steps", "3", "--speculative-eagle-topk", "2",
+            "--speculative-num-draft-tokens", "4", "--device", "cuda", "--port", str(port)]
+
 # Environment every subprocess starts from: no inherited plugin or policy settings.
 _STRIP = ("SGLANG_KIMI_EAGLE3_CONTEXT_POLICY", "SGLANG_KIMI_EAGLE3_PREFLIGHT",
           "SGLANG_KIMI_EAGLE3_KERNELS", "SGLANG_KIMI_EAGLE3_WARMUP", "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN", "SGLANG_PLUGINS",

@@ -8,7 +8,7 @@ import json
 import pytest
 import torch
 
-from helpers import LLAMA_8B, LLAMA_8B_DRAFT, run_json
+from helpers import LLAMA_8B, llama_eagle3_argv, run_json
 from kernel_device import ON_GPU, device
 from sglang_kimi_eagle3.ops import arch, tables
 from sglang_kimi_eagle3.ops import warmup as W
@@ -107,9 +107,7 @@ def test_run_counts_guard_refusals_and_stops_at_an_error_instead_of_raising(monk
 
 # ---- the hook inside SGLang's scheduler path --------------------------------------------------------
 
-ARGV = ["--model-path", str(LLAMA_8B), "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path",
-        str(LLAMA_8B_DRAFT), "--speculative-num-steps", "3", "--speculative-eagle-topk", "2",
-        "--speculative-num-draft-tokens", "4", "--device", "cuda", "--port", "31879"]
+ARGV = llama_eagle3_argv(31879)
 
 PARENT = r'''
 import json, multiprocessing as mp, sys, warnings

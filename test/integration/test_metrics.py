@@ -4,13 +4,11 @@ SGLang's own /metrics route (add_prometheus_middleware: prometheus_client's Mult
 
 import pytest
 
-from helpers import LLAMA_8B, LLAMA_8B_DRAFT, run_json
+from helpers import llama_eagle3_argv, run_json
 
 pytestmark = pytest.mark.slow
 
-ARGV = ["--model-path", str(LLAMA_8B), "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path",
-        str(LLAMA_8B_DRAFT), "--speculative-num-steps", "3", "--speculative-eagle-topk", "2",
-        "--speculative-num-draft-tokens", "4", "--device", "cuda", "--port", "31879"]
+ARGV = llama_eagle3_argv(31879)
 
 PARENT = r'''
 import json, multiprocessing as mp, os, sys, warnings

@@ -14,13 +14,11 @@ import sys
 
 import pytest
 
-from helpers import LLAMA_8B, LLAMA_8B_DRAFT, ROOT, clean_env, run_json
+from helpers import llama_eagle3_argv, ROOT, clean_env, run_json
 
 pytestmark = pytest.mark.slow
 
-ARGV = ["--model-path", str(LLAMA_8B), "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path",
-        str(LLAMA_8B_DRAFT), "--speculative-num-steps", "3", "--speculative-eagle-topk", "2",
-        "--speculative-num-draft-tokens", "4", "--device", "cuda", "--port", "31877"]
+ARGV = llama_eagle3_argv(31877)
 
 PARENT = r'''
 import json, multiprocessing as mp, sys, warnings
