@@ -30,7 +30,7 @@ fi
 if [ "$step" = serving ] || [ "$step" = all ]; then
   python3 -m sglang_kimi_eagle3.tiny /tmp/tiny-up --seed 0 >/dev/null
   SGLANG_TEST_DRAFT_CONTEXT_TARGET=/tmp/tiny-up/target SGLANG_TEST_DRAFT_CONTEXT_DRAFT=/tmp/tiny-up/draft \
-  SGLANG_TEST_DRAFT_CONTEXT_ARGS="--attention-backend triton --sampling-backend pytorch --grammar-backend none --mem-fraction-static 0.3 --max-total-tokens 65536 --max-running-requests 16 --cuda-graph-max-bs-decode 8 --disable-prefill-cuda-graph" \
+  SGLANG_TEST_DRAFT_CONTEXT_ARGS="--attention-backend triton --sampling-backend pytorch --grammar-backend none --mem-fraction-static 0.85 --max-total-tokens 65536 --max-running-requests 16 --cuda-graph-max-bs-decode 8 --disable-prefill-cuda-graph" \
     python3 $T/test/registered/spec/test_draft_context_policy_serving.py -v 2>&1 | tee "$OUT/upstream-serving.log" || rc=1
 fi
 exit $rc

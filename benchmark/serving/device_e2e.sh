@@ -8,8 +8,12 @@
 #   3. benchmark/serving/e2e.py: cold passes 1 and 2 at every level on the fresh servers, then alternating rounds
 #      plain / auto / upstream at c 1/4/16/64, greedy and temperature 0.7, rounds sized to end by the deadline
 #   4. benchmark/serving/anatomy.py on auto and upstream at c 1 and 64, greedy and 0.7
-#   5. $OUT: device_e2e.log, versions.txt, e2e.json, e2e_kimiwidth_T0.png, e2e_kimiwidth_T0.7.png, anatomy.json,
+#   5. $OUT: device_e2e-STEP.log, versions.txt, e2e.json, e2e_kimiwidth_T0.png, e2e_kimiwidth_T0.7.png, anatomy.json,
 #      logs.tgz (server logs, status files, build log; traces when small) - 7 files, no folders
+# E2E_STEP (all): `start` does steps 1-2 only and leaves the servers running in their own sessions (pids in
+# $E2E_WORK/pid-NAME; they outlive the device call), so their cold start overlaps other work of the lease;
+# `measure` does steps 3-5 on the servers a `start` left (SIGCONT first, in case they were frozen with
+# benchmark/serving/device_loop.sh-style SIGSTOP); `all` does everything in one call.
 # Knobs (environment): TINY_ARGS (default "--kimi-width --device cuda"), TARGET and DRAFT (skip the build), SPEC_SHAPE
 # (chain | tree, tiny/launch.py), CONC (1,4,16,64), TEMPS (0,0.7), ROUNDS (3), MAXRUN (64: --max-running-requests and
 # --cuda-graph-max-bs-decode), MEMF (0.7: --mem-fraction-static; SGLang keeps 1 - MEMF of the memory free at its own
@@ -28,15 +32,19 @@ W=${E2E_WORK:-/tmp/e2e}
 BUDGET_S=${BUDGET_S:-}
 STARTUP_S=${STARTUP_S:-360}
 ANATOMY_S=${ANATOMY_S:-90}
+STEP=${E2E_STEP:-all}
+case $STEP in all|start|measure) ;; *) echo "device_e2e.sh: E2E_STEP=$STEP: expected all, start or measure"; exit 2;; esac
 mkdir -p "$OUT" "$W/logs" "$W/status" "$W/traces"
-exec > >(tee -a "$OUT/device_e2e.log") 2>&1
+exec > >(tee -a "$OUT/device_e2e-$STEP.log") 2>&1
 say() { echo "[device_e2e $(( $(date +%s) - T0 )) s] $*"; }
 PIDS=()
 stop_group() { kill -TERM -- "-$1" 2>/dev/null; }
 cleanup() {
-  for p in "${PIDS[@]}"; do stop_group "$p"; done
-  sleep 5
-  for p in "${PIDS[@]}"; do kill -KILL -- "-$p" 2>/dev/null; done
+  if [ "$STEP" != start ]; then
+    for p in "${PIDS[@]}"; do stop_group "$p"; done
+    sleep 5
+    for p in "${PIDS[@]}"; do kill -KILL -- "-$p" 2>/dev/null; done
+  fi
   local parts=(logs status)
   [ -f "$W/build.log" ] && parts+=(build.log)
   [ "$(du -sm "$W/traces" | cut -f1)" -lt 40 ] && parts+=(traces)  # traces only while small
@@ -49,6 +57,14 @@ trap cleanup EXIT
 { date -u +%FT%TZ; nvidia-smi -L; python3 -c "import torch, triton, importlib.metadata as m; print('torch', torch.__version__, 'triton', triton.__version__, 'sglang', m.version('sglang'), 'python', __import__('sys').version.split()[0])"; git log -1 --format='commit %h %s' 2>/dev/null; } > "$OUT/versions.txt" 2>&1
 cat "$OUT/versions.txt"
 
+if [ "$STEP" = measure ]; then
+  [ -f "$W/spec.json" ] || { say "E2E_STEP=measure: no $W/spec.json (run E2E_STEP=start first)"; exit 3; }
+  NAMES=$(python3 -c "import json; print(' '.join(s['name'] for s in json.load(open('$W/spec.json'))['servers']))")
+  for n in $NAMES; do
+    p=$(cat "$W/pid-$n" 2>/dev/null) || continue
+    PIDS+=("$p"); kill -CONT -- "-$p" 2>/dev/null && say "SIGCONT $n (pid $p)"
+  done
+else
 # 1. the Kimi-width pair
 if [ -z "${TARGET:-}" ]; then
   say "building the Kimi-width pair: python3 -m sglang_kimi_eagle3.tiny $W/kw ${TINY_ARGS:---kimi-width --device cuda}"
@@ -100,9 +116,11 @@ PY
 NAMES=$(python3 -c "import json; print(' '.join(s['name'] for s in json.load(open('$W/spec.json'))['servers']))")
 for n in $NAMES; do
   setsid bash "$W/start-$n.sh" > "$W/logs/$n.log" 2>&1 &
-  PIDS+=($!)
+  PIDS+=($!); echo $! > "$W/pid-$n"
   say "started $n (pid $!): $(tail -c 300 "$W/start-$n.sh" | tr '\n' ' ')"
 done
+[ "$STEP" = start ] && { say "E2E_STEP=start: servers left running (pids in $W/pid-*)"; exit 0; }
+fi
 
 # 3. e2e: waits up to STARTUP_S for /health, cold passes on the fresh servers, then rounds sized to end ANATOMY_S
 # before the deadline. The budget's default leaves 2 minutes of traffic at least after the slowest allowed start.
