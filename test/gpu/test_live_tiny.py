@@ -170,6 +170,22 @@ def test_our_kernels_ran_in_the_scheduler(role):
         assert sum(ours.values()) > 0, f"no call of ours in the scheduler: {ours}"
 
 
+@pytest.mark.parametrize("role", _params(SPEC + AGREE))
+def test_every_tp_rank_applied_the_leads_hooks(role):
+    """At TP > 1 every rank's scheduler loads the hooks: rank r writes port<P>-tp<r>.json, and its hooks are in the
+    lead's states (none failed there either). At TP 1 there is no other rank: nothing to compare."""
+    r = _served(role)
+    tp = T.tp()
+    if tp < 2:
+        pytest.skip("TP 1: no other rank")
+    ranks = r.get("rank_status") or {}
+    assert sorted(ranks) == [f"tp{i}" for i in range(1, tp)], f"{role}: rank files {sorted(ranks)}"
+    lead = {h["name"]: h["state"] for h in r["status"]["hooks"]}
+    for rank, snap in ranks.items():
+        mine = {h["name"]: h["state"] for h in snap["hooks"]}
+        assert mine == lead, f"{role} {rank}: hooks {mine}, lead {lead}"
+
+
 @pytest.mark.parametrize("role", _params(["upstream"]))
 def test_upstream_mode_runs_only_sglangs_kernels(role):
     ours = _ours(_served(role)["status"])

@@ -282,6 +282,9 @@ def _run(name: str) -> dict:
         time.sleep(3)  # the scheduler's status writer rewrites the file within runtime_status.FLUSH_S (2 s)
         path = status_dir / f"port{port}.json"
         res["status"] = json.loads(path.read_text()) if path.is_file() else None
+        # the other TP/PP ranks' schedulers write port<P>-tp<R>.json (runtime_status.status_path)
+        res["rank_status"] = {p.stem.split("-", 1)[1]: json.loads(p.read_text())
+                              for p in sorted(status_dir.glob(f"port{port}-*.json"))}
         res["ok"] = True
     except Exception as exc:  # recorded: each test says what it needed
         res["error"] = f"{type(exc).__name__}: {exc}"

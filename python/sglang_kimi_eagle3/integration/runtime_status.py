@@ -232,8 +232,11 @@ def status_dir() -> Path:
     return Path(os.environ.get(ENV_STATUS_DIR) or user_cache_dir("run"))
 
 
-def status_path(port, dp_rank=None) -> Path:
-    return status_dir() / (f"port{port}" + (f"-dp{dp_rank}" if dp_rank else "") + ".json")
+def status_path(port, dp_rank=None, tp_rank=0, pp_rank=0) -> Path:
+    """port<P>[-dp<D>].json for the lead (TP 0, PP 0) of a DP replica; the other ranks of that replica add
+    -pp<R> / -tp<R>, so `status --running` can compare every rank's hooks with the lead's."""
+    return status_dir() / (f"port{port}" + (f"-dp{dp_rank}" if dp_rank else "") + (f"-pp{pp_rank}" if pp_rank else "")
+                           + (f"-tp{tp_rank}" if tp_rank else "") + ".json")
 
 
 def write_status(path: Path | None = None) -> Path | None:
@@ -249,21 +252,23 @@ def write_status(path: Path | None = None) -> Path | None:
     return path
 
 
-def publish_status(port, lead: bool, dp_rank=None) -> Path | None:
-    """After capture: run what the hooks asked for (on_publish); the lead rank (TP 0, PP 0) logs the table
-    and starts the status file of its DP replica."""
+def publish_status(port, lead: bool, dp_rank=None, tp_rank=0, pp_rank=0) -> Path | None:
+    """After capture: run what the hooks asked for (on_publish), then every rank starts its own status file
+    (status_path); the lead rank (TP 0, PP 0) logs the table, the others one line."""
     if our_launch() is False:
         return None
     for fn in _ON_PUBLISH:
         fn()
-    if not lead:
-        return None
-    _STATE["path"] = status_path(port, dp_rank)
+    _STATE["path"] = status_path(port, dp_rank, 0 if lead else tp_rank, 0 if lead else pp_rank)
     _STATE["written"] = hookstatus.calls()
     path = write_status()
     start_writer()
-    logger().info("%s\n  status file: %s (`sglang-kimi-eagle3 status --running %s`)",
-                  format_snapshot(snapshot()), path, port)
+    if lead:
+        logger().info("%s\n  status file: %s (`sglang-kimi-eagle3 status --running %s`)",
+                      format_snapshot(snapshot()), path, port)
+    else:
+        applied = sum(1 for r in hookstatus.rows() if r.state == "applied")
+        logger().info("TP rank %s, PP rank %s: %d hooks applied; status file %s", tp_rank, pp_rank, applied, path)
     return path
 
 
@@ -272,8 +277,8 @@ def _after_cuda_graphs(result, worker=None, *args, **kwargs):
         from sglang.srt.runtime_context import get_parallel, get_server_args
 
         par = get_parallel()
-        lead = int(par.tp_rank) == 0 and int(getattr(par, "pp_rank", 0) or 0) == 0
-        publish_status(get_server_args().port, lead, getattr(par, "dp_rank", None) or None)
+        tp, pp = int(par.tp_rank), int(getattr(par, "pp_rank", 0) or 0)
+        publish_status(get_server_args().port, tp == 0 and pp == 0, getattr(par, "dp_rank", None) or None, tp, pp)
     except Exception as exc:  # never break serving from a status report
         hookstatus.record(NAME, TARGET, "failed", f"{type(exc).__name__}: {exc}")
     return result

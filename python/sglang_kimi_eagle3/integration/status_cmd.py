@@ -124,21 +124,56 @@ def show_running(argv: list[str]) -> int:
     else:
         path = Path(args[0])
     snap = load(path, hint)
-    text = json.dumps(snap, indent=1) if "--json" in argv else f"{path}:\n{format_snapshot(snap)}"
-    print(text)
-    return 1 if any(h["status"].startswith("failed") for h in snap["hooks"]) else 0
+    ranks = [_compare_rank(p, load(p, hint), snap) for p in rank_files(path)]
+    if ranks:
+        snap = {**snap, "other_ranks": ranks}
+    if "--json" in argv:
+        print(json.dumps(snap, indent=1))
+    else:
+        print(f"{path}:\n{format_snapshot(snap)}")
+        for r in ranks:
+            print(f"  {r['rank']}: " + (f"the same hooks as the lead ({r['applied']} applied)" if not r["differs"] else
+                                        "differs from the lead: " + "; ".join(r["differs"])) + f"  [{r['file']}]")
+    failed = any(h["status"].startswith("failed") for h in snap["hooks"])
+    return 1 if failed or any(r["differs"] for r in ranks) else 0
+
+
+def rank_files(lead_path) -> list:
+    """The other ranks' status files of the lead's server (runtime_status.status_path): <stem>[-pp<R>][-tp<R>].json."""
+    import re
+
+    pat = re.compile(re.escape(lead_path.stem) + r"(-pp\d+)?(-tp\d+)?\.json")
+    try:
+        return sorted(p for p in lead_path.parent.glob(lead_path.stem + "-*.json")
+                      if (m := pat.fullmatch(p.name)) and (m.group(1) or m.group(2)) and p.is_file())
+    except OSError:
+        return []
+
+
+def _compare_rank(path, snap: dict, lead: dict) -> dict:
+    """Which hooks this rank's scheduler has in another state than the lead's (applied / skipped / failed ...)."""
+    mine = {h["name"]: h.get("state") or h["status"].split()[0] for h in snap["hooks"]}
+    theirs = {h["name"]: h.get("state") or h["status"].split()[0] for h in lead["hooks"]}
+    differs = [f"{n}: {mine.get(n, 'absent')} here, {theirs.get(n, 'absent')} on the lead"
+               for n in sorted(set(mine) | set(theirs)) if mine.get(n) != theirs.get(n)]
+    rank = path.stem[len(path.stem.split("-")[0]):].lstrip("-").replace("-", ", ").replace("tp", "TP rank ").replace(
+        "pp", "PP rank ").replace("dp", "DP ")
+    return {"rank": rank, "file": str(path), "applied": sum(1 for v in mine.values() if v == "applied"),
+            "differs": differs}
 
 
 def _newest_status_file(where):
-    """The most recently written port*.json in `where`; dangling links and non-files are passed over."""
+    """The most recently written lead port*.json in `where` (not another rank's); dangling links and non-files are
+    passed over."""
     import os
+    import re
     import stat
 
     from ..errors import UserError
 
     found, skipped = [], []
     try:
-        names = sorted(where.glob("port*.json"))
+        names = sorted(p for p in where.glob("port*.json") if not re.search(r"-(tp|pp)\d+\.json$", p.name))
     except OSError as exc:
         raise UserError(f"{where}: cannot list the status folder ({exc.strerror or exc})") from None
     for p in names:
