@@ -61,6 +61,28 @@ class TestTreeSamplingTritonCpu(unittest.TestCase):
     def test_thresholds_match_the_reference(self):
         self._case(4, 4, 64, 1, 3, 2, threshold_single=0.3, threshold_acc=0.5)
 
+    def test_emitted_tokens_follow_the_target_distribution(self):
+        """Chi-square of the emitted tokens (up to three per request, 36 bins) against the rule's law:
+        a small case of the CUDA test's construction, so that CPU CI checks the construction itself."""
+        from scipy import stats
+
+        from sglang.kernels.ops.speculative import tree_sampling_triton as ts
+
+        rows = 6000
+        (cand, ridx, nxt, sib, us, uf, tp, dp), s, law = ts.emission_case(rows, seed=0)
+        p = torch.zeros(rows * cand.shape[1], dtype=torch.int32)
+        a = torch.full((rows, s), -1, dtype=torch.int32)
+        k = torch.zeros(rows, dtype=torch.int32)
+        cfg = {"walk_rows_per_program": 128, "rows_per_program": 512, "sample_rows_per_program": 512}
+        ts.tree_speculative_sampling_triton(p, a, k, cand, ridx, nxt, sib, us, uf, tp, dp, config=cfg)
+        observed, expected = ts.emission_counts(ts.emitted_tokens(p, a, k), law)  # raises off the law's support
+        self.assertGreater(float(expected.min()) * rows, 5, "chi-square needs >= 5 expected per bin")
+        pval = stats.chisquare(observed, expected * rows).pvalue
+        self.assertGreaterEqual(pval, 1e-3, f"emitted tokens differ from the rule's law (p = {pval:.2e})")
+        # power on these counts: a 10% shift of the mass toward the most likely sequence is rejected
+        shifted = 0.9 * expected + 0.1 * (expected == expected.max()).double()
+        self.assertLess(stats.chisquare(observed, shifted * rows).pvalue, 1e-3, "chi-square too weak")
+
     def test_empty_batch(self):
         self._case(0, 4, 64, 1, 3, 3)
 
