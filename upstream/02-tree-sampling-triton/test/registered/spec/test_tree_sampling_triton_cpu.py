@@ -5,8 +5,10 @@ import os
 
 os.environ.setdefault("TRITON_INTERPRET", "1")  # before triton compiles anything
 
+import importlib.util
 import random
 import unittest
+from pathlib import Path
 from unittest import mock
 
 import torch
@@ -60,6 +62,64 @@ class TestTreeSamplingTritonCpu(unittest.TestCase):
 
     def test_thresholds_match_the_reference(self):
         self._case(4, 4, 64, 1, 3, 2, threshold_single=0.3, threshold_acc=0.5)
+
+    def test_emitted_tokens_follow_the_target_distribution(self):
+        """Chi-square of the emitted tokens (up to three per request, 36 bins) against the rule's law:
+        a small case of the CUDA test's construction, so that CPU CI checks the construction itself."""
+        from scipy import stats
+
+        from sglang.kernels.ops.speculative import tree_sampling_triton as ts
+
+        rows = 6000
+        (cand, ridx, nxt, sib, us, uf, tp, dp), s, law = ts.emission_case(rows, seed=0)
+        p = torch.zeros(rows * cand.shape[1], dtype=torch.int32)
+        a = torch.full((rows, s), -1, dtype=torch.int32)
+        k = torch.zeros(rows, dtype=torch.int32)
+        cfg = {"walk_rows_per_program": 128, "rows_per_program": 512, "sample_rows_per_program": 512}
+        ts.tree_speculative_sampling_triton(p, a, k, cand, ridx, nxt, sib, us, uf, tp, dp, config=cfg)
+        observed, expected = ts.emission_counts(ts.emitted_tokens(p, a, k), law)  # raises off the law's support
+        self.assertGreater(float(expected.min()) * rows, 5, "chi-square needs >= 5 expected per bin")
+        pval = stats.chisquare(observed, expected * rows).pvalue
+        self.assertGreaterEqual(pval, 1e-3, f"emitted tokens differ from the rule's law (p = {pval:.2e})")
+        # power on these counts: a 10% shift of the mass toward the most likely sequence is rejected
+        shifted = 0.9 * expected + 0.1 * (expected == expected.max()).double()
+        self.assertLess(stats.chisquare(observed, shifted * rows).pvalue, 1e-3, "chi-square too weak")
+
+    def test_benchmark_inputs_are_valid_at_large_batch(self):
+        """bench_tree_sampling_triton.py's inputs at bs 128 and 256, both shapes: within the kernels'
+        contract (its check_inputs, which rejects a bad index), and the walk on them matches the
+        reference (small vocabulary; the interpreter raises on an out-of-range load)."""
+        from sglang.kernels.ops.speculative import tree_sampling_triton as ts
+
+        path = Path(__file__).resolve().parents[3] / "benchmark/kernels/speculative/bench_tree_sampling_triton.py"
+        spec = importlib.util.spec_from_file_location("bench_tree_sampling_triton", path)
+        bench = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(bench)
+        for n in bench.SHAPES:
+            for bs in (128, 256):
+                with self.subTest(n=n, bs=bs):
+                    inputs, out = bench.setup(bs, n, 1000, device="cpu")
+                    bench.check_inputs(inputs, out())
+        inputs, out = bench.setup(128, 16, 1000, device="cpu")
+        bad = list(inputs)
+        bad[0] = bad[0].clone()
+        bad[0][5, 3] = 1000  # a candidate past the vocabulary
+        with self.assertRaisesRegex(ValueError, "candidates"):
+            bench.check_inputs(bad, out())
+        bad = list(inputs)
+        bad[2] = bad[2].clone()
+        bad[2][7, 1] = 0  # a link back to the root
+        with self.assertRaisesRegex(ValueError, "linked twice"):
+            bench.check_inputs(bad, out())
+        results = []
+        cfg = {"walk_rows_per_program": 32, "rows_per_program": 128, "sample_rows_per_program": 128}  # interpreter speed
+        for fn, kw in ((ts.tree_speculative_sampling_triton, {"config": cfg}), (ts.tree_speculative_sampling_ref, {})):
+            p, a, k = out()
+            fn(p, a, k, *inputs[:-1], inputs[-1].clone(), **kw)
+            results.append((a, k))
+        self.assertTrue(torch.equal(results[0][0], results[1][0]), "accept_index")
+        self.assertTrue(torch.equal(results[0][1], results[1][1]), "accept_token_num")
+        self.assertTrue(bool((results[0][1] > 0).any()), "some drafts accepted")
 
     def test_empty_batch(self):
         self._case(0, 4, 64, 1, 3, 3)

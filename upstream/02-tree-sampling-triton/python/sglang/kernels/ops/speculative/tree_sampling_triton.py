@@ -658,3 +658,75 @@ def tree_from_parents(parents: list[list[int]], sibling_order: str = "asc", devi
     if device is not None:
         ridx, nxt, sib = ridx.to(device), nxt.to(device), sib.to(device)
     return ridx, nxt, sib
+
+
+def emission_law(parents: list[int], candidates: list[int], target_probs, spec_steps: int) -> dict[tuple, float]:
+    """The law of the tokens one request emits under SGLang's target-only rule: what any correct kernel
+    must produce with thresholds 1 and draft_probs all zero on entry (as eagle_sample passes them: the
+    draft is a point mass on its token), sibling draft tokens distinct.
+
+    From a node v with target row q_v: one coin against the running sum accepts the child whose token
+    is t with probability q_v(t); when none is accepted, the residual (q_v less the tried children's
+    mass) emits any other token x with probability q_v(x); after spec_steps - 1 accepts the bonus
+    token is drawn from q_v. So each emitted token follows the target row it is drawn from, and the
+    walk goes on exactly when it equals a child's token. (A draft distribution left in draft_probs
+    would be subtracted from the residual: the emitted token would then not follow q_v.)
+    Returns {(t_1, ..., t_k): probability}: the accepted path's tokens, then the final draw.
+    parents/candidates: one request's tree (parents[0] == -1) and draft tokens; target_probs [N, V]."""
+    q = [[float(x) for x in row] for row in target_probs.tolist()]
+    kids = [[c for c in range(1, len(parents)) if parents[c] == v] for v in range(len(parents))]
+    law: dict[tuple, float] = {}
+
+    def visit(v: int, prefix: tuple, p: float, depth: int) -> None:
+        by_token = {candidates[c]: c for c in kids[v]} if depth < spec_steps - 1 else {}
+        if depth < spec_steps - 1 and len(by_token) != len(kids[v]):
+            raise ValueError(f"node {v}: sibling draft tokens must be distinct")
+        for x, qx in enumerate(q[v]):
+            if qx > 0 and x in by_token:
+                visit(by_token[x], prefix + (x,), p * qx, depth + 1)
+            elif qx > 0:
+                law[prefix + (x,)] = law.get(prefix + (x,), 0.0) + p * qx
+
+    visit(0, (), 1.0, 0)
+    return law
+
+
+def emitted_tokens(predicts: torch.Tensor, accept_index: torch.Tensor, accept_token_num: torch.Tensor) -> list[tuple]:
+    """Per request, the tokens it emits: predicts at each accepted path node (the next accepted draft
+    token, then the final draw), in path order."""
+    p, a, k = predicts.tolist(), accept_index.tolist(), accept_token_num.tolist()
+    return [tuple(p[a[b][j]] for j in range(k[b] + 1)) for b in range(len(k))]
+
+
+def emission_counts(sequences: list[tuple], law: dict[tuple, float]) -> tuple[torch.Tensor, torch.Tensor]:
+    """(observed counts, expected probabilities) over the law's sequences, float64 and aligned, for a
+    chi-square test; the probabilities renormalised (fp32 target rows sum to 1 within ~1e-7).
+    Raises ValueError on a sequence the law cannot emit."""
+    counts: dict[tuple, int] = {}
+    for seq in sequences:
+        if seq not in law:
+            raise ValueError(f"emitted {seq}: a token sequence the rule cannot emit")
+        counts[seq] = counts.get(seq, 0) + 1
+    keys = sorted(law)
+    expected = torch.tensor([law[k] for k in keys], dtype=torch.float64)
+    return torch.tensor([counts.get(k, 0) for k in keys], dtype=torch.float64), expected / expected.sum()
+
+
+def emission_case(rows: int, vocab: int = 8, seed: int = 0, device=None):
+    """Inputs for a distribution test of the rule, and their law (emission_law): `rows` identical
+    requests on the tree root -> {1, 2}, 1 -> 3, 2 -> 4 (spec_steps 3), with the draft tokens
+    each the first or second likeliest of its parent row, draft_probs zero, fresh coins per
+    request. Returns ((candidates, retrive_index, retrive_next_token, retrive_next_sibling,
+    uniform_samples, uniform_samples_for_final_sampling, target_probs, draft_probs), spec_steps, law)."""
+    g = torch.Generator().manual_seed(seed)
+    parents, s = [-1, 0, 0, 1, 2], 3
+    q = torch.softmax(torch.randn(len(parents), vocab, generator=g) * 0.5, -1)
+    order = q.argsort(-1, descending=True)
+    cand = [0, int(order[0, 0]), int(order[0, 1]), int(order[1, 1]), int(order[2, 0])]
+    ridx, nxt, sib = tree_from_parents([parents] * rows)
+    inputs = (torch.tensor([cand] * rows, dtype=torch.int64), ridx, nxt, sib,
+              torch.rand(rows, len(parents), generator=g), torch.rand(rows, generator=g),
+              q.expand(rows, -1, -1).contiguous(), torch.zeros(rows, len(parents), vocab))
+    if device is not None:
+        inputs = tuple(t.to(device) for t in inputs)
+    return inputs, s, emission_law(parents, cand, q, s)
