@@ -86,3 +86,7 @@ def test_a_full_vocabulary_drafter_costs_more_per_draft_step():
     aq = _cost(p, read_config(profile_path("aq-medai/kimi-k25-eagle3")))
     full = _cost(p, read_config(profile_path("lightseekorg/kimi-k2.5-eagle3")))
     assert full.draft_us(1, 1) > aq.draft_us(1, 1) and full.target_us(8, 1) == aq.target_us(8, 1)
+
+
+def test_a_bad_steps_value_is_left_to_spec_params():
+    assert check_expected_speedup(dep(steps=0)) == []

@@ -102,6 +102,8 @@ def check_expected_speedup(d: Deployment | None) -> list[Finding]:
     _, presets, measured_on = DRAFTERS[drafter]
     accs = {p: sources.from_preset(p) for p in presets}
     steps = d.steps if d.steps is not None else 3  # SGLang's choice for DeepSeek/Kimi: 3 / 1 / 4
+    if not isinstance(steps, int) or steps < 1:
+        return []  # spec_params reports the bad value
     tree = (d.topk or 1) > 1 and not d.adaptive
     band = statistics.fmean(abs(e) for pt, _, e in calibration.rows() if pt.tau is not None) / 100
     per_c = {}
