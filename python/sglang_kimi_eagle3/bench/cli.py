@@ -17,6 +17,7 @@ from . import client, document, outputs, prompts as P
 from .report import print_report
 from .runner import SweepConfig, new_document, sweep
 from .stats import speedup
+from .step_costs import merge_plain
 
 EPILOG = """examples:
   sglang-kimi-eagle3 bench --url http://127.0.0.1:30000 --json spec.json
@@ -58,9 +59,11 @@ def parser() -> ArgParser:
 
 def _merge_baseline(doc: dict, base_doc: dict, path: str) -> None:
     base = {lv["concurrency"]: lv.get("spec") for lv in base_doc["levels"]}
+    base_rows = (base_doc.get("requests") or {}).get("spec") if isinstance(base_doc.get("requests"), dict) else None
     for lv in doc["levels"]:
         lv["baseline"] = base.get(lv["concurrency"])
         lv["speedup"] = speedup(lv.get("spec"), lv["baseline"])
+        merge_plain(lv, (base_rows or {}).get(str(lv["concurrency"])) if isinstance(base_rows, dict) else None)
     doc["config"]["baseline_json"] = path
     doc["config"]["baseline_levels"] = sorted(base)
 

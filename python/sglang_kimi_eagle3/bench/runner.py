@@ -19,6 +19,7 @@ from . import client
 from .document import SCHEMA  # noqa: E402  (one name for the format)
 from .prompts import Prompt, render
 from .stats import reject_impossible_histograms, speedup, summarize
+from .step_costs import level_costs
 
 
 @dataclass(slots=True)
@@ -130,6 +131,10 @@ def sweep(servers: dict[str, str], prompts: list[Prompt], cfg: SweepConfig, prog
             walls[role] += wall
         lv.setdefault("baseline", None)
         lv["speedup"] = speedup(lv.get("spec"), lv.get("baseline"))
+        info = (doc.get("servers") or {}).get("spec") or {}
+        lv["step_costs"] = level_costs(doc["requests"].get("spec", {}).get(str(c)),
+                                       doc["requests"].get("baseline", {}).get(str(c)), depth,
+                                       info.get("speculative_num_draft_tokens"), bool(info.get("speculative_adaptive")))
         doc["levels"].append(lv)
         doc["overall"] = summarize(every["spec"], walls["spec"], depth) if "spec" in servers else None
         doc["overall_baseline"] = summarize(every["baseline"], walls["baseline"]) if "baseline" in servers else None

@@ -224,6 +224,9 @@ def run(argv: list[str]) -> dict:
         logging.getLogger().setLevel(logging.ERROR)
     t1 = time.perf_counter()
     res = check_launch(rest, gpu, labels)
+    from ..preflight.checks_speedup import check_expected_speedup
+
+    res["findings"] = res["findings"] + check_expected_speedup(res["deployment"])  # a prediction: check only
     t_check = time.perf_counter() - t1
     from ..base import enabled
     from .delegation import ensure_for_architectures

@@ -18,7 +18,7 @@ from ..validate import (
     int_list_flag,
     read_json_object,
 )
-from . import adaptive, costs, profiles, sources
+from . import adaptive, costs, measured, profiles, sources
 from .acceptance import expected_tokens
 from .model import search, settings
 
@@ -115,6 +115,9 @@ def _cost(a, profile, bench_doc):
     if a.costs:
         return read_document(a.costs, "cost table", costs.from_table, flag="--costs",
                              hint="give a cost table (docs/planner.md, 'Costs')")
+    if bench_doc is not None and measured.usable(bench_doc, a.bench):
+        steps, _, n = sources.bench_setting(bench_doc)
+        return measured.from_bench_steps(bench_doc, steps, n, a.bench)
     if bench_doc is not None and any(lv.get("baseline") for lv in bench_doc["levels"]):
         return costs.from_bench(bench_doc["levels"], sources.bench_setting(bench_doc)[0], a.bench)
     ctx = int_flag(a.context, "--context", 0, 10_000_000) if a.context is not None else None
