@@ -9,7 +9,7 @@
 #       then freeze the end-to-end servers and run the loop's phase 1 (bench -> plan -> adaptive servers)
 #   b   wait for the adaptive servers, freeze the loop's servers, E2E_STEP=measure device_e2e.sh
 #   c   the loop's phase 2 (alternating rounds plain / fixed / adaptive)
-# Knobs: A_SUITE_S (270: the suite's limit in step a), B_BUDGET_S (500), C_BUDGET_S (440).
+# Knobs: A_SUITE_S (240: the suite's limit in step a), B_BUDGET_S (500), C_BUDGET_S (440).
 set -uo pipefail
 step=${1:?usage: lease.sh a|b|c}
 export OUT=${OUT:-/tmp/out}
@@ -24,7 +24,7 @@ a)
   (E2E_STEP=start bash benchmark/serving/device_e2e.sh > /dev/null 2>&1) &
   (bash benchmark/live/upstream.sh all > "$OUT/upstream-all.out" 2>&1; echo "upstream.sh exit $?" >> "$OUT/upstream-all.out") &
   UP=$!
-  SUITE_TIMEOUT=${A_SUITE_S:-270} SUITE_ARGS="-n 8 --dist loadfile -p no:cacheprovider --ignore=test/gpu/test_live_tiny.py" \
+  SUITE_TIMEOUT=${A_SUITE_S:-240} SUITE_ARGS="-n 8 --dist loadfile -p no:cacheprovider --ignore=test/gpu/test_live_tiny.py" \
     bash benchmark/live/suite.sh > /dev/null 2>&1
   say "suite: $(tail -3 "$OUT/suite.log" | tr '\n' ' ')"
   wait $UP; say "$(tail -1 "$OUT/upstream-all.out")"

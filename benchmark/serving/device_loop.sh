@@ -13,7 +13,7 @@
 #   phase2   thaw; benchmark/serving/e2e.py over the running servers by URL: alternating rounds plain / fixed /
 #            adaptive per q at c 1/4/16/64, greedy, until the deadline -> $OUT/loop-e2e.json, plots; logs.tgz
 # Knobs: LOOP_Q ("0.9 0.6 0.3"), CONC (1,4,16,64), MAXRUN (64), MEMF (0.7), LOOP_WORK (/tmp/loop),
-# PHASE1_S (how long phase1 waits for /health, 300), BUDGET_S (phase2 ends by then, 540), ROUNDS (3).
+# PHASE1_S (how long phase1 waits for /health, 300), BENCH_S (the limit of each phase-1 bench, 75), BUDGET_S (phase2 ends by then, 540), ROUNDS (3).
 set -uo pipefail
 T0=$(date +%s)
 eval "$(benchmark/live/device.sh env)"
@@ -91,7 +91,7 @@ phase1)
   for q in $QS; do
     healthy "fixed-q$q" && healthy plain || { say "fixed-q$q or plain not up: no bench for q $q"; continue; }
     say "bench q $q"
-    timeout 150 python3 -m sglang_kimi_eagle3.cli bench --url "http://127.0.0.1:$(port_of "fixed-q$q")" \
+    timeout "${BENCH_S:-75}" python3 -m sglang_kimi_eagle3.cli bench --url "http://127.0.0.1:$(port_of "fixed-q$q")" \
       --baseline-url "http://127.0.0.1:$(port_of plain)" --concurrency "$CONC" --max-new-tokens 128 --ignore-eos \
       --temperature 0 --rounds 2 --min-requests 16 --template raw --no-progress --json "$OUT/loop-bench-q$q.json" \
       2>&1 | tail -40
