@@ -37,12 +37,14 @@ def collect(check_model_class: bool = True) -> list[hookstatus.HookStatus]:
 
 def main(argv: list[str]) -> int:
     if any(a in ("-h", "--help") for a in argv):
-        print("usage: sglang-kimi-eagle3 status [--json] [--no-model-class]\n       sglang-kimi-eagle3 status --running "
-              "[PORT|FILE] [--json]\n\nLoads SGLang's plugins the way launch_server does and prints every hook of this "
-              "plugin: active / installed, SGLang kernel for this GPU/shapes / skipped (why) / failed (error).\n"
-              "--running: the table a serving TP-0 scheduler wrote after capturing its CUDA graphs (call sites "
-              "verified, table in effect, call counters), from $SGLANG_KIMI_EAGLE3_STATUS_DIR (default "
-              "~/.cache/sglang-kimi-eagle3/run).")
+        from ..terminal import echo
+
+        echo("usage: sglang-kimi-eagle3 status [--json] [--no-model-class]\n       sglang-kimi-eagle3 status --running "
+             "[PORT|FILE] [--json]\n\nLoads SGLang's plugins the way launch_server does and prints every hook of this "
+             "plugin: active / installed, SGLang kernel for this GPU/shapes / skipped (why) / failed (error).\n\n"
+             "--running: the table a serving TP-0 scheduler wrote after capturing its CUDA graphs (call sites "
+             "verified, table in effect, call counters), from $SGLANG_KIMI_EAGLE3_STATUS_DIR (default "
+             "~/.cache/sglang-kimi-eagle3/run).")
         return 0
     if "--running" in argv:  # `status --running F --json` and `status --json --running F` alike
         i = argv.index("--running")
@@ -76,10 +78,11 @@ def main(argv: list[str]) -> int:
                   sys.stdout, indent=1)
         print()
     else:
-        from rich.console import Console
         from rich.table import Table
 
-        con = Console(highlight=False)
+        from ..terminal import console
+
+        con = console()
         from ..versions import version_note
 
         con.print(f"sglang-kimi-eagle3 {__version__} on sglang {sglang_version} (tested with {TESTED_SGLANG})")
@@ -124,8 +127,12 @@ def show_running(argv: list[str]) -> int:
     else:
         path = Path(args[0])
     snap = load(path, hint)
-    text = json.dumps(snap, indent=1) if "--json" in argv else f"{path}:\n{format_snapshot(snap)}"
-    print(text)
+    if "--json" in argv:
+        print(json.dumps(snap, indent=1))
+    else:
+        from ..terminal import echo
+
+        echo(f"{path}:\n{format_snapshot(snap)}")
     return 1 if any(h["status"].startswith("failed") for h in snap["hooks"]) else 0
 
 
