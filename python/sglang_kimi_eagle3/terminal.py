@@ -111,11 +111,15 @@ def shell(prefix: str, command: str, w: int | None = None) -> str:
         else:
             groups.append(q)
     lead = " " * (len(prefix) - len(prefix.lstrip()))
-    lines, cur = [], prefix
+    cont = lead + "    "
+    items = []  # a flag and its value apart only where together they do not fit on a continuation line
     for g in groups:
-        if cur.strip() and len(cur) + len(g) + 2 > w:
+        items += g.split(" ", 1) if len(cont) + len(g) + 2 > w and " " in g else [g]
+    lines, cur = [], prefix
+    for g in items:
+        if cur.strip() and len(cur) + len(g) + 2 > w:  # (a continuation line takes one item, however long)
             lines.append(cur.rstrip() + " \\")
-            cur = lead + "    "
+            cur = cont
         cur += g + " "
     lines.append(cur.rstrip())
     return "\n".join(lines)
