@@ -61,8 +61,10 @@ def test_compact_shows_what_to_fix_and_counts_the_rest(runs):
 def test_verbose_shows_the_full_table_and_every_hook(runs):
     doc, out = json.loads(runs["json"]["out"]), runs["verbose"]["out"]
     assert runs["verbose"]["rc"] == 0
-    assert "┃ severity" in out and "found" in out.splitlines()[next(i for i, ln in enumerate(out.splitlines())
-                                                                   if "┃ severity" in ln)]
+    lines = out.splitlines()
+    top = next(i for i, ln in enumerate(lines) if ln.startswith("┏"))
+    header = " ".join(lines[top + 1:next(i for i, ln in enumerate(lines) if ln.startswith("┡"))])
+    assert all(col in header for col in ("severity", "check", "found", "expected", "fix")), header
     flat = re.sub(r"[│┃\s]+", " ", out)  # the table's cells, read across wrapped lines
     for f in doc["findings"]:
         assert f["check"] in flat and f["severity"] in flat

@@ -49,6 +49,7 @@ def tau_speedup_figure(doc: dict, caption: str = ""):
     ax.plot(cs, [x["spec"]["tau"] if x["spec"]["tau"] is not None else nan for x in lv], marker="o",
             label="τ (tokens per verify)")
     ax.set_ylabel("τ: tokens per verify")
+    ax.set_ylim(bottom=1.0)  # τ >= 1 (one token per verify without speculation): no zoom into noise
     ax.set_title(_wrap(caption or "bench", "τ and speedup per concurrency"), fontsize=8)
     if has_speedup:
         ax2 = axes[1][0]
