@@ -40,8 +40,8 @@ def width() -> int:
     return DEFAULT_WIDTH
 
 
-_columns = width
-COMMANDS = ("sglang-kimi-eagle3 ", "python ", "python3 ", "$ ")  # lines that fill() wraps as shell commands  # (for HelpFormatter, whose argparse signature names a parameter `width`)
+_columns = width  # (for HelpFormatter, whose argparse signature names a parameter `width`)
+COMMANDS = ("sglang-kimi-eagle3 ", "python ", "python3 ", "$ ")  # lines that fill() wraps as shell commands
 
 
 def _hang(line: str, w: int) -> int:

@@ -6,7 +6,6 @@ import json
 import re
 
 import pytest
-
 from helpers import ROOT, run_json
 
 pytestmark = pytest.mark.slow

@@ -99,3 +99,35 @@ def test_shell_wraps_a_command_that_still_pastes():
     assert len(lines) > 1 and all(len(ln) <= 40 for ln in lines)
     assert all(ln.endswith(" \\") for ln in lines[:-1])
     assert shlex.split(text.removeprefix("launch flags: ").replace("\\\n", " ")) == shlex.split(cmd)
+
+
+def test_tune_progress_line_on_a_terminal_fits_the_width(monkeypatch):
+    import io
+
+    from sglang_kimi_eagle3.tuning import run as tune_run
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    err = Tty()
+    monkeypatch.setattr(tune_run.sys, "stderr", err)
+    monkeypatch.setenv("COLUMNS", "50")
+    tune_run.progress(1, 3, "lm_head_gemv R=4000 H=7168 bs=128 " * 3)
+    tune_run.progress(3, 3, "done in 12 s")
+    lines = [seg for seg in err.getvalue().replace("\n", "\r").split("\r") if seg]
+    assert len(lines) == 2 and all(len(seg) == 49 for seg in lines), lines
+
+
+def test_tune_result_table_fits_the_width_with_whole_numbers(capsys, monkeypatch):
+    from sglang_kimi_eagle3.tuning.run import _print_table
+
+    monkeypatch.setenv("COLUMNS", "60")
+    _print_table([{"op": "tree_sampling", "shape": {"n": 64, "bs": 256, "vocab": 163840}, "sglang_us": 1234.567,
+                   "ours_us": 987.654, "chosen": "ours", "exact": True},
+                  {"op": "argmax_verify", "shape": {"n": 4, "bs": 1, "vocab": 163840}, "sglang_us": 8.5,
+                   "ours_us": None, "chosen": "sglang", "exact": False}])
+    out = capsys.readouterr().out
+    assert not long_lines(out, 60), long_lines(out, 60)
+    for cell in ("1234.57", "987.65", "1.25x", "n=64 bs=256 vocab=163840", "sglang (inexact)"):
+        assert cell in out, cell

@@ -17,7 +17,7 @@ import time
 import warnings
 
 from ..errors import UserError
-from ..preflight import GpuTarget, has_errors, run_checks, summary
+from ..preflight import GpuTarget, has_errors, run_checks
 from ..profiles import DEFAULT_ARGV, DEFAULT_DEPLOYMENT_NAME, DEFAULT_GPU, profile_path
 from .launch_flags import parse_with_sglang, refuse_nonpositive
 

@@ -12,7 +12,7 @@ import sys
 import time
 
 from ..errors import UserError
-from ..terminal import echo, width
+from ..terminal import echo, width as terminal_width
 from . import cache
 from .shapes import DRAFT_BS, VERIFY_BS, VERIFY_OPS, TuneShapes
 
@@ -20,11 +20,11 @@ WIN_MARGIN = 0.97  # the bundled tables' rule: ours < 0.97 x upstream in the sam
 
 
 def progress(i: int, n: int, label: str) -> None:
-    width = 24
-    done = int(width * i / max(n, 1))
-    line = f"[{'#' * done}{'.' * (width - done)}] {i}/{n} {label}"
+    bar = 24
+    done = int(bar * i / max(n, 1))
+    line = f"[{'#' * done}{'.' * (bar - done)}] {i}/{n} {label}"
     if sys.stderr.isatty():
-        w = width() - 1  # one column spare: a full-width line wraps in some terminals
+        w = terminal_width() - 1  # one column spare: a full-width line wraps in some terminals
         sys.stderr.write("\r" + line[:w].ljust(w) + ("\n" if i == n else ""))
     else:
         sys.stderr.write(line + "\n")
