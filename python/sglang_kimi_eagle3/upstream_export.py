@@ -330,5 +330,7 @@ def main(argv: list[str]) -> int:
     a = p.parse_args(argv[1:])
     if a.out is None and not a.check:
         raise UserError("upstream export: --out DIR is required (or --check to only verify)")
-    print(export(a.out, a.sglang_src, a.only, a.check))
+    from .terminal import echo
+
+    echo(export(a.out, a.sglang_src, a.only, a.check))
     return 0
