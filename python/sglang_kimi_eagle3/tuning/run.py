@@ -167,7 +167,21 @@ def _measure(m, sg, cc, sms, shapes, quick, gemv_best, measure, tree_shape) -> d
 
 
 def _print_table(rows: list[dict]) -> None:
-    """The measurements as a Markdown table (pastes into docs), split by terminal.print_table when too wide."""
+    """The measurements as a Markdown table (pastes into docs); on a terminal too narrow for it, as rich tables
+    that fit (terminal.print_table), the op column heading each."""
+    lines = [f"| {'op':14s} | {'shape':28s} | {'SGLang µs':>9s} | {'ours µs':>8s} | {'ratio':>6s} | chosen |",
+             f"| {'-' * 14} | {'-' * 28} | {'-' * 9}: | {'-' * 7}: | {'-' * 5}: | ------ |"]
+    cells = []
+    for r in rows:
+        ours = f"{r['ours_us']:8.2f}" if r["ours_us"] else "     n/a"
+        ratio = f"{r['sglang_us'] / r['ours_us']:5.2f}x" if r["ours_us"] else "   n/a"
+        chosen = r["chosen"] + ("" if r["exact"] else " (inexact)")
+        cells.append((r["op"], shape_text(r["shape"]), f"{r['sglang_us']:.2f}", ours.strip(), ratio.strip(), chosen))
+        lines.append(f"| {r['op']:14s} | {shape_text(r['shape']):28s} | {r['sglang_us']:9.2f} | {ours} | {ratio} | {chosen} |")
+    print()
+    if max(map(len, lines)) <= terminal_width():
+        print("\n".join(lines))
+        return
     from rich import box
     from rich.table import Table
 
@@ -177,10 +191,6 @@ def _print_table(rows: list[dict]) -> None:
     for col, just in (("op", "left"), ("shape", "left"), ("SGLang µs", "right"), ("ours µs", "right"),
                       ("ratio", "right"), ("chosen", "left")):
         t.add_column(col, justify=just, overflow="fold")
-    for r in rows:
-        ours = f"{r['ours_us']:.2f}" if r["ours_us"] else "n/a"
-        ratio = f"{r['sglang_us'] / r['ours_us']:.2f}x" if r["ours_us"] else "n/a"
-        t.add_row(r["op"], shape_text(r["shape"]), f"{r['sglang_us']:.2f}", ours, ratio,
-                  r["chosen"] + ("" if r["exact"] else " (inexact)"))
-    print()
+    for row in cells:
+        t.add_row(*row)
     print_table(console(), t, keep=1)
