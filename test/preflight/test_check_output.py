@@ -100,7 +100,7 @@ def _without_hooks(lines: list[str]) -> list[str]:
 
 
 def test_readme_transcript_is_what_the_cli_prints(runs):
-    """Regenerate with `python benchmark/make_readme_check.py`."""
+    """Regenerate with `python benchmark/make_doc_transcripts.py`."""
     rc, lines = _readme_transcript()
     assert int(rc) == runs["compact"]["rc"]
     assert _without_hooks(lines) == _without_hooks(runs["compact"]["out"].splitlines())
