@@ -1,6 +1,6 @@
-"""`check`'s human output at 80 columns: compact by default (errors and warnings with their fixes, a count
-of the info rows, the verdict), the full table with --verbose, --json unchanged; and the README's
-transcript is what the CLI prints. One fresh process runs the real CLI three times (SGLang imported once)."""
+"""`check`'s (and `status`'s) human output at 80 columns: compact by default (errors and warnings with their
+fixes, a count of the info rows, the verdict), the full table with --verbose, --json unchanged; and the
+README's transcript is what the CLI prints. One fresh process runs the real CLI four times (SGLang imported once)."""
 
 import json
 import re
@@ -15,7 +15,8 @@ import contextlib, io, json, os
 os.environ["COLUMNS"] = "80"
 from sglang_kimi_eagle3.cli import main
 out = {}
-for name, argv in (("compact", ["check"]), ("verbose", ["check", "--verbose"]), ("json", ["check", "--json"])):
+for name, argv in (("compact", ["check"]), ("verbose", ["check", "--verbose"]), ("json", ["check", "--json"]),
+                   ("status", ["status"])):
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
         rc = main(argv)
@@ -32,7 +33,8 @@ def runs():
 
 
 def test_every_line_fits_80_columns(runs):
-    for name in ("compact", "verbose"):
+    assert "Kernel launch table on this machine" in runs["status"]["out"]  # (`status` runs here too)
+    for name in ("compact", "verbose", "status"):
         long = [ln for ln in runs[name]["out"].splitlines() if len(ln) > 80]
         assert not long, (name, long)
         assert not [ln for ln in runs[name]["out"].splitlines() if ln != ln.rstrip()], name  # no padding
