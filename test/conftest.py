@@ -7,6 +7,7 @@ GPU. `device` is the fixture form. No sglang import here: collection must work w
 stack cannot be imported (the lent H200 runs test/ops with SGLang's kernel wheel only).
 """
 
+import os
 import sys
 from pathlib import Path
 
@@ -17,6 +18,20 @@ REFERENCE_CONFIGS = ROOT / "python" / "sglang_kimi_eagle3" / "profiles"
 sys.path.insert(0, str(ROOT / "test"))  # shared test helpers (test/helpers.py, test/kernel_device.py)
 
 import kernel_device  # noqa: E402  (sets TRITON_INTERPRET on a CPU-only machine)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _wide_columns():
+    """Program output wraps to COLUMNS (python/sglang_kimi_eagle3/terminal.py): tests that read what a command
+    prints see one width, wide enough not to wrap, whatever terminal runs pytest (pytest's own report keeps
+    the real one). The width tests set their own."""
+    old = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = "1000"
+    yield
+    if old is None:
+        os.environ.pop("COLUMNS", None)
+    else:
+        os.environ["COLUMNS"] = old
 
 
 @pytest.fixture(scope="session")

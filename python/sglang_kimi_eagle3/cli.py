@@ -39,20 +39,23 @@ def _usage() -> str:
     w = max(map(len, COMMANDS))
     lines += [f"  {n:<{w}}  {h}" for n, (_, _, h) in COMMANDS.items()]
     lines += ["", "`sglang-kimi-eagle3 <command> --help` for a command's options."]
-    return "\n".join(lines)
+    from .terminal import fill
+
+    return fill("\n".join(lines))
 
 
 def _profiles(argv: list[str]) -> int:
     from .profiles import PROFILES, profile_path
+    from .terminal import echo
 
     if any(a in ("-h", "--help") for a in argv):
-        print("usage: sglang-kimi-eagle3 profiles\n\nLists the bundled model configs (config.json only, no weights) "
-              "usable wherever a model path is:\n  sglang-kimi-eagle3 check --model-path kimi-k2.5 ...")
+        echo("usage: sglang-kimi-eagle3 profiles\n\nLists the bundled model configs (config.json only, no weights) "
+             "usable wherever a model path is:\n  sglang-kimi-eagle3 check --model-path kimi-k2.5 ...")
         return 0
     if argv:
         raise UserError(f"profiles: unknown argument {argv[0]!r}; profiles takes no arguments (see --help)")
     for name, (_folder, ckpt, source) in PROFILES.items():
-        print(f"{name:28s} {ckpt}  [{source}]  {profile_path(name)}")
+        echo(f"{name}\n    {ckpt}\n    source: {source}\n    folder: {profile_path(name)}")
     return 0
 
 

@@ -311,7 +311,9 @@ Exit 2 when an edit no longer applies (the PR and the anchor are named)."""
 
 def main(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help"):
-        print(USAGE)
+        from .terminal import echo
+
+        echo(USAGE)
         return 0 if argv else 2
     if argv[0] != "export":
         raise UserError(f"upstream: unknown subcommand {argv[0]!r}; use `sglang-kimi-eagle3 upstream export --out DIR`")
@@ -328,5 +330,7 @@ def main(argv: list[str]) -> int:
     a = p.parse_args(argv[1:])
     if a.out is None and not a.check:
         raise UserError("upstream export: --out DIR is required (or --check to only verify)")
-    print(export(a.out, a.sglang_src, a.only, a.check))
+    from .terminal import echo
+
+    echo(export(a.out, a.sglang_src, a.only, a.check))
     return 0

@@ -21,7 +21,7 @@ def findings(cp) -> list[dict]:
 
 
 def test_embedded_default_says_so_first_and_reports_the_context_decision_without_errors():
-    cp = check()
+    cp = check("--verbose")  # the full table: info rows (the context decision) and every hook's state
     assert cp.returncode == 0, cp.stdout[-3000:] + cp.stderr[-3000:]
     lines = cp.stdout.splitlines()
     assert lines[0].startswith("Checking the embedded default: Kimi-K2.5 INT4 + AQ-MedAI Kimi-K2 EAGLE-3 drafter")

@@ -12,6 +12,7 @@ import sys
 import threading
 
 from ..errors import UserError
+from ..terminal import HelpFormatter
 from ..validate import ArgParser, check_output_dir, check_output_file, float_flag, int_list_flag, url_flag
 from . import client, document, outputs, prompts as P
 from .report import print_report
@@ -33,8 +34,7 @@ MAX_TEMPERATURE = 100.0
 
 
 def parser() -> ArgParser:
-    p = ArgParser(prog="sglang-kimi-eagle3 bench", description=__doc__, epilog=EPILOG,
-                  formatter_class=__import__("argparse").RawDescriptionHelpFormatter)
+    p = ArgParser(prog="sglang-kimi-eagle3 bench", description=__doc__, epilog=EPILOG, formatter_class=HelpFormatter)
     p.add_argument("--url", required=True, help="base URL of the server with speculation (native /generate)")
     p.add_argument("--baseline-url", help="base URL of the same model without speculation: adds speedup columns")
     p.add_argument("--baseline-json", help="instead of --baseline-url: an earlier bench JSON taken against the plain server")

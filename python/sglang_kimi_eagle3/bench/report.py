@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import sys
-
 from rich.console import Console
 from rich.table import Table
+
+from ..terminal import console as terminal_console, print_table
 
 
 def _f(v, fmt: str = ".2f", none: str = "-") -> str:
@@ -19,7 +19,7 @@ def _errors(s: dict | None) -> str:
 
 
 def print_report(doc: dict, console: Console | None = None) -> None:
-    con = console or Console(highlight=False, width=None if sys.stdout.isatty() else 150)
+    con = console or terminal_console()
     info = doc.get("servers", {})
     for role, i in info.items():
         con.print(f"[bold]{role}[/bold] {doc.get('config', {}).get('urls', {}).get(role, '')}  "
@@ -41,7 +41,7 @@ def print_report(doc: dict, console: Console | None = None) -> None:
             row += [_f(b and b.get("tok_s_per_req_mean"), ".1f"), _f(b and b.get("agg_tok_s"), ".1f"),
                     _f(sp and sp["aggregate"]), _f(sp and sp["per_request"])]
         t.add_row(*row)
-    con.print(t)
+    print_table(con, t, keep=1)
     for lv in doc["levels"]:
         for role in ("spec", "baseline"):
             s = lv.get(role)

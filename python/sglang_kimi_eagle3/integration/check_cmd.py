@@ -17,7 +17,7 @@ import time
 import warnings
 
 from ..errors import UserError
-from ..preflight import GpuTarget, has_errors, run_checks, summary
+from ..preflight import GpuTarget, has_errors, run_checks
 from ..profiles import DEFAULT_ARGV, DEFAULT_DEPLOYMENT_NAME, DEFAULT_GPU, profile_path
 from .launch_flags import parse_with_sglang, refuse_nonpositive
 
@@ -33,17 +33,20 @@ GPU_NAMES = [
 ]
 HELP = """usage: sglang-kimi-eagle3 check [--for-gpu GPU] [--json] [--verbose] [launch_server flags ...]
 
-Checks a draft/target deployment the way launch_server would start it, and lists every problem at once.
-With no --model-path it checks the embedded default (the Kimi-K2.5 INT4 + AQ-MedAI drafter launch on
-8x RTX PRO 6000), with any launch_server flags given replacing its own: `check --tp-size 4`.
+Checks a draft/target deployment the way launch_server would start it, and lists every problem at once. \
+With no --model-path it checks the embedded default (the Kimi-K2.5 INT4 + AQ-MedAI drafter launch on 8x RTX PRO \
+6000), with any launch_server flags given replacing its own: `check --tp-size 4`. It prints the errors and \
+warnings with their fixes, a count of the info rows, and whether launch_server would start.
 
-  --for-gpu GPU   the GPU the deployment runs on: sm90 | sm100 | sm120 | a device name ("H200",
-                  "RTX PRO 6000"); default: this machine's GPU, else sm90 (H100/H200) and it says so
-  --json          machine-readable output
-  --verbose       keep SGLang's own log lines
-  --speculative-draft-context-policy auto|strict|extend|yarn|cap   (also SGLANG_KIMI_EAGLE3_CONTEXT_POLICY;
-                  on an SGLang with this flag of its own: strict|extend|yarn|cap, unset = auto)
-Model paths may be local folders, Hugging Face repo ids in the local cache, or bundled profile names
+  --for-gpu GPU   the GPU the deployment runs on: sm90 | sm100 | sm120 | a device name ("H200", "RTX PRO \
+6000"); default: this machine's GPU, else sm90 (H100/H200) and it says so
+  --json          machine-readable output (every finding, info rows included)
+  --verbose       the full table (info rows too, with every hook's state) and SGLang's own log lines
+  --speculative-draft-context-policy auto|strict|extend|yarn|cap
+                  also SGLANG_KIMI_EAGLE3_CONTEXT_POLICY; on an SGLang with this flag of its own: \
+strict|extend|yarn|cap, unset = auto
+
+Model paths may be local folders, Hugging Face repo ids in the local cache, or bundled profile names \
 (`sglang-kimi-eagle3 profiles`). Exit: 0 no errors, 1 errors found, 2 unusable input."""
 
 
@@ -241,39 +244,21 @@ def run(argv: list[str]) -> dict:
             "timing": {"sglang_import_s": t_import, "parse_resolve_and_checks_s": t_check}}
 
 
-def _print_human(res: dict) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    con = Console(highlight=False, soft_wrap=False)
-    gpu = res["gpu"]
-    con.print(f"Checking {res['title']}")
-    con.print(f"Target GPU: {gpu.name} (sm{gpu.sm}; {gpu.how})")
-    con.print("Plugin hooks: " + ", ".join(f"{r.name}={r.state}" for r in res["hooks"]))
-    con.print(f"Kernel launch table for this GPU: {res['table']}")
-    from ..versions import version_note
-
-    if version_note():
-        con.print(f"[yellow]note: {version_note()}[/]")
-    style = {"error": "bold red", "warning": "yellow", "info": "dim"}
-    table = Table(show_lines=True, expand=True)
-    table.add_column("severity", min_width=8, no_wrap=True)
-    table.add_column("check", min_width=12, overflow="fold")
-    for col, ratio in (("found", 7), ("expected", 4), ("fix", 4)):
-        table.add_column(col, ratio=ratio, overflow="fold")
-    for f in res["findings"]:
-        table.add_row(f"[{style[f.severity]}]{f.severity}[/]", f.check, f.found, f.expected, f.fix)
-    con.print(table)
-    verdict = "refuse to start" if has_errors(res["findings"]) else "start"
+def _print_human(res: dict, verbose: bool = False) -> None:
     from ..base import enabled
+    from ..versions import version_note
+    from .check_report import print_check
 
+    verdict = "refuse to start" if has_errors(res["findings"]) else "start"
     who = "with this plugin" if enabled() else "with this plugin switched off (SGLANG_KIMI_EAGLE3=0)"
-    con.print(f"{summary(res['findings'])}: {who}, launch_server would {verdict}.")
+    print_check(res, f"{who}, launch_server would {verdict}", verbose, version_note())
 
 
 def main(argv: list[str]) -> int:
     if any(a in ("-h", "--help") for a in argv):
-        print(HELP)
+        from ..terminal import echo
+
+        echo(HELP)
         return 0
     warnings.filterwarnings("ignore")
     res = run(argv)
@@ -286,5 +271,5 @@ def main(argv: list[str]) -> int:
         json.dump(out, sys.stdout, indent=1)
         print()
     else:
-        _print_human(res)
+        _print_human(res, "--verbose" in argv)
     return 1 if has_errors(res["findings"]) else 0

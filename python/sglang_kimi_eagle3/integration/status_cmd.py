@@ -37,12 +37,14 @@ def collect(check_model_class: bool = True) -> list[hookstatus.HookStatus]:
 
 def main(argv: list[str]) -> int:
     if any(a in ("-h", "--help") for a in argv):
-        print("usage: sglang-kimi-eagle3 status [--json] [--no-model-class]\n       sglang-kimi-eagle3 status --running "
-              "[PORT|FILE] [--json]\n\nLoads SGLang's plugins the way launch_server does and prints every hook of this "
-              "plugin: active / installed, SGLang kernel for this GPU/shapes / skipped (why) / failed (error).\n"
-              "--running: the table a serving TP-0 scheduler wrote after capturing its CUDA graphs (call sites "
-              "verified, table in effect, call counters), from $SGLANG_KIMI_EAGLE3_STATUS_DIR (default "
-              "~/.cache/sglang-kimi-eagle3/run).")
+        from ..terminal import echo
+
+        echo("usage: sglang-kimi-eagle3 status [--json] [--no-model-class]\n       sglang-kimi-eagle3 status --running "
+             "[PORT|FILE] [--json]\n\nLoads SGLang's plugins the way launch_server does and prints every hook of this "
+             "plugin: active / installed, SGLang kernel for this GPU/shapes / skipped (why) / failed (error).\n\n"
+             "--running: the table a serving TP-0 scheduler wrote after capturing its CUDA graphs (call sites "
+             "verified, table in effect, call counters), from $SGLANG_KIMI_EAGLE3_STATUS_DIR (default "
+             "~/.cache/sglang-kimi-eagle3/run).")
         return 0
     if "--running" in argv:  # `status --running F --json` and `status --json --running F` alike
         i = argv.index("--running")
@@ -76,10 +78,11 @@ def main(argv: list[str]) -> int:
                   sys.stdout, indent=1)
         print()
     else:
-        from rich.console import Console
         from rich.table import Table
 
-        con = Console(highlight=False)
+        from ..terminal import console
+
+        con = console()
         from ..versions import version_note
 
         con.print(f"sglang-kimi-eagle3 {__version__} on sglang {sglang_version} (tested with {TESTED_SGLANG})")
@@ -130,9 +133,11 @@ def show_running(argv: list[str]) -> int:
     if "--json" in argv:
         print(json.dumps(snap, indent=1))
     else:
-        print(f"{path}:\n{format_snapshot(snap)}")
+        from ..terminal import echo
+
+        echo(f"{path}:\n{format_snapshot(snap)}")
         for r in ranks:
-            print(f"  {r['rank']}: " + (f"the same hooks as the lead ({r['applied']} applied)" if not r["differs"] else
+            echo(f"  {r['rank']}: " + (f"the same hooks as the lead ({r['applied']} applied)" if not r["differs"] else
                                         "differs from the lead: " + "; ".join(r["differs"])) + f"  [{r['file']}]")
     failed = any(h["status"].startswith("failed") for h in snap["hooks"])
     return 1 if failed or any(r["differs"] for r in ranks) else 0

@@ -19,24 +19,25 @@ from pathlib import Path
 
 from ..errors import UserError
 from ..ops import tables
+from ..terminal import echo
 from ..tuning import run as tune_run
 from ..tuning.shapes import ALL_OPS, OPS, TuneShapes, from_configs, measurements
 from .launch_flags import flag_value, int_flag_value, parse_with_sglang, refuse_nonpositive
 
-HELP = """usage: sglang-kimi-eagle3 tune [--dry-run] [--quick] [--cache-dir DIR] [--ignore-bundled] [--ops OP,...]
-                              [launch_server flags ...]
+HELP = """usage: sglang-kimi-eagle3 tune [--dry-run] [--quick] [--cache-dir DIR] [--ignore-bundled] [--ops OP,...] \
+[launch_server flags ...]
 
-Measures this plugin's kernels against SGLang's own on the local GPU for the shapes the deployment
-runs (TP shard rows, draft vocab, hidden, N / topk, batch sizes), searches our launch parameters,
-and writes a per-GPU table that `SGLANG_KIMI_EAGLE3_KERNELS=auto` (the default) uses on this GPU
-before the bundled one. No launch_server flags = the embedded default (as `check`).
+Measures this plugin's kernels against SGLang's own on the local GPU for the shapes the deployment runs (TP \
+shard rows, draft vocab, hidden, N / topk, batch sizes), searches our launch parameters, and writes a per-GPU \
+table that `SGLANG_KIMI_EAGLE3_KERNELS=auto` (the default) uses on this GPU before the bundled one. No \
+launch_server flags = the embedded default (as `check`).
 
   --dry-run         print the shapes and ops it would measure, and where the table would go (no GPU)
   --quick           batch sizes 1, 32, 128 and a smaller search grid (a few minutes at most)
-  --cache-dir DIR   where to write (default: $SGLANG_KIMI_EAGLE3_TUNE_DIR, else $XDG_CACHE_HOME/
-                    sglang-kimi-eagle3/tuned); serving reads $SGLANG_KIMI_EAGLE3_TUNE_DIR or the default
+  --cache-dir DIR   where to write (default: $SGLANG_KIMI_EAGLE3_TUNE_DIR, else \
+$XDG_CACHE_HOME/sglang-kimi-eagle3/tuned); serving reads $SGLANG_KIMI_EAGLE3_TUNE_DIR or the default
   --ignore-bundled  measure as if no bundled table existed (search seeds and report ignore it)
-  --ops OP,...      only these ops (default: """ + ",".join(OPS) + """; also lm_head_topk, which no hook runs)
+  --ops OP,...      only these ops (default: """ + ", ".join(OPS) + """; also lm_head_topk, which no hook runs)
 Exit: 0 done, 2 unusable input or no GPU, 130 interrupted (finished ops are kept)."""
 
 
@@ -135,7 +136,7 @@ def deployment_shapes(rest: list[str], quick: bool) -> tuple[TuneShapes, str, st
 
 def main(argv: list[str]) -> int:
     if any(a in ("-h", "--help") for a in argv):
-        print(HELP)
+        echo(HELP)
         return 0
     ours, rest = _split(argv)
     warnings.filterwarnings("ignore")
@@ -144,13 +145,13 @@ def main(argv: list[str]) -> int:
         _require_gpu()
     shapes, title, how = deployment_shapes(rest, ours["quick"])
     todo = [m for m in measurements(shapes) if m["op"] in ours["ops"]]
-    print(f"Tuning for {title}")
-    print(f"Shapes ({how}): {shapes.describe()}")
+    echo(f"Tuning for {title}")
+    echo(f"Shapes ({how}): {shapes.describe()}")
     if ours["dry_run"]:
-        print(f"Would measure {len(todo)} (op, shape) points, ours vs SGLang's kernel:")
+        echo(f"Would measure {len(todo)} (op, shape) points, ours vs SGLang's kernel:")
         for m in todo:
-            print(f"  {m['op']:14s} {tune_run.shape_text(m['shape']):32s} key {m['key']}")
-        print(f"Table would be written to {tables.cache_dir(ours['cache_dir'])}/<GPU name>.json")
+            echo(f"  {m['op']:14s} {tune_run.shape_text(m['shape']):32s} key {m['key']}")
+        echo(f"Table would be written to {tables.cache_dir(ours['cache_dir'])}/<GPU name>.json")
         return 0
     from .upstream_kernels import spec_ops
 

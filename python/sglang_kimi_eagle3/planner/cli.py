@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import argparse
 import datetime as _dt
 import sys
 
 from ..documents import read_document
 from ..errors import UserError
+from ..terminal import HelpFormatter, echo, fill, shell
 from ..validate import (
     ArgParser,
     atomic_write_text,
@@ -43,8 +43,7 @@ def _write_json(doc: dict, path: str) -> None:
 
 
 def parser() -> ArgParser:
-    p = ArgParser(prog="sglang-kimi-eagle3 plan", description=__doc__, epilog=EPILOG,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = ArgParser(prog="sglang-kimi-eagle3 plan", description=__doc__, epilog=EPILOG, formatter_class=HelpFormatter)
     src = p.add_argument_group("acceptance (one of; default: the profile's published preset)")
     src.add_argument("--acceptance-conditional", metavar="A1,A2,...",
                      help="per-position acceptance, conditional: alpha_i = P(draft i accepted | 1..i-1 accepted) (topk 1)")
@@ -163,7 +162,7 @@ def main(argv: list[str]) -> int:
     a = parser().parse_args(argv)
     if a.list_profiles:
         for n in profiles.names():
-            print(f"{n:32s} {profiles.load(n).title}")
+            echo(f"{n:32s}  {profiles.load(n).title}")
         return 0
     # every input checked before any computing
     tolerance = float_flag(a.tolerance, "--tolerance", 0, 1, lo_open=True)
@@ -215,15 +214,17 @@ def main(argv: list[str]) -> int:
 
     print_plan(plan, cfg, acc, cost, profile if cost.name.startswith("profile") else None, skipped, a.explain)
     checked = "SGLang's own _load_adaptive_config accepts it" if loader else "checked against SGLang's rules"
-    print(f"\nwrote {path} ({checked})\nlaunch flags: {adaptive.launch_flags(cfg, path)}")
+    flags = adaptive.launch_flags(cfg, path)
+    echo(f"\nwrote {path} ({checked})")
+    print(shell("launch flags: ", flags) if flags.startswith("--") else fill(f"launch flags: {flags}"))
     if a.json:
         doc = {**prov, "batch_sizes": {str(bs): {"best": best.as_dict(), "all": [p.as_dict() for p in preds]}
                                        for bs, (preds, best) in plan.items()}, "adaptive_config": cfg}
         _write_json(doc, a.json)
-        print(f"wrote {a.json}")
+        echo(f"wrote {a.json}")
     if a.plot:
         from .plot import plot_plan
 
-        msg = plot_plan(plan, a.plot, f"{cost.name}\n{acc.source[:110]}")
-        print(msg, file=sys.stderr if msg.startswith("skipped") else sys.stdout)
+        msg = plot_plan(plan, a.plot, f"{cost.name}\n{acc.source}")
+        echo(msg, file=sys.stderr if msg.startswith("skipped") else sys.stdout)
     return 0

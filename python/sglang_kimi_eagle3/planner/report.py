@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
-import sys
-
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+
+from ..terminal import console as terminal_console, fill, print_table
 
 
 def print_plan(plan, cfg, acc, cost, profile, skipped, explain: bool, console: Console | None = None) -> None:
-    con = console or Console(highlight=False, width=None if sys.stdout.isatty() else 132)
-    con.print(f"[bold]acceptance[/bold]  {acc.source}")
-    con.print(f"[bold]costs[/bold]       {cost.name}" + "".join(f"\n            {n}" for n in cost.notes))
+    con = console or terminal_console()
+    head = Table.grid(padding=(0, 2))
+    head.add_column(style="bold", no_wrap=True)
+    head.add_column(overflow="fold")
+    head.add_row("acceptance", escape(acc.source))
+    head.add_row("costs", escape("\n".join([cost.name, *cost.notes])))
     if profile is not None:
-        con.print(f"[bold]profile[/bold]     {profile.title}")
+        head.add_row("profile", escape(profile.title))
+    con.print(head)
     chain_steps = sorted({p.steps for preds, _ in plan.values() for p in preds if p.topk == 1 and p.steps})
     t = Table(title="predicted speedup per batch size (model output, not a measurement); s<N>: speedup at N steps, topk 1",
               title_justify="left")
@@ -34,7 +39,7 @@ def print_plan(plan, cfg, acc, cost, profile, skipped, explain: bool, console: C
         setting = "off" if best.steps == 0 else f"{best.steps}/{best.topk}/{best.draft_tokens}"
         t.add_row(str(bs), f"{best.base_us:,.0f}", setting, f"{best.tau:.2f}", f"{best.round_us:,.0f}",
                   f"[bold]{best.speedup:.2f}[/bold]", *cells, str(cfg[str(bs)]["candidate_steps"]))
-    con.print(t)
+    print_table(con, t, keep=1)
     if extrapolated:
         con.print("* acceptance past the measured depth assumed equal to the last measured position (optimistic)")
     if skipped:
@@ -46,4 +51,4 @@ def print_plan(plan, cfg, acc, cost, profile, skipped, explain: bool, console: C
                   + ("" if explain else " (--explain shows each with its reason)"))
         if explain:
             for k, v in profile.provenance.items():
-                con.print(f"  {k}: {v}")
+                con.print(escape(fill(f"  {k}: {v}", con.width, hang=4)))

@@ -25,8 +25,10 @@ def _fraction(text: str) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from ..terminal import HelpFormatter
+
     ap = argparse.ArgumentParser(prog="python -m sglang_kimi_eagle3.tiny", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+                                 formatter_class=HelpFormatter)
     ap.add_argument("out", help="folder to write target/ and draft/ into")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--int4", action="store_true", help="routed experts as compressed-tensors pack-quantized int4")

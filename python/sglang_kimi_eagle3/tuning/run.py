@@ -12,6 +12,7 @@ import sys
 import time
 
 from ..errors import UserError
+from ..terminal import echo, width as terminal_width
 from . import cache
 from .shapes import DRAFT_BS, VERIFY_BS, VERIFY_OPS, TuneShapes
 
@@ -19,11 +20,12 @@ WIN_MARGIN = 0.97  # the bundled tables' rule: ours < 0.97 x upstream in the sam
 
 
 def progress(i: int, n: int, label: str) -> None:
-    width = 24
-    done = int(width * i / max(n, 1))
-    line = f"[{'#' * done}{'.' * (width - done)}] {i}/{n} {label}"
+    bar = 24
+    done = int(bar * i / max(n, 1))
+    line = f"[{'#' * done}{'.' * (bar - done)}] {i}/{n} {label}"
     if sys.stderr.isatty():
-        sys.stderr.write("\r" + line[:120].ljust(120) + ("\n" if i == n else ""))
+        w = terminal_width() - 1  # one column spare: a full-width line wraps in some terminals
+        sys.stderr.write("\r" + line[:w].ljust(w) + ("\n" if i == n else ""))
     else:
         sys.stderr.write(line + "\n")
     sys.stderr.flush()
@@ -85,8 +87,8 @@ def run(shapes: TuneShapes, todo: list[dict], title: str, ours: dict, command: s
              "deployment": title, "shapes": shapes.describe(),
              "ops": dict(old["ops"]) if old else {}}
     previous = dict(table["ops"])  # a fresh table of this GPU: re-measured shapes replace theirs
-    print(f"GPU: {name} (sm{cc[0]}{cc[1]}, {sms} SMs), driver {env['driver']}, torch {torch.__version__}, "
-          f"triton {triton.__version__}; table -> {path}")
+    echo(f"GPU: {name} (sm{cc[0]}{cc[1]}, {sms} SMs), driver {env['driver']}, torch {torch.__version__}, "
+         f"triton {triton.__version__}; table -> {path}")
     rows, gemv_best, t0 = [], {}, time.perf_counter()
     ops_done: dict = {}
     try:
@@ -117,10 +119,10 @@ def run(shapes: TuneShapes, todo: list[dict], title: str, ours: dict, command: s
     _print_table(rows)
     tables.clear_cache()
     eff = tables.load_table(name, cc, ours["cache_dir"], bundled=not ours["ignore_bundled"])
-    print(f"wrote {path}")
-    print(f"table in effect now: {eff.get('origin')}")
+    echo(f"wrote {path}")
+    echo(f"table in effect now: {eff.get('origin')}")
     on = [f"{r['op']} {r['key']}" for r in rows if arch.use_ours(r["op"], r["key"], eff)]
-    print(f"auto picks ours for {len(on)} of {len(rows)} measured shapes" + (": " + ", ".join(on) if on else ""))
+    echo(f"auto picks ours for {len(on)} of {len(rows)} measured shapes" + (": " + ", ".join(on) if on else ""))
     return 0
 
 
@@ -165,11 +167,30 @@ def _measure(m, sg, cc, sms, shapes, quick, gemv_best, measure, tree_shape) -> d
 
 
 def _print_table(rows: list[dict]) -> None:
-    print()
-    print(f"| {'op':14s} | {'shape':28s} | {'SGLang µs':>9s} | {'ours µs':>8s} | {'ratio':>6s} | chosen |")
-    print(f"| {'-' * 14} | {'-' * 28} | {'-' * 9}: | {'-' * 7}: | {'-' * 5}: | ------ |")
+    """The measurements as a Markdown table (pastes into docs); on a terminal too narrow for it, as rich tables
+    that fit (terminal.print_table), the op column heading each."""
+    lines = [f"| {'op':14s} | {'shape':28s} | {'SGLang µs':>9s} | {'ours µs':>8s} | {'ratio':>6s} | chosen |",
+             f"| {'-' * 14} | {'-' * 28} | {'-' * 9}: | {'-' * 7}: | {'-' * 5}: | ------ |"]
+    cells = []
     for r in rows:
         ours = f"{r['ours_us']:8.2f}" if r["ours_us"] else "     n/a"
         ratio = f"{r['sglang_us'] / r['ours_us']:5.2f}x" if r["ours_us"] else "   n/a"
         chosen = r["chosen"] + ("" if r["exact"] else " (inexact)")
-        print(f"| {r['op']:14s} | {shape_text(r['shape']):28s} | {r['sglang_us']:9.2f} | {ours} | {ratio} | {chosen} |")
+        cells.append((r["op"], shape_text(r["shape"]), f"{r['sglang_us']:.2f}", ours.strip(), ratio.strip(), chosen))
+        lines.append(f"| {r['op']:14s} | {shape_text(r['shape']):28s} | {r['sglang_us']:9.2f} | {ours} | {ratio} | {chosen} |")
+    print()
+    if max(map(len, lines)) <= terminal_width():
+        print("\n".join(lines))
+        return
+    from rich import box
+    from rich.table import Table
+
+    from ..terminal import console, print_table
+
+    t = Table(box=box.MARKDOWN, show_edge=True)
+    for col, just in (("op", "left"), ("shape", "left"), ("SGLang µs", "right"), ("ours µs", "right"),
+                      ("ratio", "right"), ("chosen", "left")):
+        t.add_column(col, justify=just, overflow="fold")
+    for row in cells:
+        t.add_row(*row)
+    print_table(console(), t, keep=1)
