@@ -1,4 +1,5 @@
-"""`sglang-kimi-eagle3 bench`: benchmark running SGLang servers: acceptance per position, speedup per concurrency.
+"""`sglang-kimi-eagle3 bench`: benchmark running SGLang servers: acceptance per position, latency percentiles
+(TTFT / ITL with --stream), speedup per concurrency.
 
 Every input is checked before the first request (URLs, numbers, the output paths, --baseline-json). The
 JSON is rewritten atomically after every finished level; Ctrl-C or SIGTERM stops within moments and
@@ -39,7 +40,8 @@ MAX_TEMPERATURE = 100.0
 def parser() -> ArgParser:
     p = ArgParser(prog="sglang-kimi-eagle3 bench", description=__doc__, epilog=EPILOG,
                   formatter_class=__import__("argparse").RawDescriptionHelpFormatter)
-    p.add_argument("--url", required=True, help="base URL of the server with speculation (native /generate)")
+    p.add_argument("--url", required=True, help="base URL of the server with speculation (native /generate); the plain one with "
+                   "--spec-off-baseline")
     p.add_argument("--baseline-url", help="base URL of the same model without speculation: adds speedup columns")
     p.add_argument("--baseline-json", help="instead of --baseline-url: an earlier bench JSON taken against the plain server")
     p.add_argument("--concurrency", default="1,2,4,8,16,32,64,128", help="levels (default 1,2,4,...,128)")
