@@ -1,6 +1,6 @@
 """A scheduler-like child for the metrics test: worker_path.scheduler_like (SGLang's publish, calls through
 SGLang's own functions, SGLang's own init_all_cuda_graphs -> our publish), then more calls after the exporter
-started. Puts this process's hookstatus counters on the queue."""
+started. Puts this process's hookstatus counters and the `metrics` row of its published status table on the queue."""
 
 
 def metrics_child(server_args, out_q):
@@ -21,4 +21,6 @@ def metrics_child(server_args, out_q):
     from sglang_kimi_eagle3 import hookstatus
     from sglang_kimi_eagle3.integration import metrics
 
-    out_q.put({"ok": True, "counts": [[list(k), n] for k, n in hookstatus.count_items()], "exporting": bool(metrics._M)})
+    published = {h["name"]: h for h in box.x["snapshot"]["hooks"]}  # the status table the scheduler published
+    out_q.put({"ok": True, "counts": [[list(k), n] for k, n in hookstatus.count_items()], "exporting": bool(metrics._M),
+               "row": published.get(metrics.NAME)})

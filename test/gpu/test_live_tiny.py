@@ -202,3 +202,6 @@ def test_bench_runs_against_the_live_server(role):
     for lv in levels:
         s = lv["spec"]
         assert s["ok"] == s["requests"] > 0 and s["tau"] is not None and s["tau"] > 1.0, s
+        st = s["streaming"]  # streamed: TTFT per request; 32 tokens (--ignore-eos) give at most 31 token gaps each
+        assert st["requests"] == s["ok"] and st["ttft_s"]["p50"] > 0 and s["ok"] <= st["itl_s"]["n"] <= 31 * s["ok"], st
+        assert st["ttft_s"]["p99"] <= st["e2e_s"]["p99"] and st["itl_s"]["p50"] > 0, st

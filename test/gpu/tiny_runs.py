@@ -321,11 +321,12 @@ def _recorded(name: str) -> dict | None:
 
 
 def bench(url: str, name: str) -> dict:
-    """`sglang-kimi-eagle3 bench` once against the live server (text prompts through the tiny tokenizer)."""
+    """`sglang-kimi-eagle3 bench --stream` once against the live server (text prompts through the tiny tokenizer):
+    SGLang's real event stream, its last chunk's spec fields."""
     out = log_dir() / f"bench-{name}.json"
     cmd = [sys.executable, "-m", "sglang_kimi_eagle3.cli", "bench", "--url", url, "--concurrency", "1,4",
            "--categories", "chat,code", "--max-new-tokens", "32", "--ignore-eos", "--rounds", "2", "--min-requests", "4",
-           "--warmup", "1", "--template", "raw", "--timeout", "300", "--json", str(out), "--no-progress"]
+           "--warmup", "1", "--template", "raw", "--timeout", "300", "--stream", "--json", str(out), "--no-progress"]
     cp = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     return {"rc": cp.returncode, "stdout": cp.stdout[-4000:], "stderr": cp.stderr[-4000:],
             "json": json.loads(out.read_text()) if out.is_file() else None}

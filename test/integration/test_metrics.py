@@ -1,6 +1,7 @@
 """Our hook counters on SGLang's /metrics: SGLang's own multiprocess set-up, a spawned scheduler-like child
 counting through our dispatch path (SGLang's functions, SGLang's capture -> our publish), read back through
-SGLang's own /metrics route (add_prometheus_middleware: prometheus_client's MultiProcessCollector)."""
+SGLang's own /metrics route (add_prometheus_middleware: prometheus_client's MultiProcessCollector). The
+exporter's own row in the status table the scheduler published: applied / skipped / failed."""
 
 import pytest
 
@@ -16,9 +17,10 @@ warnings.filterwarnings("ignore")
 sys.path.insert(0, "test")
 from sglang.srt.utils.common import set_prometheus_multiproc_dir, add_prometheus_middleware
 out = {}
-for name, extra in (("metrics_on", ["--enable-metrics"]), ("metrics_off", [])):
+for name, extra, folder in (("metrics_on", ["--enable-metrics"], True), ("metrics_off", [], False),
+                            ("metrics_no_dir", ["--enable-metrics"], False)):
     os.environ.pop("PROMETHEUS_MULTIPROC_DIR", None)
-    if extra:
+    if folder:
         set_prometheus_multiproc_dir()  # what SGLang's engine does with --enable-metrics, before the schedulers
     from metrics_path import metrics_child
     from sglang_kimi_eagle3.integration.check_cmd import platform_facts
@@ -35,7 +37,7 @@ for name, extra in (("metrics_on", ["--enable-metrics"]), ("metrics_off", [])):
     p.start()
     res = q.get(timeout=400)
     p.join(60)
-    if extra:  # SGLang's /metrics route, as its HTTP server mounts it
+    if folder:  # SGLang's /metrics route, as its HTTP server mounts it
         from starlette.applications import Starlette
         from starlette.testclient import TestClient
         app = Starlette()
@@ -85,3 +87,15 @@ def test_hook_states_are_a_gauge_per_hook(runs):
 def test_without_enable_metrics_nothing_is_exported(runs):
     off = runs["metrics_off"]
     assert off["ok"] and not off["exporting"] and off["counts"], off
+
+
+def test_the_exporter_has_its_row_in_the_published_status_table(runs):
+    on, off, no_dir = runs["metrics_on"]["row"], runs["metrics_off"]["row"], runs["metrics_no_dir"]["row"]
+    assert on["state"] == "applied" and on["status"] == "active" and "hook_state" in on["detail"], on
+    assert off["state"] == "skipped" and "--enable-metrics is off" in off["detail"], off
+    assert no_dir["state"] == "failed" and "PROMETHEUS_MULTIPROC_DIR" in no_dir["detail"], no_dir
+    assert no_dir["status"].startswith("failed (") and not runs["metrics_no_dir"]["exporting"]
+    # and its own gauge on /metrics reads applied
+    states = {(s.labels["hook"], s.labels["state"]): s.value for s in _samples(runs["metrics_on"]["metrics"])
+              if s.name == "sglang_kimi_eagle3:hook_state"}
+    assert states[("metrics", "applied")] == 1 and states[("metrics", "registered")] == 0

@@ -1,4 +1,4 @@
-"""One native `/generate` request (stream off) -> RequestResult. Standard library HTTP only.
+"""One native `/generate` request -> RequestResult, streamed or not. Standard library HTTP only.
 
 Response shape (sglang 0.5.23, srt/managers/tokenizer_manager.py): {"text", "output_ids", "meta_info"}
 with meta_info {"id", "finish_reason": {"type": "length"|"stop", ...}, "prompt_tokens",
@@ -11,16 +11,30 @@ verify happened (`_calculate_spec_decoding_metrics`), meta_info also has:
   spec_correct_drafts_histogram h[k] = verify passes that accepted exactly k drafts
 Errors come back as HTTP 4xx/5xx with {"error": {"message": ...}} or {"error": "..."}.
 
+Streaming ("stream": true; srt/entrypoints/http_server.py `stream_results`): a text/event-stream of
+`data: <json>` lines, one per output the tokenizer manager hands over, then `data: [DONE]`. Each JSON has
+the shape above; meta_info.completion_tokens is cumulative in every chunk (text and output_ids are the
+whole output so far, or deltas with --incremental-streaming-output); e2e_latency, finish_reason and the
+spec fields come with the last chunk only. An error after the 200 is a chunk {"error": {"message": ...}}.
+Per request (as SGLang's own bench_serving measures /generate):
+  ttft_s     send -> the first chunk that carries a token
+  itl_s      one entry per token after the first: a chunk's gap since the previous token-carrying chunk,
+             spread evenly over the tokens it brought (a verify pass that accepts k drafts sends k + 1
+             tokens at once: k + 1 entries of gap / (k + 1))
+  latency_s  send -> data: [DONE] (end to end)
+
 Nothing here raises: every failure is a RequestResult with `error` set to one kind:
   timeout       no full response within the request's total deadline (a watchdog closes the socket,
                 so a server that drips one byte a second cannot stretch it)
   connection    refused / reset / closed before a response
   interrupted   the run was stopped (Ctrl-C, SIGTERM): `abort_all()` closed the socket
   http_<code>   a 4xx/5xx answer (detail: the server's message)
-  truncated     the body ended before its Content-Length (IncompleteRead)
+  truncated     the body ended before its Content-Length (IncompleteRead); a stream without data: [DONE]
+  stream_error  an {"error": ...} chunk inside a 200 stream (detail: the server's message)
   bad_http      not HTTP (BadStatusLine, header too long, ...)
-  bad_json      a 200 whose body is not JSON
-  bad_field     JSON of the wrong shape, or a value of the wrong type or out of range (negative tokens,
+  bad_json      a 200 whose body (or one of whose stream chunks) is not JSON
+  bad_field     JSON of the wrong shape (in a stream: completion_tokens that go down, a chunk after
+                [DONE]), or a value of the wrong type or out of range (negative tokens,
                 a histogram with negative counts or more passes than spec_verify_ct, 0 completion
                 tokens beside verify passes; in the sweep also a histogram with counts past the server's
                 draft count): counted, never averaged in
@@ -41,7 +55,7 @@ from urllib.parse import urlsplit
 SPEC_KEYS = {"spec_accept_length": "accept_length", "spec_accept_rate": "accept_rate", "spec_verify_ct": "verify_ct",
              "spec_num_correct_drafts": "num_correct", "spec_num_proposed_drafts": "num_proposed",
              "spec_correct_drafts_histogram": "histogram"}
-MAX_BODY = 64 << 20  # a /generate answer larger than this is not one
+MAX_BODY = 64 << 20  # a /generate answer (or one stream chunk) larger than this is not one
 
 
 @dataclass(slots=True)
@@ -57,11 +71,21 @@ class RequestResult:
     server_latency_s: float | None = None  # meta_info.e2e_latency
     finish_reason: str | None = None
     spec: dict | None = None  # SPEC_KEYS values; None when the server sent no spec fields
+    ttft_s: float | None = None  # streaming only (see the module docstring)
+    itl_s: list | None = None  # streaming only: one gap per token after the first (seconds)
+    chunks: int | None = None  # streaming only: data chunks received
     text: str | None = None
     output_ids: list | None = None
 
-    def as_dict(self) -> dict:
-        return asdict(self)
+    def as_dict(self, keep_itl: bool = False) -> dict:
+        """The JSON form; a streamed request's per-token gaps are kept only with keep_itl (--save-outputs),
+        and summarized (itl_mean_s, itl_max_s) otherwise."""
+        d = asdict(self)
+        if self.itl_s is not None and not keep_itl:
+            d.pop("itl_s")
+            d["itl_mean_s"] = sum(self.itl_s) / len(self.itl_s) if self.itl_s else None
+            d["itl_max_s"] = max(self.itl_s) if self.itl_s else None
+        return d
 
 
 class Failed(Exception):
@@ -116,8 +140,12 @@ def reset() -> None:
     _STOP.clear()
 
 
-def request(method: str, base_url: str, path: str, body: dict | None, timeout: float) -> tuple[int, bytes]:
-    """(status, body) within `timeout` seconds in total; Failed(kind, detail) otherwise."""
+def request(method: str, base_url: str, path: str, body: dict | None, timeout: float,
+            on_data=None) -> tuple[int, bytes]:
+    """(status, body) within `timeout` seconds in total; Failed(kind, detail) otherwise.
+
+    on_data(bytes, t): a 200 body is handed over as it arrives (t: time.perf_counter() at arrival) and
+    not kept (the returned body is then b""); on_data may raise Failed to end the request."""
     if _STOP.is_set():
         raise Failed("interrupted", "the run was stopped before this request")
     u = urlsplit(base_url)
@@ -136,6 +164,17 @@ def request(method: str, base_url: str, path: str, body: dict | None, timeout: f
         if entry[2]:
             raise ConnectionError("closed")
         resp = conn.getresponse()
+        if on_data is not None and resp.status == 200:
+            while True:
+                data = resp.read1(1 << 16)  # what has arrived (chunked transfer decoded), without waiting for more
+                if not data:
+                    break
+                on_data(data, time.perf_counter())
+                if entry[2]:
+                    break
+            if entry[2]:
+                raise ConnectionError("closed")
+            return resp.status, b""
         chunks, size = [], 0
         while True:
             chunk = resp.read(1 << 16)
@@ -228,14 +267,10 @@ def parse_spec(meta: dict) -> dict | None:
     return spec
 
 
-def parse_generate(raw: bytes, r: RequestResult, keep_output: bool) -> None:
-    """Fill `r` from a 200 body; Failed("bad_json" | "bad_field") when it is not SGLang's shape."""
-    try:
-        out = json.loads(raw)
-    except (ValueError, RecursionError) as exc:
-        raise Failed("bad_json", f"{type(exc).__name__}: {exc}; body starts {raw[:80]!r}") from None
+def _fill(out, r: RequestResult, keep_output: bool, where: str = "") -> None:
+    """Fill `r` from one SGLang output object (a non-streamed body, or a stream's last chunk)."""
     if not isinstance(out, dict) or not isinstance(out.get("meta_info"), dict):
-        raise Failed("bad_field", f"no meta_info object in the response; body starts {raw[:80]!r}")
+        raise Failed("bad_field", f"no meta_info object in the {where or 'response'}; starts {str(out)[:80]!r}")
     meta = out["meta_info"]
     r.completion_tokens = _int(meta, "completion_tokens", required=True)
     r.prompt_tokens = _int(meta, "prompt_tokens")
@@ -254,25 +289,115 @@ def parse_generate(raw: bytes, r: RequestResult, keep_output: bool) -> None:
         r.text, r.output_ids = out.get("text"), ids
 
 
+def parse_generate(raw: bytes, r: RequestResult, keep_output: bool) -> None:
+    """Fill `r` from a 200 body; Failed("bad_json" | "bad_field") when it is not SGLang's shape."""
+    try:
+        out = json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        raise Failed("bad_json", f"{type(exc).__name__}: {exc}; body starts {raw[:80]!r}") from None
+    if not isinstance(out, dict) or not isinstance(out.get("meta_info"), dict):
+        raise Failed("bad_field", f"no meta_info object in the response; body starts {raw[:80]!r}")
+    _fill(out, r, keep_output)
+
+
+class StreamReader:
+    """Parses SGLang's /generate event stream as it arrives (feed(bytes, t)) and times its tokens."""
+
+    def __init__(self, t0: float, keep_output: bool):
+        self.t0, self.keep_output = t0, keep_output
+        self.buf = b""
+        self.last: dict | None = None  # the last output object
+        self.done = False  # data: [DONE] seen
+        self.chunks = 0
+        self.tokens = 0  # completion_tokens so far
+        self.ttft: float | None = None
+        self.t_last: float | None = None  # arrival of the last chunk that brought tokens
+        self.itl: list[float] = []
+        self.t_end: float | None = None
+        self.texts: list = []
+        self.ids: list = []
+
+    def feed(self, data: bytes, t: float) -> None:
+        self.buf += data
+        while b"\n" in self.buf:
+            line, self.buf = self.buf.split(b"\n", 1)
+            self._line(line.strip(), t)
+        if len(self.buf) > MAX_BODY:
+            raise Failed("bad_http", f"a stream chunk larger than {MAX_BODY} bytes")
+
+    def _line(self, line: bytes, t: float) -> None:
+        if not line.startswith(b"data:"):
+            return  # blank separators, SSE comments, event: lines
+        payload = line[5:].strip()
+        if payload == b"[DONE]":
+            self.done, self.t_end = True, t
+            return
+        if self.done:
+            raise Failed("bad_field", "a data chunk after data: [DONE]")
+        try:
+            out = json.loads(payload)
+        except (ValueError, RecursionError) as exc:
+            raise Failed("bad_json", f"stream chunk {self.chunks + 1}: {type(exc).__name__}: {exc}; starts "
+                                     f"{payload[:80]!r}") from None
+        self.chunks += 1
+        if isinstance(out, dict) and "error" in out:
+            raise Failed("stream_error", _error_message(payload))
+        if not isinstance(out, dict) or not isinstance(out.get("meta_info"), dict):
+            raise Failed("bad_field", f"stream chunk {self.chunks}: no meta_info object; starts {payload[:80]!r}")
+        n = _int(out["meta_info"], "completion_tokens", required=True)
+        if n < self.tokens:
+            raise Failed("bad_field", f"stream chunk {self.chunks}: meta_info.completion_tokens went down from "
+                                      f"{self.tokens} to {n}")
+        if n > self.tokens:
+            if self.ttft is None:
+                self.ttft = t - self.t0
+            else:  # SGLang's bench_serving convention: the gap spread over the tokens it brought
+                self.itl += [(t - self.t_last) / (n - self.tokens)] * (n - self.tokens)
+            self.t_last, self.tokens = t, n
+        if self.keep_output:
+            self.texts.append(out.get("text") or "")
+            ids = out.get("output_ids")
+            self.ids += ids if isinstance(ids, list) else []
+        self.last = out
+
+    def finish(self, r: RequestResult) -> None:
+        """Fill `r` from the finished stream (Failed when it did not finish)."""
+        if self.buf.strip():
+            self._line(self.buf.strip(), self.t_end or time.perf_counter())
+        if self.last is None:
+            raise Failed("truncated", "the stream ended without a data chunk")
+        if not self.done:
+            raise Failed("truncated", f"the stream ended after {self.chunks} chunk(s) without data: [DONE]")
+        _fill(self.last, r, self.keep_output, where=f"last stream chunk ({self.chunks})")
+        r.ttft_s, r.itl_s, r.chunks = self.ttft, self.itl, self.chunks
+        r.latency_s = self.t_end - self.t0
+        if self.keep_output and r.output_ids is not None and len(r.output_ids) != r.completion_tokens:
+            r.text, r.output_ids = "".join(t for t in self.texts if isinstance(t, str)), self.ids  # incremental deltas
+
+
 def generate(base_url: str, prompt_id: str, category: str, text: str, sampling_params: dict, timeout: float,
-             keep_output: bool = False) -> RequestResult:
-    body = {"text": text, "sampling_params": sampling_params, "stream": False}
+             keep_output: bool = False, stream: bool = False) -> RequestResult:
+    body = {"text": text, "sampling_params": sampling_params, "stream": stream}
     r = RequestResult(prompt_id, category, ok=False)
     t0 = time.perf_counter()
+    reader = StreamReader(t0, keep_output) if stream else None
     try:
-        status, raw = request("POST", base_url, "/generate", body, timeout)
+        status, raw = request("POST", base_url, "/generate", body, timeout, reader.feed if reader else None)
         r.latency_s = time.perf_counter() - t0
         if status != 200:
             r.error, r.detail = f"http_{status}", _error_message(raw)
             return r
-        parse_generate(raw, r, keep_output)
+        if reader is not None:
+            reader.finish(r)
+        else:
+            parse_generate(raw, r, keep_output)
         r.ok = True
     except Failed as exc:
         r.error, r.detail = exc.kind, str(exc)
     except Exception as exc:  # a bug of ours: still one counted result, never a crash of the sweep
         r.error, r.detail = "client_bug", f"{type(exc).__name__}: {exc}"[:300]
     if not r.ok:
-        r.completion_tokens = r.prompt_tokens = r.spec = None
+        r.completion_tokens = r.prompt_tokens = r.spec = r.ttft_s = r.itl_s = None
         r.latency_s = r.latency_s or time.perf_counter() - t0
     return r
 

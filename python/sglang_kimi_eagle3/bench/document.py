@@ -47,6 +47,7 @@ def _summary(s, where: str, key: str) -> None:
     for kind, n in errors.items():
         check_int(n, where, f"{key}.errors.{kind}", lo=0)
     str_field(s, f"{key}.first_error", where, required=False, nonempty=False)
+    _streaming(s, where, key)
 
 
 def check(doc: dict, path: str) -> dict:
@@ -83,3 +84,15 @@ def load(path: str, flag: str) -> dict:
     """Read and check a bench JSON given with `flag` (--baseline-json, --bench): documents.read_document."""
     return read_document(path, "bench", _check_file, flag=flag,
                          hint="give a file written by `sglang-kimi-eagle3 bench --json`")
+
+
+def _streaming(s: dict, where: str, key: str) -> None:
+    """The --stream latency block of a summary (bench/stats.py `streaming`), when there is one."""
+    float_field(s, f"{key}.latency_p99_s", where, required=False, lo=0)
+    st = dict_field(s, f"{key}.streaming", where, required=False)
+    if not st:
+        return
+    for k in ("ttft_s", "itl_s", "e2e_s"):
+        block = dict_field(st, f"{key}.streaming.{k}", where)
+        for q in ("p50", "p90", "p99", "mean"):
+            float_field(block, f"{key}.streaming.{k}.{q}", where, required=False, lo=0)

@@ -79,11 +79,32 @@ def check_baseline_doc(doc: dict, path: str, levels: list[int]) -> None:
                         f"{','.join(map(str, have))} (or measure the baseline at these levels)")
 
 
-def check_baseline_info(info: dict, url: str) -> None:
+def check_baseline_info(info: dict, url: str, flag: str = "--baseline-url") -> None:
     algo = info.get("speculative_algorithm")
     if algo:
-        raise UserError(f"--baseline-url {url}: its /server_info reports speculative_algorithm {algo}; the baseline "
-                        "is the same model served without speculation")
+        raise UserError(f"{flag} {url}: its /server_info reports speculative_algorithm {algo}; the baseline "
+                        "is the same model served without speculation (restart it without --speculative-* flags)")
+
+
+def check_baseline_mode(doc: dict, path: str, stream: bool) -> None:
+    """A streamed run and a non-streamed one do not compare (streaming costs the server a little per chunk)."""
+    theirs = bool((doc.get("config") or {}).get("stream"))
+    if theirs != stream:
+        raise UserError(f"--baseline-json {path} was measured {'with' if theirs else 'without'} --stream, this run "
+                        f"{'with' if stream else 'without'}: measure both the same way "
+                        f"({'add' if theirs else 'drop'} --stream)")
+
+
+def baseline_config_notes(doc: dict, config: dict, path: str) -> list[str]:
+    """Warnings where the --baseline-json run sent other requests than this one (its config vs this config)."""
+    base = doc.get("config") or {}
+    notes = []
+    for key, flag in (("sampling_params", "--max-new-tokens/--temperature/--ignore-eos"),
+                      ("prompts_file", "--prompts"), ("categories", "--categories")):
+        if key in base and base.get(key) != config.get(key):
+            notes.append(f"warning: --baseline-json {path} was measured with {key} {base.get(key)}, this run with "
+                         f"{config.get(key)} ({flag}): the speedup compares different requests")
+    return notes
 
 
 def after_run(doc: dict) -> list[str]:
@@ -105,6 +126,10 @@ def after_run(doc: dict) -> list[str]:
         doc["baseline_speculates"] = True
         notes.append(f"warning: the baseline's answers carry spec fields (c={','.join(map(str, speculating))}): it "
                      "speculates too, so no speedup is reported; measure it on a server without --speculative-algorithm")
+    if (doc.get("config") or {}).get("spec_off_baseline") and _speculating_levels(doc):
+        notes.append(f"warning: --spec-off-baseline, but the answers carry spec fields ({_speculating_levels(doc)[0]}): "
+                     "this server speculates, and the speculative run will refuse this file as --baseline-json; "
+                     "restart the server without --speculative-* flags and measure again")
     base_levels = (doc.get("config") or {}).get("baseline_levels")
     if base_levels is not None:
         missing = [lv["concurrency"] for lv in levels if lv.get("baseline") is None]

@@ -20,6 +20,9 @@ def _errors(s: dict | None) -> str:
 
 def print_report(doc: dict, console: Console | None = None) -> None:
     con = console or terminal_console()
+    cfg = doc.get("config") or {}
+    if cfg.get("tag") or cfg.get("spec_off_baseline"):
+        con.print(f"[bold]run[/bold] {cfg.get('tag') or ''}" + ("  (spec-off baseline)" if cfg.get("spec_off_baseline") else ""))
     info = doc.get("servers", {})
     for role, i in info.items():
         con.print(f"[bold]{role}[/bold] {doc.get('config', {}).get('urls', {}).get(role, '')}  "
@@ -28,7 +31,7 @@ def print_report(doc: dict, console: Console | None = None) -> None:
     depth = max((len(lv["spec"]["alpha"]) for lv in doc["levels"] if lv.get("spec")), default=0)
     t = Table(title="per concurrency (tok/s per request = completion tokens / client latency, prefill included)",
               title_justify="left")
-    for col in ["c", "ok/req", "errors", "no spec", "tok/s/req", "agg tok/s", "p50 s", "τ", "acc %"] + \
+    for col in ["c", "ok/req", "errors", "no spec", "tok/s/req", "agg tok/s", "p50 s", "p99 s", "τ", "acc %"] + \
                [f"α{i + 1}" for i in range(depth)] + (["base tok/s/req", "base agg", "speedup agg", "speedup/req"] if has_base else []):
         t.add_column(col, justify="right")
     for lv in doc["levels"]:
@@ -36,6 +39,7 @@ def print_report(doc: dict, console: Console | None = None) -> None:
         alphas = [_f(a, ".2f") for a in (s["alpha"] if s else [])] + [""] * (depth - len(s["alpha"] if s else []))
         row = [str(lv["concurrency"]), f"{s['ok']}/{s['requests']}", _errors(s), str(s["no_spec"]),
                _f(s["tok_s_per_req_mean"], ".1f"), _f(s["agg_tok_s"], ".1f"), _f(s["latency_p50_s"], ".2f"),
+               _f(s.get("latency_p99_s"), ".2f"),
                _f(s["tau"]), _f(s["accept_rate"] and 100 * s["accept_rate"], ".1f"), *alphas]
         if has_base:
             row += [_f(b and b.get("tok_s_per_req_mean"), ".1f"), _f(b and b.get("agg_tok_s"), ".1f"),
@@ -51,7 +55,32 @@ def print_report(doc: dict, console: Console | None = None) -> None:
             if s and role == "spec" and s.get("no_spec"):
                 con.print(f"[yellow]c={lv['concurrency']}: {s['no_spec']} ok responses had no spec fields[/yellow] "
                           "(speculation off, or finished before a verify); left out of τ and acceptance")
+    print_latency(doc, con)
     o = doc.get("overall")
     if o and o.get("tau") is not None:
         con.print(f"overall: τ {o['tau']:.2f} over {o['ok'] - o['no_spec']} requests, acceptance {100 * (o['accept_rate'] or 0):.1f}%, "
                   f"per position {', '.join(_f(a) for a in o['alpha'])}")
+
+
+def _ms(block: dict | None, q: str) -> str:
+    return _f(block and block.get(q) is not None and 1e3 * block[q], ".1f")
+
+
+def print_latency(doc: dict, con: Console) -> None:
+    """Streamed latency per level and server (--stream): TTFT, ITL, end to end; and spec / baseline ratios."""
+    rows = [(lv, role) for lv in doc["levels"] for role in ("spec", "baseline") if (lv.get(role) or {}).get("streaming")]
+    if not rows:
+        return
+    t = Table(title="streamed latency (TTFT and ITL in ms, end to end in s; ratio = spec / baseline, below 1 is faster)",
+              title_justify="left")
+    for col in ("c", "server", "TTFT p50", "p90", "p99", "ITL p50", "p90", "p99", "e2e p50", "p90", "p99"):
+        t.add_column(col, justify="right")
+    qs = ("p50", "p90", "p99")
+    for lv, role in rows:
+        st = lv[role]["streaming"]
+        t.add_row(str(lv["concurrency"]), role, *[_ms(st["ttft_s"], q) for q in qs], *[_ms(st["itl_s"], q) for q in qs],
+                  *[_f(st["e2e_s"].get(q)) for q in qs])
+        ratio = lv.get("latency_ratio")
+        if role == "baseline" and ratio:
+            t.add_row(str(lv["concurrency"]), "ratio", *[_f(ratio[k][q]) for k in ("ttft_s", "itl_s", "e2e_s") for q in qs])
+    con.print(t)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from . import client
 from .document import SCHEMA  # noqa: E402  (one name for the format)
 from .prompts import Prompt, render
-from .stats import reject_impossible_histograms, speedup, summarize
+from .stats import latency_ratio, reject_impossible_histograms, speedup, summarize
 from .step_costs import level_costs
 
 
@@ -33,6 +33,7 @@ class SweepConfig:
     min_requests: int = 16
     warmup: int = 1
     keep_output: bool = False
+    stream: bool = False  # /generate with "stream": true: TTFT and inter-token latency per request
     template: dict = field(default_factory=dict)  # server role -> template name
     max_drafts: int | None = None  # drafts per verify of the spec server (None: unknown, or adaptive)
 
@@ -80,7 +81,7 @@ def run_level(url: str, prompts: list[Prompt], n: int, c: int, cfg: SweepConfig,
                 nxt[0] += 1
             p = jobs[i]
             r = client.generate(url, p.id, p.category, render(template, p.text), cfg.sampling(), cfg.timeout_s,
-                                cfg.keep_output)
+                                cfg.keep_output, cfg.stream)
             with lock:
                 results.append(r)
             if on_done:
@@ -126,7 +127,7 @@ def sweep(servers: dict[str, str], prompts: list[Prompt], cfg: SweepConfig, prog
             if client.stopped():
                 raise KeyboardInterrupt  # stopped mid-level: the level is not finished, keep what is
             lv[role] = summarize(results, wall, depth if role == "spec" else None)
-            doc["requests"][role][str(c)] = [r.as_dict() for r in results]
+            doc["requests"][role][str(c)] = [r.as_dict(cfg.keep_output) for r in results]
             every[role] += results
             walls[role] += wall
         lv.setdefault("baseline", None)
@@ -135,6 +136,7 @@ def sweep(servers: dict[str, str], prompts: list[Prompt], cfg: SweepConfig, prog
         lv["step_costs"] = level_costs(doc["requests"].get("spec", {}).get(str(c)),
                                        doc["requests"].get("baseline", {}).get(str(c)), depth,
                                        info.get("speculative_num_draft_tokens"), bool(info.get("speculative_adaptive")))
+        lv["latency_ratio"] = latency_ratio(lv.get("spec"), lv.get("baseline"))
         doc["levels"].append(lv)
         doc["overall"] = summarize(every["spec"], walls["spec"], depth) if "spec" in servers else None
         doc["overall_baseline"] = summarize(every["baseline"], walls["baseline"]) if "baseline" in servers else None

@@ -7,6 +7,9 @@ What enters which number:
   tau         pooled: sum(completion tokens) / sum(verify passes) over those requests -- the same
               ratio SGLang's spec_accept_length computes per request; `tau_mean_req` is the plain mean
   alpha_i     per-position conditional acceptance from the pooled histogram (planner/acceptance.py)
+  streaming   (--stream) p50/p90/p99 and mean of TTFT and end-to-end latency over ok requests, and of ITL
+              over every token gap of every ok request (client.py says how each is timed)
+Percentiles are nearest-rank: the sorted values' entry round(q x (n - 1)).
 """
 
 from __future__ import annotations
@@ -23,6 +26,22 @@ def _pct(xs: list[float], q: float) -> float | None:
         return None
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))]
+
+
+def percentiles(xs: list[float]) -> dict:
+    """{"p50", "p90", "p99", "mean", "n"} of `xs` (None values when empty)."""
+    return {"p50": _pct(xs, 0.5), "p90": _pct(xs, 0.9), "p99": _pct(xs, 0.99),
+            "mean": statistics.fmean(xs) if xs else None, "n": len(xs)}
+
+
+def streaming(ok: list) -> dict | None:
+    """The latency block of streamed ok requests; None when none was streamed (a run without --stream)."""
+    streamed = [r for r in ok if r.ttft_s is not None]
+    if not streamed:
+        return None
+    return {"requests": len(streamed), "ttft_s": percentiles([r.ttft_s for r in streamed]),
+            "itl_s": percentiles([g for r in streamed for g in (r.itl_s or [])]),
+            "e2e_s": percentiles([r.latency_s for r in streamed])}
 
 
 def pooled_histogram(hists: list[list[int]]) -> list[int]:
@@ -69,6 +88,7 @@ def summarize(results: list, wall_s: float, depth: int | None = None) -> dict:
         "tok_s_per_req_mean": statistics.fmean(per_req) if per_req else None,
         "tok_s_per_req_median": statistics.median(per_req) if per_req else None,
         "latency_p50_s": _pct([r.latency_s for r in ok], 0.5), "latency_p90_s": _pct([r.latency_s for r in ok], 0.9),
+        "latency_p99_s": _pct([r.latency_s for r in ok], 0.99), "streaming": streaming(ok),
         "prompt_tokens_mean": statistics.fmean(pt) if (pt := [r.prompt_tokens for r in ok if r.prompt_tokens]) else None,
         "tau": None, "tau_mean_req": None, "accept_rate": None, "drafts_per_verify": None, "histogram": [], "alpha": [], "reach": [],
     }
@@ -87,6 +107,21 @@ def summarize(results: list, wall_s: float, depth: int | None = None) -> dict:
     s["alpha"] = alphas_from_histogram(hist, depth) if hist else []
     s["reach"] = reach_from_histogram(hist, depth) if hist else []
     return s
+
+
+LATENCY_KEYS = ("ttft_s", "itl_s", "e2e_s")
+
+
+def latency_ratio(spec: dict, base: dict) -> dict | None:
+    """Spec over baseline streamed latency at one concurrency, per percentile (below 1: speculation is faster):
+    {"ttft_s": {"p50": ..., "p90": ..., "p99": ...}, "itl_s": ..., "e2e_s": ...}; None unless both streamed."""
+    a, b = (spec or {}).get("streaming"), (base or {}).get("streaming")
+    if not a or not b:
+        return None
+    out = {}
+    for k in LATENCY_KEYS:
+        out[k] = {q: (a[k][q] / b[k][q] if a[k].get(q) is not None and b[k].get(q) else None) for q in ("p50", "p90", "p99")}
+    return out
 
 
 def speedup(spec: dict, base: dict) -> dict | None:

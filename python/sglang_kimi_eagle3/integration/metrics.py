@@ -15,6 +15,13 @@ Exported (docs/metrics.md):
 Like SGLang's scheduler metrics, only the TP-0 scheduler exports unless --enable-metrics-for-all-schedulers.
 Fed from hookstatus: the counts so far when the exporter starts (after the draft CUDA graphs are captured),
 then each new count as it happens.
+
+Status row `metrics` (in the one table, so `status --running` shows what happened in the scheduler):
+  registered  queued; runs in each scheduler of an EAGLE/EAGLE3 launch after capture (runtime_status.on_publish)
+  applied     exporting in this process
+  skipped     --enable-metrics off, or a TP rank > 0 without --enable-metrics-for-all-schedulers
+  failed      --enable-metrics on but no PROMETHEUS_MULTIPROC_DIR here, or an error creating the metrics
+              (serving goes on either way: a metric never stops a launch)
 """
 
 from __future__ import annotations
@@ -24,9 +31,20 @@ import os
 from .. import hookstatus
 from ..base import logger
 
+NAME = "metrics"
+TARGET = "sglang.srt.speculative.base_spec_worker.BaseSpecWorker.init_cuda_graphs"  # runs in runtime_status's hook
 CALLS = "sglang_kimi_eagle3:hook_calls"  # prometheus_client adds _total
 STATE = "sglang_kimi_eagle3:hook_state"
 _M: dict = {}
+
+
+def install() -> None:
+    """Record the row and run the exporter where the status table is published (each scheduler, after capture)."""
+    from . import runtime_status
+
+    hookstatus.record(NAME, TARGET, "registered", "exports the hook counters to SGLang's /metrics in each scheduler "
+                      "after CUDA-graph capture, when the launch has --enable-metrics")
+    runtime_status.on_publish(on_publish)
 
 
 def metrics_dir() -> str | None:
@@ -68,22 +86,36 @@ def publish_states() -> None:
 
 
 def on_publish() -> None:
-    """runtime_status binder (each scheduler, after capture): start exporting where SGLang exports."""
+    """runtime_status binder (each scheduler, after capture): start exporting where SGLang exports, and say so
+    in the status row (applied / skipped / failed)."""
     try:
         from sglang.srt.runtime_context import get_observability, get_parallel
 
         obs = get_observability()
         if not getattr(obs, "enable_metrics", False):
+            hookstatus.record(NAME, TARGET, "skipped", "--enable-metrics is off: nothing exported (the status file "
+                              "and `status --running` still report)")
             return
         rank = int(getattr(get_parallel(), "tp_rank", 0) or 0)
         if rank != 0 and not getattr(obs, "enable_metrics_for_all_schedulers", False):
+            hookstatus.record(NAME, TARGET, "skipped", f"TP rank {rank}: only the TP-0 scheduler exports, as SGLang's "
+                              "scheduler metrics (--enable-metrics-for-all-schedulers exports every rank)")
             return
         from .registry import refresh
 
         refresh()  # queued rows -> applied / failed, as the status table reads them
-        if start(rank):
-            logger().info("hook counters exported to SGLang's /metrics as %s_total and %s", CALLS, STATE)
+        if not start(rank):
+            hookstatus.record(NAME, TARGET, "failed", "--enable-metrics is on but PROMETHEUS_MULTIPROC_DIR is not set "
+                              "in this scheduler (SGLang's engine sets it before it starts the schedulers): SGLang's "
+                              "/metrics cannot read our counters")
+            logger().warning("hook counters not exported to Prometheus: %s", hookstatus.get(NAME).detail)
+            return
+        hookstatus.record(NAME, TARGET, "applied", f"exporting {CALLS}_total and {STATE} (tp_rank {rank}) to "
+                          "SGLang's /metrics")
+        publish_states()  # this row's own gauge now reads applied
+        logger().info("hook counters exported to SGLang's /metrics as %s_total and %s", CALLS, STATE)
     except Exception as exc:  # never break serving for a metric
+        hookstatus.record(NAME, TARGET, "failed", f"{type(exc).__name__}: {exc}"[:300])
         logger().warning("hook counters not exported to Prometheus: %s: %s", type(exc).__name__, exc)
 
 

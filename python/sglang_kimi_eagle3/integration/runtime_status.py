@@ -51,9 +51,6 @@ _STATE = {"path": None, "written": -1, "writer": None}
 
 def install() -> None:
     registry.register(NAME, TARGET, _after_cuda_graphs, "after")
-    from . import metrics
-
-    on_publish(metrics.on_publish)  # --enable-metrics: the counters on SGLang's /metrics too
 
 
 def watch(hook: str, sites: list[str], ours=None) -> None:
