@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from ..configs import ModelInfo, read_json
 from .memory import (
     GIB,
     MIB,
@@ -19,7 +20,6 @@ from .memory import (
     tensor_weights,
     with_index_total,
 )
-from ..configs import ModelInfo, read_json
 from .model import Deployment, Finding
 
 TP_CHOICES = (1, 2, 4, 8, 16, 32)
