@@ -1,14 +1,15 @@
 """The one reader of JSON files this plugin did not write itself (pure: stdlib only).
 
 `status --running FILE`, `plan --bench/--profile/--costs`, `bench --baseline-json` all read through
-`read_document(path, kind, check)`. Whatever the file is, the answer is the checked document or one
-UserError line, raised before the command prints anything:
+`read_document(path, kind, check)`, and so do model configs and launch tables (validate.read_json_file).
+Whatever the file is, the answer is the checked document or one UserError line, raised before the command
+prints anything:
   - not there:                          "<path>: no such <kind> file; <hint>"
   - a folder, FIFO, socket or device:   refused from its stat, never opened (a FIFO would block, /dev/zero
                                         would never end)
   - larger than `max_bytes`:            refused from its stat, and never more than max_bytes + 1 read
-  - not UTF-8, malformed JSON, too deep, the wrong shape or a field of the wrong type (a list, a bench
-    file given as a status file, a counter that is a string):
+  - empty, UTF-16/32 or with a byte-order mark, not UTF-8, malformed JSON, too deep, the wrong shape or a
+    field of the wrong type (a list, a bench file given as a status file, a counter that is a string):
                                         "<path>: not a <kind> file: <why>"
 `check(doc, where)` validates the parsed JSON (validate.py's readers, or any code raising UserError);
 its message loses its "<where>: " prefix and becomes the <why>.
@@ -24,10 +25,10 @@ from pathlib import Path
 from typing import TypeVar
 
 from .errors import UserError
-from .validate import show
+from .validate import MAX_JSON_BYTES, show
 
 T = TypeVar("T")
-MAX_BYTES = 64 << 20
+MAX_BYTES = MAX_JSON_BYTES
 
 
 class NotThatKind(UserError):
@@ -74,6 +75,10 @@ def read_document(path, kind: str, check: Callable[[object, str], T] | None = No
         raise bad(f"more than {max_bytes} bytes")
     if not raw.strip():
         raise bad("it is empty")
+    if raw[:2] in (b"\xff\xfe", b"\xfe\xff") or (len(raw) > 1 and (raw[0] == 0) != (raw[1] == 0)):
+        raise bad("encoded as UTF-16/32, not UTF-8 (SGLang and transformers read UTF-8); re-save it as UTF-8")
+    if raw.startswith(b"\xef\xbb\xbf"):
+        raise bad("it starts with a UTF-8 byte-order mark, which JSON readers reject; re-save it without one")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

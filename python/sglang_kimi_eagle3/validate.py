@@ -5,8 +5,8 @@ readers. Each raises `UserError` with one line naming the file (or flag), the fi
 and what was expected, so a bad value is an exit-2 message and never a traceback deep inside the
 code that uses it (ZeroDivisionError, TypeError, ...).
 
-  read_json_file(path, ...)          a JSON object from a regular file: missing / unreadable / not UTF-8 /
-                                     malformed / too deep / not an object are told apart
+  read_json_file(path, ...)          JSON from a regular file, through documents.read_document (one reader,
+                                     one wording): missing / unreadable / not UTF-8 / malformed / too deep
   int_field, float_field, str_field, list_field, dict_field, bool_field
                                      typed reads of `d[key]` with range checks ("where" = the file; a
                                      dotted key 'a.b' names the field and reads d['b'])
@@ -19,7 +19,6 @@ code that uses it (ZeroDivisionError, TypeError, ...).
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import stat
@@ -157,47 +156,16 @@ def _kind(mode: int) -> str:
             "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file")
 
 
-def read_json_file(path, missing_hint: str = "check the path", what: str = "file"):
-    """Parsed JSON from a regular file (any top-level type); every failure a one-line UserError."""
-    p = Path(path)
-    try:
-        st = os.stat(p)  # follows symlinks: a loop is ELOOP, "unreadable", not "not found"
-    except FileNotFoundError:
-        raise UserError(f"{p}: not found; {missing_hint}") from None
-    except NotADirectoryError:
-        raise UserError(f"{p}: not found (a parent of it is a file, not a folder); {missing_hint}") from None
-    except OSError as exc:
-        raise UserError(f"{p}: {what} is unreadable ({exc.strerror or exc}); check the path and the permissions of "
-                        "its folders") from None
-    if stat.S_ISDIR(st.st_mode):
-        raise UserError(f"{p}: {what} is unreadable: it is a folder, not a file; {missing_hint}")
-    if not stat.S_ISREG(st.st_mode):
-        raise UserError(f"{p}: {what} is unreadable: it is {_kind(st.st_mode)}, not a regular file")
-    if st.st_size > MAX_JSON_BYTES:
-        raise UserError(f"{p}: {st.st_size} bytes is too large for a JSON {what} (limit {MAX_JSON_BYTES}); wrong file?")
-    try:
-        with open(p, "rb") as fh:
-            raw = fh.read(MAX_JSON_BYTES + 1)
-    except OSError as exc:
-        raise UserError(f"{p}: {what} exists but is unreadable ({exc.strerror or exc}); check its permissions") from None
-    if raw[:2] in (b"\xff\xfe", b"\xfe\xff") or (len(raw) > 1 and (raw[0] == 0) != (raw[1] == 0)):
-        raise UserError(f"{p}: encoded as UTF-16/32, not UTF-8 (SGLang and transformers read UTF-8); re-save it as UTF-8")
-    if raw.startswith(b"\xef\xbb\xbf"):
-        raise UserError(f"{p}: starts with a UTF-8 byte-order mark, which JSON readers reject; re-save it without a BOM")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise UserError(f"{p}: not UTF-8 text (byte {raw[exc.start]:#04x} at offset {exc.start}); re-save it as UTF-8 "
-                        "JSON") from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UserError(f"{p}: malformed JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}); fix the file") from None
-    except RecursionError:
-        raise UserError(f"{p}: JSON nested too deeply to be a {what}; fix the file") from None
+def read_json_file(path, missing_hint: str = "check the path", what: str = "JSON"):
+    """Parsed JSON from a regular file (any top-level type): documents.read_document with `what` as the kind,
+    so every file this plugin reads is refused in the same words ("<path>: no such <what> file; <hint>",
+    "<path>: not a <what> file: <why>")."""
+    from .documents import read_document  # documents imports this module
+
+    return read_document(path, what, lambda doc, where: doc, hint=missing_hint, max_bytes=MAX_JSON_BYTES)
 
 
-def read_json_object(path, missing_hint: str = "check the path", what: str = "file") -> dict:
+def read_json_object(path, missing_hint: str = "check the path", what: str = "JSON") -> dict:
     data = read_json_file(path, missing_hint, what)
     if not isinstance(data, dict):
         raise UserError(f"{path}: expected a JSON object at the top level, found {show(data)}")

@@ -52,3 +52,55 @@ def test_check_state_is_reset_on_every_exit_path():
     assert r["raised"] and "SGLANG_KIMI_EAGLE3_KERNELS='turbo'" in r["raised"], r
     assert r["collector_after_error"] is None and r["collector_after"] is None
     assert r["llama_labels"] and r["kimi_labels"], r
+
+
+# Outside the hook table (docs/hooks.md, "Outside the hook table"): while `check` resolves a launch it makes
+# SGLang's GPU-capacity readers see the named GPU, and the fc-width probe builds the draft's LlamaModel on the
+# meta device under a TP-1 parallel override. Both are scoped: after check - also when SGLang's resolution
+# raises inside the patched block - the readers are SGLang's own functions again and the parallel state and
+# torch's default device are as before.
+SCOPED = r'''
+import contextlib, io, json, sys, warnings
+warnings.filterwarnings("ignore")
+import torch
+from sglang_kimi_eagle3.cli import main
+from sglang_kimi_eagle3.integration import gpu_memory, sglang_facts
+from sglang.srt.runtime_context import get_parallel
+import importlib
+readers = {n: importlib.import_module(n) for n in gpu_memory._READERS}
+before = {n: m.get_device_memory_capacity for n, m in readers.items()}
+par_before = (dict(get_parallel()._overrides), dict(get_parallel()._stamp))
+inside, fc = [], []
+real_cm, real_fc = gpu_memory.sglang_sees_gpu_memory, sglang_facts.fc_in_features
+
+@contextlib.contextmanager
+def spy_cm(mib):
+    with real_cm(mib):
+        inside.append({n: m.get_device_memory_capacity() for n, m in readers.items()})
+        yield
+
+def spy_fc(*a, **k):
+    fc.append(real_fc(*a, **k))
+    return fc[-1]
+
+gpu_memory.sglang_sees_gpu_memory, sglang_facts.fc_in_features = spy_cm, spy_fc
+out = {"rc": []}
+for argv in (["--for-gpu", "H200"], ["--for-gpu", "B200", "--speculative-eagle-topk", "4"]):  # the 2nd: SGLang raises
+    with contextlib.redirect_stdout(io.StringIO()):
+        out["rc"].append(main(["check", "--json", *argv]))
+out["inside"] = inside
+out["fc"] = fc
+out["readers_restored"] = all(m.get_device_memory_capacity is before[n] for n, m in readers.items())
+out["parallel_restored"] = (dict(get_parallel()._overrides), dict(get_parallel()._stamp)) == par_before
+out["default_device"] = str(torch.get_default_device())
+print(json.dumps(out))
+'''
+
+
+def test_check_restores_sglangs_gpu_capacity_readers_and_parallel_state():
+    r = run_json(SCOPED)
+    assert r["rc"] == [0, 1], r
+    h200, b200 = 143771.0, 183359.0  # preflight/memory.py KNOWN_GPUS (MiB)
+    assert [set(x.values()) for x in r["inside"]] == [{h200}, {b200}], r["inside"]  # the patch was in force
+    assert r["fc"] and all(isinstance(x, int) and x > 0 for x in r["fc"]), r["fc"]  # the meta-device probe ran
+    assert r["readers_restored"] and r["parallel_restored"] and r["default_device"] == "cpu", r

@@ -220,7 +220,7 @@ def test_sm120_notes_only_on_sm120():
 def test_bad_config_files_are_one_line_errors(tmp_path):
     with pytest.raises(UserError) as e:
         read_config(tmp_path / "nope")
-    assert "config.json: not found" in str(e.value)
+    assert "config.json: no such JSON file" in str(e.value)
     (tmp_path / "config.json").write_text("{ not json")
     with pytest.raises(UserError) as e:
         read_config(tmp_path)

@@ -120,12 +120,12 @@ FILES = [
     ("deeply_nested", lambda d: _write(d, b"[" * 100000 + b"]" * 100000), "nested too deeply"),
     ("deeply_nested_object", lambda d: _write(d, b'{"a":' * 50000 + b"1" + b"}" * 50000), "nested too deeply"),
     ("top_level_list", lambda d: _write(d, b"[1, 2]"), "expected a JSON object at the top level"),
-    ("empty_file", lambda d: _write(d, b""), "malformed JSON"),
-    ("config_is_a_folder", lambda d: (d / "config.json").mkdir(parents=True) or d, "unreadable: it is a folder"),
-    ("config_is_a_fifo", lambda d: d.mkdir() or os.mkfifo(d / "config.json") or d, "unreadable: it is a FIFO"),
-    ("symlink_loop", lambda d: d.mkdir() or os.symlink(d / "config.json", d / "config.json") or d, "unreadable"),
-    ("name_too_long", lambda d: (d.mkdir(), d / ("x" * 300))[1], "unreadable (File name too long)"),  # an OSError even for root
-    ("missing", lambda d: d.mkdir() or d, "not found"),
+    ("empty_file", lambda d: _write(d, b""), "not a JSON file: it is empty"),
+    ("config_is_a_folder", lambda d: (d / "config.json").mkdir(parents=True) or d, "not a JSON file: it is a folder"),
+    ("config_is_a_fifo", lambda d: d.mkdir() or os.mkfifo(d / "config.json") or d, "not a JSON file: it is a FIFO"),
+    ("symlink_loop", lambda d: d.mkdir() or os.symlink(d / "config.json", d / "config.json") or d, "cannot be read"),
+    ("name_too_long", lambda d: (d.mkdir(), d / ("x" * 300))[1], "cannot be read (File name too long)"),  # an OSError even for root
+    ("missing", lambda d: d.mkdir() or d, "no such JSON file"),
     ("parent_is_a_file", lambda d: (d.write_text("x"), d)[1], "a parent of it is a file"),
 ]
 
@@ -137,7 +137,7 @@ def test_unreadable_config_file_is_told_apart_from_missing(tmp_path, case, make,
         read_config(folder)
     assert want in str(e.value) and "\n" not in str(e.value), str(e.value)
     if case not in ("missing", "parent_is_a_file"):
-        assert "not found" not in str(e.value)
+        assert "no such" not in str(e.value)
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root reads every file: permissions cannot fail here")
@@ -145,7 +145,7 @@ def test_unreadable_folder_says_unreadable(tmp_path):
     folder = _write(tmp_path / "d", GOOD.encode())
     folder.chmod(0)
     try:
-        with pytest.raises(UserError, match="unreadable"):
+        with pytest.raises(UserError, match="cannot be read"):
             read_config(folder)
     finally:
         folder.chmod(0o755)

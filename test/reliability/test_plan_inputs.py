@@ -244,8 +244,9 @@ def test_file_size_limit_leaves_no_partial_plan_json(tmp_path):
 
     full = tmp_path / "plan.json"
     full.write_text('{"earlier": true}')
+    # --kv-tokens: a pool that holds all eight default batch sizes, so -o (written first) is over the 1 KB limit
     cmd = (f"ulimit -f 1; exec {sys.executable} -m sglang_kimi_eagle3.cli plan --no-sglang-check "
-           f"-o {tmp_path / 'cfg.json'} --json {full}")
+           f"--kv-tokens 1000000 -o {tmp_path / 'cfg.json'} --json {full}")
     cp = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=60, env=clean_env(), cwd=str(ROOT))
     assert cp.returncode == 2, cp.stderr
     last = cp.stderr.strip().splitlines()[-1]

@@ -86,12 +86,11 @@ def index_total_size(folder: Path) -> int | None:
 
 def memory_fields(server_args, cfg, gpu: GpuTarget, target_dir: Path, target) -> dict:
     """The Deployment fields of the memory-fit check (checks_memory.py)."""
-    from ..configs import read_json
+    from ..preflight.checks_memory import vision_config_of
     from .gpu_memory import gpu_memory
 
     mib, source = gpu_memory(gpu)
-    outer = read_json(Path(target.file))
-    vision = outer.get("vision_config") if isinstance(outer.get("vision_config"), dict) else None
+    vision = vision_config_of(target)
     graphs = getattr(cfg, "cuda_graph_config", None)
     decode = getattr(graphs, "decode", None)
     max_bs = getattr(decode, "max_bs", None) if str(getattr(decode, "backend", "")) != "disabled" else None

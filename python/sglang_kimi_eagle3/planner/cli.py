@@ -18,7 +18,7 @@ from ..validate import (
     int_list_flag,
     read_json_object,
 )
-from . import adaptive, costs, measured, profiles, sources
+from . import adaptive, capacity, costs, measured, profiles, sources
 from .acceptance import expected_tokens
 from .model import search, settings
 
@@ -64,6 +64,7 @@ def parser() -> ArgParser:
     sp.add_argument("--draft-tokens", help="draft-token counts for topk > 1")
     sp.add_argument("--batch-sizes", default="1,2,4,8,16,32,64,128", help="batch sizes (adaptive-config keys)")
     sp.add_argument("--tolerance", default="0.97", help="keep steps within this fraction of the best, in (0, 1] (default 0.97)")
+    capacity.add_arguments(sp)
     out = p.add_argument_group("output")
     out.add_argument("-o", "--output", default="speculative-adaptive-config.json", help="adaptive config path")
     out.add_argument("--json", help="also write every prediction here")
@@ -188,6 +189,8 @@ def main(argv: list[str]) -> int:
     bench_doc = sources.load_bench(a.bench) if a.bench else None
     acc = _acceptance(a, profile, bench_doc)
     cost = _cost(a, profile, bench_doc)
+    cap = capacity.resolve(a, profile, int_flag(a.context, "--context", 0, 10_000_000) if a.context is not None
+                           else profile.context_tokens)
     plan, skipped = search(acc, cost, bss, space)
     if not any(p.steps for preds, _ in plan.values() for p in preds):
         have = (f"a chain (topk 1) up to {len(acc.chain)} steps" if acc.chain else
@@ -203,6 +206,7 @@ def main(argv: list[str]) -> int:
     prov = {"command": "sglang-kimi-eagle3 plan " + " ".join(argv), "date": _dt.date.today().isoformat(),
             "acceptance": acc.source, "costs": cost.name, "tolerance": tolerance,
             "note": "predictions, not measurements; see docs/planner.md"}
+    full_plan, plan = plan, capacity.split(plan, cap)  # levels whose batch does not fit the KV pool: not planned
     cfg = adaptive.adaptive_config(plan, tolerance, prov)
     loader = None
     if not a.no_sglang_check:
@@ -213,13 +217,16 @@ def main(argv: list[str]) -> int:
     from .report import print_plan
 
     print_plan(plan, cfg, acc, cost, profile if cost.name.startswith("profile") else None, skipped, a.explain)
+    print("\n".join(capacity.lines(cap)))
     checked = "SGLang's own _load_adaptive_config accepts it" if loader else "checked against SGLang's rules"
     flags = adaptive.launch_flags(cfg, path)
     echo(f"\nwrote {path} ({checked})")
     print(shell("launch flags: ", flags) if flags.startswith("--") else fill(f"launch flags: {flags}"))
     if a.json:
-        doc = {**prov, "batch_sizes": {str(bs): {"best": best.as_dict(), "all": [p.as_dict() for p in preds]}
-                                       for bs, (preds, best) in plan.items()}, "adaptive_config": cfg}
+        doc = {**prov, "batch_sizes": {str(bs): {"best": best.as_dict(), "all": [p.as_dict() for p in preds],
+                                                 "fits_kv_pool": bs not in cap.excluded}
+                                       for bs, (preds, best) in full_plan.items()},
+               "kv_capacity": cap.as_dict(), "adaptive_config": cfg}
         _write_json(doc, a.json)
         echo(f"wrote {a.json}")
     if a.plot:

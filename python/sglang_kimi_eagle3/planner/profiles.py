@@ -64,6 +64,7 @@ class Profile:
     acceptance_preset: str | None
     provenance: dict[str, str] = field(default_factory=dict)  # "hardware.mem_GBps" -> "source: ..." / "ASSUMPTION: ..."
     path: str = ""
+    deployment: dict | None = None  # the launch the numbers describe (capacity.check_deployment): its KV pool
 
     def assumptions(self) -> list[str]:
         return [k for k, v in self.provenance.items() if v.startswith("ASSUMPTION")]
@@ -120,7 +121,7 @@ def load(name_or_path: str) -> Profile:
 
 
 _TOP_KEYS = ("name", "title", "model_note", "acceptance_preset", "context_tokens", "hardware", "target", "draft",
-             "verify_us", "anchors")
+             "verify_us", "anchors", "deployment")
 _NODE_KEYS = ("value", "source", "assumption")
 
 
@@ -135,7 +136,7 @@ def _parse(doc, path: str) -> Profile:
             for k, v in node.items():
                 if isinstance(v, dict):
                     refuse_unknown_keys(v, _NODE_KEYS, path, f"{sec}.{k}")
-    for k in ("context_tokens", "verify_us"):
+    for k in ("context_tokens", "verify_us", "deployment"):
         if isinstance(doc.get(k), dict):
             refuse_unknown_keys(doc[k], _NODE_KEYS, path, k)
     prov: dict[str, str] = {}
@@ -160,4 +161,9 @@ def _parse(doc, path: str) -> Profile:
             raise UserError(f"{path}: field {k!r} = {show(v)}; expected a string")
     if preset is not None and not isinstance(preset, str):
         raise UserError(f"{path}: field 'acceptance_preset' = {show(preset)}; expected a preset name or null")
-    return Profile(name, title, hw, target, draft, verify, ctx, preset, prov, path)
+    deployment = None
+    if "deployment" in doc:
+        from .capacity import check_deployment
+
+        deployment = check_deployment(_number(doc, "deployment", "profile", prov, path), path)
+    return Profile(name, title, hw, target, draft, verify, ctx, preset, prov, path, deployment)

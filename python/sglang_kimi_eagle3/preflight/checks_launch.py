@@ -131,6 +131,19 @@ def check_context(d: Deployment) -> list[Finding]:
 
 
 # --- speculative parameters -------------------------------------------------------------------
+# SGLang 0.5.23 arg_groups/speculative_hook.py `_PAGE_TREE_SPEC_BACKENDS`: the backends that run a topk > 1
+# tree over pages larger than one token; and arg_groups/overrides.py `_mla_backend_page_constraints`: the
+# backends that set their own page size (32/64/128), so --page-size 1 does not reach them.
+PAGE_TREE_BACKENDS = ("flashinfer", "fa3", "triton")
+FIXED_PAGE_BACKENDS = {"flashmla", "trtllm_mla", "cutedsl_mla", "trtllm_mha", "hpc_ops"}
+
+
+def tree_backend(sm: int) -> str:
+    """A PAGE_TREE_BACKENDS member for this GPU: FA3 on Hopper, flashinfer on SM100, else triton (flashinfer
+    has a CUDA-graph replay fault on SM120)."""
+    return {9: "fa3", 10: "flashinfer"}.get(sm // 10, "triton")
+
+
 def check_spec_params(d: Deployment) -> list[Finding]:
     if d.algorithm not in ("EAGLE", "EAGLE3", "NEXTN"):
         return []
@@ -173,9 +186,14 @@ def check_spec_params(d: Deployment) -> list[Finding]:
     if k > 1 and d.target_decode_backend == "trtllm_mha":
         out.append(Finding("error", "spec_params", "topk > 1 on the trtllm_mha backend", "topk 1 (SGLang rejects it)",
                            "--speculative-eagle-topk 1"))
-    if k > 1 and (d.page_size or 1) > 1 and d.target_decode_backend not in (None, "flashinfer", "fa3", "triton"):
-        out.append(Finding("error", "spec_params", f"topk > 1 with page size {d.page_size} on {d.target_decode_backend}",
-                           "page size 1, or flashinfer/fa3/triton (SGLang rejects it)", "--page-size 1"))
+    if k > 1 and (d.page_size or 1) > 1 and d.target_decode_backend not in (None, *PAGE_TREE_BACKENDS):
+        be = d.target_decode_backend
+        # a backend that sets its own page size keeps it whatever --page-size says: change the backend
+        fix = f"--attention-backend {tree_backend(d.gpu.sm if d.gpu else 90)}" if be in FIXED_PAGE_BACKENDS \
+            else "--page-size 1"
+        out.append(Finding("error", "spec_params", f"topk > 1 with page size {d.page_size} on {be}",
+                           "page size 1, or flashinfer/fa3/triton (SGLang rejects it)"
+                           + (f"; {be} sets page size {d.page_size} itself" if be in FIXED_PAGE_BACKENDS else ""), fix))
     if k > 8 or s > 8 or n > 64:
         out.append(Finding("warning", "spec_params", f"steps {s} / topk {k} / {n} draft tokens",
                            "steps <= 8, topk <= 8, draft tokens <= 64 (what this plugin's kernels cover; SGLang's run)",

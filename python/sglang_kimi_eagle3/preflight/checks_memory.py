@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from ..configs import ModelInfo, read_json
 from .memory import (
     GIB,
     MIB,
@@ -53,6 +54,26 @@ class MemoryBudget:
     @property
     def kv_tokens(self) -> int:
         return max(0, int(self.kv_budget // self.kv_cell)) if self.kv_cell > 0 else 0
+
+
+def vision_config_of(target: ModelInfo) -> dict | None:
+    """The outer config's vision_config (a multimodal target's tower and SGLang's reservation), else None."""
+    from pathlib import Path
+
+    outer = read_json(Path(target.file))
+    return outer.get("vision_config") if isinstance(outer.get("vision_config"), dict) else None
+
+
+def memory_deployment(target: ModelInfo, draft: ModelInfo | None, *, gpu_memory_mib: float, gpu_memory_source: str,
+                      tp: int, mem_fraction_static: float, kv_cache_dtype: str = "auto",
+                      algorithm: str | None = "EAGLE3") -> Deployment:
+    """A Deployment carrying only what `budget` reads (config-only checkpoints: no weights beside the configs),
+    for callers that name a deployment without launching it (`plan`'s profiles)."""
+    return Deployment(target=target, draft=draft, algorithm=algorithm if draft is not None else None, steps=None,
+                      topk=None, draft_tokens=None, tp=tp, gpu_memory_mib=gpu_memory_mib,
+                      gpu_memory_source=gpu_memory_source, mem_fraction_static=mem_fraction_static,
+                      mem_fraction_given=True, kv_cache_dtype=kv_cache_dtype,
+                      target_vision_config=vision_config_of(target))
 
 
 def target_weights(d: Deployment) -> Weights:
@@ -149,7 +170,11 @@ def check_memory(d: Deployment) -> list[Finding]:
     if tokens < ctx:
         fix = f"--context-length {max(1024, tokens // 1024 * 1024)}"
         if d.kv_cache_dtype in ("auto", "bfloat16", "float16"):
-            fix += ", or --kv-cache-dtype fp8_e4m3 (half the bytes per token)"
+            fp8 = budget(replace(d, kv_cache_dtype="fp8_e4m3"))
+            fix += ", or --kv-cache-dtype fp8_e4m3" + (
+                " (half the bytes per token)" if fp8.kv_tokens >= ctx else
+                f" --context-length {max(1024, fp8.kv_tokens // 1024 * 1024)} (half the bytes per token: "
+                f"{fp8.kv_tokens} tokens)")
         bigger = _tp_fix(d, b, min_tokens=ctx)
         if bigger.startswith("--tp-size"):
             fix += f", or {bigger}"
