@@ -242,25 +242,37 @@ def start(servers: list[Server], log_dir: Path) -> None:
         fh.close()
 
 
-def wait_healthy(servers: list[Server], timeout_s: float, progress=print) -> None:
-    """Every server answers GET /health with 200 within timeout_s (a started one must stay alive)."""
+def wait_healthy(servers: list[Server], timeout_s: float, progress=print, base: str | None = None) -> dict[str, str]:
+    """Every server answers GET /health with 200 within timeout_s (a started one must stay alive). One that exits
+    or is not healthy by then is dropped (returned: name -> why) and the others are measured, as long as the
+    baseline and one more are healthy; otherwise UserError. (H200, 2026-12-01: one of five servers ran out of GPU
+    memory at start, and the all-or-nothing wait threw away the four that were up.)"""
     t0 = time.monotonic()
-    waiting = list(servers)
+    waiting, dropped = list(servers), {}
     while waiting:
         for s in list(waiting):
             if s.proc is not None and s.proc.poll() is not None:
-                raise UserError(f"server {s.name} exited with {s.proc.returncode} before it was healthy; log {s.log}: "
-                                f"{_tail(s.log)}")
+                dropped[s.name] = f"exited with {s.proc.returncode} before it was healthy; log {s.log}: {_tail(s.log)}"
+                waiting.remove(s)
+                progress(f"server {s.name} dropped: {dropped[s.name]}")
+                continue
             if _get(s.url, "/health") == 200:
                 waiting.remove(s)
                 if s.started_s is not None:
                     s.started_s = time.monotonic() - s.started_s
                 progress(f"server {s.name} healthy at {s.url}" + (f" after {s.started_s:.0f} s" if s.started_s else ""))
         if waiting and time.monotonic() - t0 > timeout_s:
-            raise UserError(f"servers {', '.join(s.name for s in waiting)} not healthy within {timeout_s:g} s "
-                            f"(startup_timeout_s); logs: {', '.join(str(s.log) for s in waiting)}")
+            for s in waiting:
+                dropped[s.name] = f"not healthy within {timeout_s:g} s (startup_timeout_s); log {s.log}: {_tail(s.log)}"
+                progress(f"server {s.name} dropped: {dropped[s.name]}")
+            waiting = []
         if waiting:
             time.sleep(1.0)
+    up = [s.name for s in servers if s.name not in dropped]
+    if (base is not None and base in dropped) or len(up) < 2:
+        raise UserError(f"servers {', '.join(dropped)} not healthy ({'; '.join(f'{k}: {v[:200]}' for k, v in dropped.items())}); "
+                        f"{'the baseline ' + repr(base) + ' is among them' if base in dropped else 'fewer than two are up'}")
+    return dropped
 
 
 def stop(servers: list[Server]) -> None:
@@ -514,8 +526,13 @@ def run(argv: list[str], progress=print, on_row=None) -> int:
         if any(s.argv for s in servers):
             log_dir.mkdir(parents=True, exist_ok=True)
         start(servers, log_dir)
-        wait_healthy(servers, opts["startup_timeout_s"], progress)
+        dropped = wait_healthy(servers, opts["startup_timeout_s"], progress, base)
+        if dropped:  # measure the others; the document says which were dropped and why
+            doc["dropped"] = {**doc.get("dropped", {}), **dropped}
+            units = [u for u in units if u.server not in dropped]
         for s in servers:
+            if s.name in doc.get("dropped", {}):
+                continue
             doc["servers"][s.name].update({"startup_s": s.started_s, "log": s.log,
                                            "server_info": client.server_info(s.url), "kernel_warmup": warmup_lines(s.log)})
         save()

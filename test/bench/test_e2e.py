@@ -163,3 +163,29 @@ def test_round_length_fits_the_deadline_and_steady_servers_limit_the_rounds():
     units = e2e.schedule(["plain", "auto", "auto-cold"], opts)
     assert {u.server for u in units if u.phase == "cold"} == {"plain", "auto", "auto-cold"}
     assert [u.server for u in units if u.phase == "steady"] == ["plain", "auto"] * 2
+
+
+def test_a_server_that_dies_at_start_is_dropped_and_the_others_are_measured(tmp_path):
+    """H200, 2026-12-01: one of five servers ran out of GPU memory while loading, and e2e.py gave up on all five.
+    A server that exits (or is not healthy in time) is dropped with its reason; the others are measured."""
+    port = _free_port()
+    stub = str(e2e.Path(e2e.__file__).with_name("protocol_stub.py"))
+    dead = [sys.executable, "-c", "import sys; print('CUDA out of memory'); sys.exit(3)"]
+    spec = {"servers": [{"name": "plain", "argv": [sys.executable, stub, "--port", str(port), "--no-spec"]},
+                        {"name": "auto", "argv": dead, "url": f"http://127.0.0.1:{_free_port()}"},
+                        {"name": "upstream", "argv": [sys.executable, stub, "--port", str(_free_port())]}],
+            "concurrency": [1], "temperatures": [0], "rounds": 1, "round_s": 0.2, "max_new_tokens": 4, "min_requests": 2,
+            "cold_requests": 1}
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    out = tmp_path / "r.json"
+    assert e2e.main(["--spec", str(tmp_path / "spec.json"), "--json", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert list(doc["dropped"]) == ["auto"] and "exited with 3" in doc["dropped"]["auto"]
+    assert "CUDA out of memory" in doc["dropped"]["auto"]
+    assert {r["server"] for r in doc["rows"]} == {"plain", "upstream"} and doc["status"] == "complete"
+    assert set(doc["report"]["levels"][0]["ratios"]) == {"upstream/plain"}
+    # the baseline itself dropped: nothing to divide by, exit 2
+    spec["servers"][0]["argv"] = dead
+    spec["servers"][0]["url"] = f"http://127.0.0.1:{port}"
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    assert e2e.main(["--spec", str(tmp_path / "spec.json"), "--json", str(tmp_path / "r2.json")]) == 2
