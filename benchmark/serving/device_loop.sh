@@ -13,7 +13,7 @@
 #   phase2   thaw; benchmark/serving/e2e.py over the running servers by URL: alternating rounds plain / fixed /
 #            adaptive per q at c 1/4/16/64, greedy, until the deadline -> $OUT/loop-e2e.json, plots; logs.tgz
 # Knobs: LOOP_Q ("0.9 0.6 0.3"), CONC (1,4,16,64), MAXRUN (64), MEMF (0.7), LOOP_WORK (/tmp/loop),
-# PHASE1_S (how long phase1 waits for /health, 300), BENCH_S (the limit of each phase-1 bench, 75), BUDGET_S (phase2 ends by then, 540), ROUNDS (3).
+# PHASE1_S (how long phase1 waits for /health, 300), PHASE2_WAIT_S (the same for phase2, 60), BENCH_S (the limit of each phase-1 bench, 75), BUDGET_S (phase2 ends by then, 540), ROUNDS (3).
 set -uo pipefail
 T0=$(date +%s)
 eval "$(benchmark/live/device.sh env)"
@@ -117,8 +117,8 @@ PY
   ;;
 freeze)
   A=$(names | grep adaptive | tr '\n' ' ')
-  # shellcheck disable=SC2086
-  [ -n "$A" ] && wait_healthy "${FREEZE_WAIT_S:-150}" $A
+  # shellcheck disable=SC2046,SC2086
+  wait_healthy "${FREEZE_WAIT_S:-150}" ${A:-$(names)}
   signal_all STOP
   ;;
 thaw)
@@ -127,7 +127,7 @@ thaw)
 phase2)
   signal_all CONT
   # shellcheck disable=SC2046
-  wait_healthy 60 $(names)
+  wait_healthy "${PHASE2_WAIT_S:-60}" $(names)
   ARGS=()
   for n in plain $(for q in $QS; do echo "fixed-q$q adaptive-q$q"; done); do
     [ -f "$W/pid-$n" ] && healthy "$n" && ARGS+=(--server "$n=http://127.0.0.1:$(port_of "$n")")
