@@ -38,7 +38,7 @@ def ranks(tmp_path, monkeypatch):
 
 
 def _status(tmp_path, *args):
-    env = {"SGLANG_KIMI_EAGLE3_STATUS_DIR": str(tmp_path), "PYTHONPATH": pythonpath()}
+    env = {"SGLANG_KIMI_EAGLE3_STATUS_DIR": str(tmp_path), "PYTHONPATH": pythonpath(), "COLUMNS": "1000"}
     return subprocess.run([sys.executable, "-m", "sglang_kimi_eagle3.cli", "status", "--running", *args],
                           capture_output=True, text=True, env=env, timeout=120)
 
