@@ -12,6 +12,12 @@ or `--sglang-src`, applies the PRs in order and writes
   DIR/patches/NNNN-<slug>.patch one `git format-patch` commit per PR, paths as in SGLang's repository
   DIR/SERIES.md                 what was applied to what
 
+A new file may carry, on a line of its own, `# @ops MODULE: name, name, ...`: export puts there the
+source of those top-level functions and classes of `sglang_kimi_eagle3/ops/MODULE.py` (decorators
+included, two blank lines apart), so a kernel exists once, in `ops/`, and the PR's file is generated
+from it; a name that is missing, a copied piece that imports from the plugin, or a name it uses that
+the generated module does not define stops the export (exit 2, naming the PR and the file).
+
 Every edit is checked before anything is written: an anchor that is missing (or not unique) exits 2
 naming the PR, the file and the anchor. Outputs are built beside DIR and renamed into place; the
 same inputs give byte-identical patches (fixed author and date), so a rerun is idempotent.
@@ -21,6 +27,8 @@ Pure: copies and edits text, never imports sglang.
 from __future__ import annotations
 
 import argparse
+import ast
+import builtins
 import importlib.util
 import os
 import re
@@ -38,6 +46,8 @@ NEW_FILE_ROOTS = ("python", "test", "benchmark")
 AUTHOR = ("sglang-kimi-eagle3", "sglang-kimi-eagle3@users.noreply.github.com")
 DATE = "2026-12-01T00:00:00+00:00"  # fixed: the same series gives the same patches
 OPS = ("before", "after", "replace")
+OPS_DIRECTIVE = re.compile(r"^# @ops (\w+): (\w+(?:, \w+)*)$", re.M)
+OPS_DIR = Path(__file__).resolve().parent / "ops"  # the kernels' one copy (ships in the package)
 
 
 class AnchorError(UserError):
@@ -141,6 +151,82 @@ def load_series(root: Path | None = None, only: str | None = None) -> list[PR]:
     return prs
 
 
+# ---- new files generated from ops/ ----------------------------------------------------------------
+
+
+def ops_definitions(module: str) -> dict[str, str]:
+    """Top-level functions and classes of ops/MODULE.py: name -> source text, decorators included."""
+    path = OPS_DIR / f"{module}.py"
+    if not path.is_file():
+        raise FileNotFoundError(path)
+    text = path.read_text()
+    lines = text.splitlines()
+    out = {}
+    for node in ast.parse(text).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            start = node.decorator_list[0].lineno if node.decorator_list else node.lineno
+            out[node.name] = "\n".join(lines[start - 1:node.end_lineno])
+    return out
+
+
+def _undefined_names(tree: ast.Module, names: set[str]) -> dict[str, list[str]]:
+    """Names that the functions `names` of a module read but neither the module nor the function defines."""
+    module_level = set(dir(builtins))
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            module_level.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            module_level.update((a.asname or a.name).split(".")[0] for a in node.names)
+        else:
+            module_level.update(n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
+    missing = {}
+    for node in tree.body:
+        if getattr(node, "name", None) not in names:
+            continue
+        local = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
+        local |= {a.arg for n in ast.walk(node) if isinstance(n, ast.arguments)
+                  for a in (*n.posonlyargs, *n.args, *n.kwonlyargs, n.vararg, n.kwarg) if a is not None}
+        local |= {n.name for n in ast.walk(node) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+        used = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+        if used - local - module_level:
+            missing[node.name] = sorted(used - local - module_level)
+    return missing
+
+
+def render_new_file(pr: PR, rel: str) -> str:
+    """A new file of the PR as it goes into SGLang: its `# @ops MODULE: names` lines replaced by the
+    source of those definitions in ops/MODULE.py."""
+    text = (pr.folder / rel).read_text()
+    if not rel.endswith(".py") or not OPS_DIRECTIVE.search(text):
+        return text
+    where = f"upstream export: PR {pr.name}: {rel}"
+    copied: set[str] = set()
+
+    def expand(m: re.Match) -> str:
+        module, names = m.group(1), m.group(2).split(", ")
+        try:
+            defs = ops_definitions(module)
+        except FileNotFoundError:
+            raise UserError(f"{where}: `{m.group(0)}`: there is no ops/{module}.py; fix the line") from None
+        absent = [n for n in names if n not in defs]
+        if absent:
+            raise UserError(f"{where}: `{m.group(0)}`: ops/{module}.py has no top-level {', '.join(absent)}; "
+                            "fix the line or the ops module")
+        for n in names:
+            if re.search(r"^\s*(from|import)\s+(\.|sglang_kimi_eagle3)", defs[n], re.M):
+                raise UserError(f"{where}: ops/{module}.py {n} imports from the plugin; move that import out of it")
+        copied.update(names)
+        return "\n\n\n".join(defs[n] for n in names)
+
+    out = OPS_DIRECTIVE.sub(expand, text)
+    missing = _undefined_names(ast.parse(out), copied)
+    if missing:
+        raise UserError(f"{where}: the generated module does not define "
+                        + "; ".join(f"{', '.join(v)} (used by {k})" for k, v in sorted(missing.items()))
+                        + ": define them in the PR's file or copy them from ops/ too")
+    return out
+
+
 # ---- applying it ----------------------------------------------------------------------------------
 
 
@@ -190,7 +276,7 @@ def plan(pkg: Path, prs: list[PR]) -> tuple[dict[str, str | None], list[dict[str
                 raise AnchorError(f"upstream export: PR {pr.name}: new file {rel} already exists in SGLang at {pkg}; "
                                   f"the change may be upstream already")
             base.setdefault(rel, None)
-            current[rel] = (pr.folder / rel).read_text()
+            current[rel] = render_new_file(pr, rel)
         states.append(dict(current))
     return base, states
 

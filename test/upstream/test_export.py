@@ -37,7 +37,7 @@ def test_export_applies_every_pr_to_the_installed_sglang(exported):
             text = (tree / e["file"]).read_text()
             assert (e.get("before") or e.get("after") or e["replace"]) in text, (pr.name, e["file"])
         for rel in pr.new_files:
-            assert (tree / rel).read_text() == (pr.folder / rel).read_text()
+            assert (tree / rel).read_text() == upstream_export.render_new_file(pr, rel)  # `# @ops` lines filled
     patch = (exported / "patches" / "0001-draft-context-policy.patch").read_text()
     assert "Subject: [PATCH 01/" not in patch and "Subject: [PATCH] [Spec] Add --speculative-draft-context-policy" in patch
     assert "+++ b/python/sglang/srt/configs/model_config.py" in patch

@@ -241,6 +241,27 @@ def tree_speculative_sampling(
     del deterministic  # both modes are deterministic here (see module docstring)
     bs, n, s = check_tree_inputs(predicts, accept_index, accept_token_num, candidates, retrive_index,
                                  retrive_next_token, retrive_next_sibling)
+    check_sampling_inputs(bs, n, uniform_samples, uniform_samples_for_final_sampling, target_probs, draft_probs,
+                          threshold_single, threshold_acc)
+    require_launchable("tree_speculative_sampling", candidates, uniform_samples, uniform_samples_for_final_sampling,
+                       target_probs, draft_probs)
+    vocab = target_probs.shape[2]
+    if vocab <= 0:
+        raise Unsupported("vocab must be positive")
+    if bs == 0:
+        return
+    dev = candidates.device
+    cfg = dict(config) if config is not None else op_config(
+        "tree_sampling", {"bs": bs, "n": n, "vocab": vocab}, table if table is not None else launch_table(dev))
+    launch_sampling(predicts, accept_index, accept_token_num, candidates, retrive_index, retrive_next_token,
+                    retrive_next_sibling, uniform_samples, uniform_samples_for_final_sampling, target_probs,
+                    draft_probs, threshold_single, threshold_acc, s, cfg, pdl_supported(dev))
+
+
+def check_sampling_inputs(bs: int, n: int, uniform_samples, uniform_samples_for_final_sampling, target_probs,
+                          draft_probs, threshold_single: float, threshold_acc: float) -> None:
+    """The sampling half of the contract (check_tree_inputs guards the tree): Unsupported for a layout
+    or dtype these kernels do not take, ValueError for thresholds outside [0, 1]."""
     f32 = torch.float32
     if not (target_probs.ndim == 3 and target_probs.shape[:2] == (bs, n) and target_probs.dtype == f32
             and target_probs.is_contiguous()):
@@ -254,21 +275,21 @@ def tree_speculative_sampling(
         raise Unsupported(f"uniform_samples_for_final_sampling must be fp32 [{bs}]")
     if not (0 <= threshold_single <= 1 and 0 <= threshold_acc <= 1):
         raise ValueError(f"threshold_single ({threshold_single}) and threshold_acc ({threshold_acc}) must lie in [0, 1]")
-    require_launchable("tree_speculative_sampling", candidates, uniform_samples, uniform_samples_for_final_sampling,
-                       target_probs, draft_probs)
-    vocab = target_probs.shape[2]
-    if vocab <= 0:
-        raise Unsupported("vocab must be positive")
-    if bs == 0:
-        return
+
+
+def launch_sampling(predicts, accept_index, accept_token_num, candidates, retrive_index, retrive_next_token,
+                    retrive_next_sibling, uniform_samples, uniform_samples_for_final_sampling, target_probs,
+                    draft_probs, threshold_single: float, threshold_acc: float, s: int, cfg: dict,
+                    pdl_ok: bool) -> None:
+    """The three launches on checked inputs (bs > 0); cfg: launch parameters (see sampling_plan);
+    pdl_ok: programmatic dependent launch available on this device."""
+    bs, n, vocab = target_probs.shape
     dev = candidates.device
-    cfg = dict(config) if config is not None else op_config(
-        "tree_sampling", {"bs": bs, "n": n, "vocab": vocab}, table if table is not None else launch_table(dev))
     # SGLang's kernel takes float thresholds (threshold_acc clamped to >= 1e-9 to avoid 0/0)
     thr_single = float(np.float32(threshold_single))
     thr_acc = float(max(np.float32(threshold_acc), np.float32(1e-9)))
     pl = sampling_plan(bs, n, vocab, cfg)
-    pdl = bool(cfg.get("pdl", True)) and pdl_supported(dev)
+    pdl = bool(cfg.get("pdl", True)) and pdl_ok
     work = torch.empty((bs, 3), dtype=torch.int64, device=dev)
     _walk_kernel[(triton.cdiv(bs, pl["walk_bb"]),)](
         predicts, accept_index, accept_token_num, draft_probs, work, candidates, retrive_index,

@@ -75,8 +75,7 @@ class Unsupported(ValueError):
     """Outside this kernel's fast path (layout, dtype, device, tree size): the CUDA kernel takes it."""
 
 
-def pow2(n: int, lo: int = 2) -> int:
-    return max(lo, triton.next_power_of_2(max(int(n), 1)))
+# @ops _tree: pow2
 
 
 def launch_config(n: int) -> dict:
@@ -124,257 +123,13 @@ def _require_launchable(*tensors) -> None:
 # ----------------------------------------------------------------------------- tree helpers
 
 
-@triton.jit
-def pick(vec, offs, idx):
-    """vec[b, idx[b]] for each row b of vec [BB, NP] (0 where idx[b] is out of range)."""
-    return tl.sum(tl.where(offs[None, :] == idx[:, None], vec, 0), axis=1)
-
-
-@triton.jit
-def take(vec, idx, offs):
-    """out[b, i] = vec[b, idx[b, i]] (0 where idx[b, i] is out of range), vec/idx [BB, NP].
-
-    Exact for ints and floats: each output sums one selected element and zeros."""
-    hit = idx[:, :, None] == offs[None, None, :]
-    return tl.sum(tl.where(hit, vec[:, None, :], 0), axis=2)
-
-
-@triton.jit
-def tree_links(nxt, sib, offs, NP: tl.constexpr):
-    """Parent, previous sibling and rank in the sibling chain of every node ([BB, NP] each, -1 = none).
-
-    nxt/sib are retrive_next_token/_sibling (row-local, -1 terminated). A node's parent is the node
-    whose first child it is, or its previous sibling's parent; rank 0 is the first child. The loop
-    runs once per sibling position (topk - 1 times on a SGLang tree; capped at NP)."""
-    hit = nxt[:, :, None] == offs[None, None, :]  # [BB, p, c]: c is p's first child
-    par = tl.max(tl.where(hit, offs[None, :, None], -1), axis=1)
-    hit = sib[:, :, None] == offs[None, None, :]  # [BB, x, c]: c follows x
-    prev = tl.max(tl.where(hit, offs[None, :, None], -1), axis=1)
-    rank = tl.where(par >= 0, 0, -1)
-    todo = (par < 0) & (prev >= 0)
-    it = 0
-    while (tl.max(todo.to(tl.int32)) > 0) & (it < NP):
-        pp = take(par + 1, prev, offs) - 1  # parent of the previous sibling, -1 if not known yet
-        pr = take(rank + 1, prev, offs)
-        upd = todo & (pp >= 0)
-        par = tl.where(upd, pp, par)
-        rank = tl.where(upd, pr, rank)
-        todo = todo & (pp < 0)
-        it += 1
-    return par, prev, rank
-
-
-@triton.jit
-def first_child(par, rank, ok, offs, NP: tl.constexpr):
-    """acc[b, p] = the child c of p with ok[b, c] that comes first in p's sibling chain, else -1."""
-    key = tl.where(ok & (par >= 0), rank * NP + offs[None, :], 1 << 30)  # [BB, c]
-    hit = par[:, None, :] == offs[None, :, None]  # [BB, p, c]
-    k = tl.min(tl.where(hit, key[:, None, :], 1 << 30), axis=2)
-    return tl.where(k < (1 << 30), k % NP, -1)
-
-
-@triton.jit
-def walk(acc, offs, S):
-    """Follow acc (first accepted child) from the root for at most S-1 steps.
-
-    Returns pos [BB, NP] (a node's position on the accepted path, -1 off it), n [BB] (accepted
-    draft tokens) and cur [BB] (the last path node, row-local)."""
-    zero = tl.sum(acc * 0, axis=1)  # [BB] int32 zeros in acc's row layout
-    n = zero
-    cur = zero
-    pos = tl.where(offs[None, :] == 0, 0, -1) + acc * 0
-    nx = pick(acc, offs, cur)
-    go = (nx >= 0) & (n + 1 < S)
-    while tl.max(go.to(tl.int32)) > 0:
-        n = tl.where(go, n + 1, n)
-        cur = tl.where(go, nx, cur)
-        pos = tl.where(go[:, None] & (offs[None, :] == cur[:, None]), n[:, None], pos)
-        nx = pick(acc, offs, cur)
-        go = go & (nx >= 0) & (n + 1 < S)
-    return pos, n, cur
-
-
-@triton.jit
-def load_tree_block(cand_ptr, ridx_ptr, nxt_ptr, sib_ptr, bs, N, NP: tl.constexpr, BB: tl.constexpr):
-    """This program's BB requests x NP node slots: candidates, retrive_index/next_token/next_sibling.
-    Masked slots (past bs or N) read -1. Request ids in int64 (row offsets may pass 2**31)."""
-    b = tl.program_id(0).to(tl.int64) * BB + tl.arange(0, BB)
-    bm = b < bs
-    offs = tl.arange(0, NP)
-    nm = bm[:, None] & (offs[None, :] < N)
-    row = b[:, None] * N + offs[None, :]
-    cand = tl.load(cand_ptr + row, mask=nm, other=-1)
-    ridx = tl.load(ridx_ptr + row, mask=nm, other=-1)
-    nxt = tl.load(nxt_ptr + row, mask=nm, other=-1).to(tl.int32)
-    sib = tl.load(sib_ptr + row, mask=nm, other=-1).to(tl.int32)
-    return b, bm, offs, nm, row, cand, ridx, nxt, sib
+# @ops _tree: pick, take, tree_links, first_child, walk, load_tree_block
 
 
 # ----------------------------------------------------------------------------- kernels
 
 
-@triton.jit
-def _walk_kernel(
-    predicts_ptr,  # mutable [bs*N] int32
-    accept_index_ptr,  # mutable [bs, S] int32
-    accept_num_ptr,  # mutable [bs] int32
-    draft_probs_ptr,  # mutable [bs, N, V] f32
-    work_ptr,  # out [bs, 3] int64: probs row of the last node, use-draft flag, predicts slot
-    cand_ptr,
-    ridx_ptr,
-    nxt_ptr,
-    sib_ptr,
-    coins_ptr,  # [bs, N] f32
-    target_probs_ptr,  # [bs, N, V] f32
-    threshold_single,
-    threshold_acc,
-    bs,
-    S,
-    N,
-    V,
-    NP: tl.constexpr,
-    BB: tl.constexpr,
-    USE_PDL: tl.constexpr,
-):
-    if USE_PDL:
-        tl.extra.cuda.gdc_launch_dependents()  # the tile-sum kernel may get its SMs now
-    b, bm, offs, nm, row, cand, ridx, nxt, sib = load_tree_block(cand_ptr, ridx_ptr, nxt_ptr, sib_ptr, bs, N, NP, BB)
-    coins = tl.load(coins_ptr + row, mask=nm, other=0.0)
-    par, prev, rank = tree_links(nxt, sib, offs, NP)
-    # q of each edge: target prob of the child's token in its parent's row, all gathered at once
-    em = nm & (par >= 0) & (cand >= 0) & (cand < V)
-    qoff = (b[:, None] * N + par) * V + cand
-    q = tl.load(target_probs_ptr + qoff, mask=em, other=0.0)
-    # prob_acc along each sibling chain in chain order: acc_k = acc_(k-1) + q_k (fp32, as CUDA)
-    acc = q
-    k = 1
-    max_rank = tl.max(rank)
-    while k <= max_rank:
-        acc = tl.where(rank == k, take(acc, prev, offs) + q, acc)
-        k += 1
-    coin = take(coins, par, offs)  # the coin of the parent (the last accepted node when tried)
-    # q: target prob of the draft token, acc: running sum over the siblings tried (one coin per parent);
-    # accept when coin < acc / threshold_acc (IEEE division, as nvcc without fast-math) or q >= single
-    ok = em & (q > 0) & ((coin < tl.math.div_rn(acc, threshold_acc)) | (q >= threshold_single))
-    accd = first_child(par, rank, ok, offs, NP)
-    pos, n, cur = walk(accd, offs, S)
-    onp = nm & (pos >= 0)
-    tl.store(accept_index_ptr + b[:, None] * S + pos, ridx.to(tl.int32), mask=onp)
-    # path nodes before the last predict the draft token accepted after them
-    tl.store(predicts_ptr + ridx, take(cand, accd, offs).to(tl.int32), mask=onp & (pos < n[:, None]))
-    tl.store(accept_num_ptr + b, n, mask=bm)
-    # rejected children: those tried before the accepted one, or all children of the last node when
-    # the walk stopped on a rejection (not after S-1 accepts); SGLang sets draft_probs = q there
-    ppos = take(pos + 1, par, offs) - 1
-    tried = (ppos >= 0) & ((ppos < n[:, None]) | (n[:, None] < S - 1))
-    pacc = take(accd + 1, par, offs) - 1  # the accepted sibling, if any
-    arank = take(rank + 1, pacc, offs) - 1
-    rej = em & tried & ((pacc < 0) | (rank < arank))
-    tl.store(draft_probs_ptr + qoff, q, mask=rej)
-    tl.store(work_ptr + b * 3, b * N + cur, mask=bm)
-    tl.store(work_ptr + b * 3 + 1, (n != S - 1).to(tl.int64), mask=bm)
-    tl.store(work_ptr + b * 3 + 2, pick(ridx, offs, cur), mask=bm)
-
-
-@triton.jit
-def _per_request(v, BB: tl.constexpr):
-    """A per-request [BB, 1] value; a scalar when BB == 1. Uniform scalars broadcast over a tile as
-    they are, whereas a [1, 1] tensor can get a one-row-per-thread layout whose broadcast to a
-    [1, G] tile costs G registers and a shared-memory round trip per thread (seen: 60 us)."""
-    if BB == 1:
-        return tl.sum(tl.sum(v, axis=1), axis=0)
-    else:
-        return v
-
-
-@triton.jit
-def _residual(target_probs_ptr, draft_probs_ptr, prow, use_p, cols, m, V):
-    """relu(q - p) of rows prow [BB, 1] at cols [BB, G]; p only where use_p. NaN -> 0 (CUDA fmaxf)."""
-    off = prow * V + cols
-    q = tl.load(target_probs_ptr + off, mask=m, other=0.0)
-    p = tl.load(draft_probs_ptr + off, mask=m & (use_p != 0), other=0.0)
-    x = q - p
-    return tl.where(x > 0, x, 0.0)
-
-
-@triton.jit
-def _tile_sums_kernel(
-    tile_sum_ptr,  # out [bs, T] f32
-    tile_last_ptr,  # out [bs, T] int32: last column with a positive residual, -1 if none
-    target_probs_ptr,
-    draft_probs_ptr,
-    work_ptr,
-    bs,
-    V,
-    T,
-    TPS,  # tiles per program
-    BB: tl.constexpr,
-    G: tl.constexpr,
-    USE_PDL: tl.constexpr,  # programmatic dependent of _walk_kernel
-):
-    if USE_PDL:
-        tl.extra.cuda.gdc_launch_dependents()
-        tl.extra.cuda.gdc_wait()  # work rows and the draft_probs writes come from the walk
-    # per-request values stay [BB, 1] (keep_dims) so that broadcasting them over a tile never
-    # builds a tile in a one-row-per-thread layout
-    b = tl.program_id(0).to(tl.int64) * BB + tl.arange(0, BB)[:, None]
-    bm = b < bs
-    prow = tl.load(work_ptr + b * 3, mask=bm, other=0)
-    use_p = tl.load(work_ptr + b * 3 + 1, mask=bm, other=0)
-    t0 = tl.program_id(1) * TPS
-    for t in range(t0, t0 + TPS):
-        cols = t * G + tl.arange(0, G)[None, :]
-        m = bm & (cols < V)
-        x = _residual(target_probs_ptr, draft_probs_ptr, prow, use_p, cols, m, V)
-        tm = bm & (t < T)
-        tl.store(tile_sum_ptr + b * T + t, tl.sum(x, axis=1, keep_dims=True), mask=tm)
-        tl.store(tile_last_ptr + b * T + t, tl.max(tl.where(x > 0, cols, -1), axis=1, keep_dims=True), mask=tm)
-
-
-@triton.jit
-def _sample_kernel(
-    predicts_ptr,  # mutable [bs*N] int32
-    tile_sum_ptr,
-    tile_last_ptr,
-    target_probs_ptr,
-    draft_probs_ptr,
-    work_ptr,
-    coin_ptr,  # [bs] f32 uniform_samples_for_final_sampling
-    bs,
-    V,
-    T,
-    BB: tl.constexpr,
-    TP: tl.constexpr,
-    G: tl.constexpr,
-    USE_PDL: tl.constexpr,  # programmatic dependent of _tile_sums_kernel
-):
-    if USE_PDL:
-        tl.extra.cuda.gdc_wait()
-    b = tl.program_id(0).to(tl.int64) * BB + tl.arange(0, BB)[:, None]
-    bm = _per_request((b < bs).to(tl.int32), BB) != 0
-    b = _per_request(b, BB)
-    prow = tl.load(work_ptr + b * 3, mask=bm, other=0)
-    use_p = tl.load(work_ptr + b * 3 + 1, mask=bm, other=0)
-    slot = tl.load(work_ptr + b * 3 + 2, mask=bm, other=0)
-    coin = tl.load(coin_ptr + b, mask=bm, other=0.0)
-    tt = tl.arange(0, TP)[None, :]
-    tm = bm & (tt < T)
-    cum = tl.cumsum(tl.load(tile_sum_ptr + b * T + tt, mask=tm, other=0.0), axis=1)
-    u = coin * _per_request(tl.sum(tl.where(tt == T - 1, cum, 0.0), axis=1, keep_dims=True), BB)  # coin * total
-    # first tile whose cumulative sum exceeds u (cum is non-decreasing)
-    tstar = _per_request(tl.sum((tm & (cum <= u)).to(tl.int32), axis=1, keep_dims=True), BB)
-    before = _per_request(tl.sum(tl.where(tt == tstar - 1, cum, 0.0), axis=1, keep_dims=True), BB)  # 0 for tile 0
-    cols = tstar * G + tl.arange(0, G)[None, :]
-    m = bm & (tstar < T) & (cols < V)
-    x = _residual(target_probs_ptr, draft_probs_ptr, prow, use_p, cols, m, V)
-    cdf = tl.cumsum(x, axis=1)
-    hit = m & (x > 0) & (cdf + before > u)
-    j = _per_request(tl.min(tl.where(hit, cols, 2**30), axis=1, keep_dims=True), BB)
-    # nothing above u (rounding): the last positive entry among the tiles scanned, else V-1
-    lastcol = tl.load(tile_last_ptr + b * T + tt, mask=tm, other=-1)
-    last = _per_request(tl.max(tl.where(tm & (tt <= tstar), lastcol, -1), axis=1, keep_dims=True), BB)
-    tok = tl.where(j < 2**30, j, tl.where(last >= 0, last, V - 1))
-    tl.store(predicts_ptr + slot, tok.to(tl.int32), mask=bm)
+# @ops tree_sampling: _walk_kernel, _per_request, _residual, _tile_sums_kernel, _sample_kernel
 
 
 def tree_speculative_sampling_triton(
@@ -404,19 +159,8 @@ def tree_speculative_sampling_triton(
     del deterministic  # both modes are deterministic here (see module docstring)
     bs, n, s = check_tree_inputs(predicts, accept_index, accept_token_num, candidates, retrive_index,
                                  retrive_next_token, retrive_next_sibling)
-    f32 = torch.float32
-    if not (target_probs.ndim == 3 and target_probs.shape[:2] == (bs, n) and target_probs.dtype == f32
-            and target_probs.is_contiguous()):
-        raise Unsupported(f"target_probs must be a contiguous fp32 [{bs}, {n}, vocab] tensor, "
-                         f"got {target_probs.dtype} {tuple(target_probs.shape)}")
-    if draft_probs.shape != target_probs.shape or draft_probs.dtype != f32 or not draft_probs.is_contiguous():
-        raise Unsupported(f"draft_probs must be a contiguous fp32 tensor shaped like target_probs {tuple(target_probs.shape)}")
-    if tuple(uniform_samples.shape) != (bs, n) or uniform_samples.dtype != f32 or not uniform_samples.is_contiguous():
-        raise Unsupported(f"uniform_samples must be a contiguous fp32 [{bs}, {n}] tensor")
-    if tuple(uniform_samples_for_final_sampling.shape) != (bs,) or uniform_samples_for_final_sampling.dtype != f32:
-        raise Unsupported(f"uniform_samples_for_final_sampling must be fp32 [{bs}]")
-    if not (0 <= threshold_single <= 1 and 0 <= threshold_acc <= 1):
-        raise ValueError(f"threshold_single ({threshold_single}) and threshold_acc ({threshold_acc}) must lie in [0, 1]")
+    check_sampling_inputs(bs, n, uniform_samples, uniform_samples_for_final_sampling, target_probs, draft_probs,
+                          threshold_single, threshold_acc)
     _require_launchable(candidates, uniform_samples, uniform_samples_for_final_sampling, target_probs,
                         draft_probs, predicts, accept_index, accept_token_num, retrive_index,
                         retrive_next_token, retrive_next_sibling)
@@ -427,26 +171,12 @@ def tree_speculative_sampling_triton(
         return
     dev = candidates.device
     cfg = dict(config) if config is not None else launch_config(n)
-    # SGLang's kernel takes float thresholds (threshold_acc clamped to >= 1e-9 to avoid 0/0)
-    thr_single = float(np.float32(threshold_single))
-    thr_acc = float(max(np.float32(threshold_acc), np.float32(1e-9)))
-    pl = sampling_plan(bs, n, vocab, cfg)
-    pdl = bool(cfg.get("pdl", True)) and _pdl_supported(dev)
-    work = torch.empty((bs, 3), dtype=torch.int64, device=dev)
-    _walk_kernel[(triton.cdiv(bs, pl["walk_bb"]),)](
-        predicts, accept_index, accept_token_num, draft_probs, work, candidates, retrive_index,
-        retrive_next_token, retrive_next_sibling, uniform_samples, target_probs, thr_single, thr_acc,
-        bs, s, n, vocab, NP=pl["np"], BB=pl["walk_bb"], USE_PDL=pdl, num_warps=pl["walk_warps"])
-    tiles, g = pl["tiles"], pl["G"]
-    tile_sum = torch.empty((bs, tiles), dtype=torch.float32, device=dev)
-    tile_last = torch.empty((bs, tiles), dtype=torch.int32, device=dev)
-    _tile_sums_kernel[(triton.cdiv(bs, pl["sum_bb"]), triton.cdiv(tiles, pl["tps"]))](
-        tile_sum, tile_last, target_probs, draft_probs, work, bs, vocab, tiles, pl["tps"], BB=pl["sum_bb"], G=g,
-        USE_PDL=pdl, num_warps=pl["sum_warps"], launch_pdl=pdl)
-    _sample_kernel[(triton.cdiv(bs, pl["sample_bb"]),)](
-        predicts, tile_sum, tile_last, target_probs, draft_probs, work, uniform_samples_for_final_sampling,
-        bs, vocab, tiles, BB=pl["sample_bb"], TP=pl["TP"], G=g, USE_PDL=pdl, num_warps=pl["sample_warps"],
-        launch_pdl=pdl)
+    launch_sampling(predicts, accept_index, accept_token_num, candidates, retrive_index, retrive_next_token,
+                    retrive_next_sibling, uniform_samples, uniform_samples_for_final_sampling, target_probs,
+                    draft_probs, threshold_single, threshold_acc, s, cfg, _pdl_supported(dev))
+
+
+# @ops tree_sampling: check_sampling_inputs, launch_sampling
 
 
 def sampling_plan(bs: int, n: int, vocab: int, cfg: dict) -> dict:
@@ -560,104 +290,10 @@ def tree_speculative_sampling_dispatch(cuda_kernel: Optional[Callable]) -> Optio
 # ----------------------------------------------------------------------------- reference and test trees
 
 
-def tree_speculative_sampling_ref(
-    predicts: torch.Tensor,  # mutable
-    accept_index: torch.Tensor,  # mutable
-    accept_token_num: torch.Tensor,  # mutable
-    candidates: torch.Tensor,
-    retrive_index: torch.Tensor,
-    retrive_next_token: torch.Tensor,
-    retrive_next_sibling: torch.Tensor,
-    uniform_samples: torch.Tensor,
-    uniform_samples_for_final_sampling: torch.Tensor,
-    target_probs: torch.Tensor,
-    draft_probs: torch.Tensor,  # mutable
-    threshold_single: float = 1.0,
-    threshold_acc: float = 1.0,
-    deterministic: bool = True,
-) -> None:
-    """Ground truth: SGLang's sequential walk per request (fp32 scalar arithmetic as the CUDA kernel),
-    then inverse-CDF sampling of relu(q - p) with the CDF in float64 (exact for dyadic inputs)."""
-    f32 = np.float32
-    bs, n = candidates.shape
-    s = accept_index.shape[1]
-    vocab = target_probs.shape[2]
-    thr_single, thr_acc = f32(threshold_single), max(f32(threshold_acc), f32(1e-9))
-    cand, ridx = candidates.tolist(), retrive_index.tolist()
-    nxt, sib = retrive_next_token.tolist(), retrive_next_sibling.tolist()
-    tp = target_probs.numpy() if target_probs.device.type == "cpu" else target_probs.cpu().numpy()
-    coins = uniform_samples.cpu().numpy()
-    for b in range(bs):
-        prob_acc, row, coin = f32(0), 0, coins[b, 0]
-        last = ridx[b][0]
-        accept_index[b, 0] = last
-        n_acc, cur = 0, 0
-        for _ in range(1, s):
-            cur = nxt[b][cur]
-            while cur != -1:
-                tok = cand[b][cur]
-                q = f32(tp[b, row, tok])
-                prob_acc = f32(prob_acc + q)
-                # q: target prob of the draft token; accept with the running sum against one coin
-                if q > 0 and (coin < f32(prob_acc / thr_acc) or q >= thr_single):
-                    prob_acc, row, coin = f32(0), cur, coins[b, cur]
-                    predicts[last] = tok
-                    n_acc += 1
-                    accept_index[b, n_acc] = ridx[b][cur]
-                    last = ridx[b][cur]
-                    break
-                draft_probs[b, row, tok] = float(q)  # rejected: its mass leaves the residual
-                cur = sib[b][cur]
-            if cur == -1:
-                break
-        accept_token_num[b] = n_acc
-        q = target_probs[b, row].double()
-        p = draft_probs[b, row].double() if n_acc != s - 1 else torch.zeros_like(q)  # no draft for the bonus
-        x = torch.where(q - p > 0, q - p, torch.zeros_like(q))  # relu, NaN -> 0
-        cdf = torch.cumsum(x, 0)
-        u = float(f32(uniform_samples_for_final_sampling[b].item()) * f32(cdf[-1].item()))
-        above = torch.nonzero((cdf > u) & (x > 0))
-        pos = torch.nonzero(x > 0)
-        predicts[last] = int(above[0]) if len(above) else (int(pos[-1]) if len(pos) else vocab - 1)
+# @ops tree_sampling: tree_speculative_sampling_ref
 
 
-def random_tree_parents(rng, n: int, topk: int, depth: int) -> list[int]:
-    """A random tree of n nodes as a parent list: at most topk children per node and `depth` levels
-    below the root (rng: random.Random). For tests and benchmarks."""
-    par, lvl, kids = [-1], [0], [0] * n
-    for i in range(1, n):
-        open_ = [p for p in range(i) if lvl[p] < depth and kids[p] < topk]
-        p = rng.choice(open_) if open_ else 0
-        par.append(p)
-        lvl.append(lvl[p] + 1)
-        kids[p] += 1
-    return par
-
-
-def tree_from_parents(parents: list[list[int]], sibling_order: str = "asc", device=None):
-    """SGLang's (retrive_index, retrive_next_token, retrive_next_sibling) [bs, N] int64 for trees
-    given as parent lists (parents[b][0] == -1 for the root; every other parent has a lower index).
-
-    retrive_index is the flat row b*N + i; children are chained in ascending ("asc") or descending
-    ("desc") node order. Tests and benchmarks build their trees with this."""
-    bs, n = len(parents), len(parents[0])
-    ridx = torch.arange(bs * n, dtype=torch.int64).reshape(bs, n)
-    nxt = torch.full((bs, n), -1, dtype=torch.int64)
-    sib = torch.full((bs, n), -1, dtype=torch.int64)
-    for b, par in enumerate(parents):
-        if len(par) != n or par[0] != -1 or any(not 0 <= p < i for i, p in enumerate(par) if i):
-            raise ValueError(f"request {b}: parents must start with -1 and point to lower indices, got {par}")
-        for p in range(n):
-            kids = [i for i in range(1, n) if par[i] == p]
-            if sibling_order == "desc":
-                kids.reverse()
-            if kids:
-                nxt[b, p] = kids[0]
-                for a, c in zip(kids, kids[1:]):
-                    sib[b, a] = c
-    if device is not None:
-        ridx, nxt, sib = ridx.to(device), nxt.to(device), sib.to(device)
-    return ridx, nxt, sib
+# @ops _tree: random_tree_parents, tree_from_parents
 
 
 def emission_law(parents: list[int], candidates: list[int], target_probs, spec_steps: int) -> dict[tuple, float]:

@@ -56,54 +56,7 @@ def launch_config(bs: int) -> dict:
 # among equal values, the lowest index. Keys are unique, so each round removes exactly one element.
 
 
-@triton.jit
-def canonical(x, NAN_MODE: tl.constexpr):
-    """-0.0 -> +0.0 (equal values must tie); NaN -> -1e30 (NAN_MODE 0) or +NaN, above +inf (1)."""
-    x = tl.where(x == 0.0, 0.0, x)
-    if NAN_MODE == 0:
-        x = tl.where(x == x, x, -1e30)
-    else:
-        x = tl.where(x == x, x, float("nan"))
-    return x
-
-
-@triton.jit
-def float_key(x, idx):
-    """x fp32 (canonical), idx int64 in [0, 2^31) -> int64 key."""
-    bits = x.to(tl.int32, bitcast=True)
-    ordered = tl.where(bits >= 0, bits, bits ^ 0x7FFFFFFF)
-    return (ordered.to(tl.int64) << 32) | (0x7FFFFFFF - idx)
-
-
-@triton.jit
-def sentinel_like(idx):
-    """Below every real key (its high word, INT32_MIN, only a negative NaN would map to)."""
-    return tl.full(idx.shape, -2147483648, tl.int64) << 32
-
-
-@triton.jit
-def key_value(key):
-    ordered = (key >> 32).to(tl.int32)
-    bits = tl.where(ordered >= 0, ordered, ordered ^ 0x7FFFFFFF)
-    return bits.to(tl.float32, bitcast=True)
-
-
-@triton.jit
-def key_index(key):
-    return 0x7FFFFFFF - (key & 0x7FFFFFFF)
-
-
-@triton.jit
-def top_keys(keys, K: tl.constexpr, K_P2: tl.constexpr):
-    """The K largest of a 1-D key vector, descending, in a [K_P2] vector (sentinel-padded)."""
-    lane = tl.arange(0, K_P2)
-    sent = sentinel_like(lane)
-    best = sent
-    for j in tl.static_range(K):
-        c = tl.max(keys, axis=0)
-        keys = tl.where(keys == c, sentinel_like(keys), keys)
-        best = tl.where(lane == j, c, best)
-    return best
+# @ops draft_topk: canonical, float_key, sentinel_like, key_value, key_index, top_keys
 
 
 # ---- kernel ----------------------------------------------------------------------------------------
@@ -286,17 +239,4 @@ def draft_probs_topk_dispatch(fast_topk):
 # ---- references (plain torch) --------------------------------------------------------------------------
 
 
-def stable_topk_ref(x: torch.Tensor, k: int):
-    """Top-k along the last dim: descending, NaN above everything, ties -> lowest index."""
-    vals, ids = torch.sort(x, dim=-1, descending=True, stable=True)
-    return vals[..., :k], ids[..., :k]
-
-
-def draft_softmax_topk_ref(logits, k, *, hot_token_id=None):
-    probs = torch.softmax(logits.float(), dim=-1)
-    vals, ids = stable_topk_ref(probs, k)
-    return vals, (hot_token_id.long()[ids] if hot_token_id is not None else ids)
-
-
-def topk_rows_ref(values, k):
-    return stable_topk_ref(values.float(), k)
+# @ops draft_topk: stable_topk_ref, draft_softmax_topk_ref, topk_rows_ref
