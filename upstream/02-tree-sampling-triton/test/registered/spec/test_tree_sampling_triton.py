@@ -105,22 +105,29 @@ class TestTreeSamplingTritonVsCuda(unittest.TestCase):
         """Chi-square of the tokens each request emits (up to three, 36 bins) against the rule's law,
         for SGLang's kernel and this one. The inputs are what eagle_sample passes (draft_probs zero:
         target-only treats each draft token as a point mass); under that rule every emitted token
-        follows the target row it is drawn from (emission_law in tree_sampling_triton)."""
+        follows the target row it is drawn from (emission_law in tree_sampling_triton, checked on CPU
+        against a numpy port of the CUDA kernel). The coins are fixed (EMISSION_SEED): on them the
+        reference passes (checked on CPU), so a kernel fails here only where it departs from the rule."""
         from scipy import stats
 
         from sglang.kernels.ops.speculative.tree_sampling_triton import (
+            EMISSION_ROWS,
+            EMISSION_SEED,
             emission_case,
             emission_counts,
             emitted_tokens,
         )
 
-        rows = 100000
-        inputs, s, law = emission_case(rows, seed=0, device="cuda")
-        for fn in (self.cuda, self.triton):
+        rows = EMISSION_ROWS
+        inputs, s, law = emission_case(rows, seed=EMISSION_SEED, device="cuda")
+        pvals = {}
+        for fn in (self.cuda, self.triton):  # both kernels before any assertion
             preds, acc, k, _ = _run(fn, rows, inputs[0].shape[1], s - 1, inputs)
             observed, expected = emission_counts(emitted_tokens(preds.cpu(), acc.cpu(), k.cpu()), law)
-            pval = stats.chisquare(observed, expected * rows).pvalue
-            self.assertGreaterEqual(pval, 1e-3, f"{fn.__name__}: emitted tokens differ from the law (p = {pval:.2e})")
+            pvals[fn.__name__] = stats.chisquare(observed, expected * rows).pvalue
+        print("emitted-token chi-square p-values:", {name: f"{pv:.3g}" for name, pv in pvals.items()})
+        for name, pval in pvals.items():
+            self.assertGreaterEqual(pval, 1e-3, f"{name}: emitted tokens differ from the law (p = {pval:.2e})")
 
     def test_dispatcher_is_what_eagle_sample_calls(self):
         from sglang.kernels.ops.speculative import verify_sampling

@@ -6,16 +6,182 @@ import os
 os.environ.setdefault("TRITON_INTERPRET", "1")  # before triton compiles anything
 
 import importlib.util
+import math
 import random
 import unittest
 from pathlib import Path
 from unittest import mock
 
+import numpy as np
 import torch
 
 from sglang.test.ci.ci_register import register_cpu_ci
 
 register_cpu_ci(est_time=60, suite="base-a-test-cpu")
+
+
+# ----------------------------------------------------------------------------- numpy port of the CUDA kernel
+# TreeSpeculativeSamplingTargetOnly (sgl_kernel/speculative/sampling.cuh) with flashinfer's
+# DeviceSamplingFromProb and DeterministicInclusiveSum, line by line, in fp32, one 1024-thread block per
+# request; vectorised over the coin so that its law can be enumerated over every fp32 coin on a grid.
+
+F32 = np.float32
+BLOCK = 1024
+
+
+def _warp_sum(x):
+    """Shuffle-down tree over the last axis (32 lanes): lane 0's value."""
+    x = x.copy()
+    off = 16
+    while off >= 1:
+        x[..., : 32 - off] = (x[..., : 32 - off] + x[..., off:32]).astype(F32)
+        off //= 2
+    return x[..., 0]
+
+
+def _block_sum(vals):
+    """BlockReduce Sum over [BLOCK, VEC] (each thread's items, then warp reductions)."""
+    t = np.zeros(BLOCK, F32)
+    for j in range(vals.shape[1]):
+        t = (t + vals[:, j]).astype(F32)
+    w = _warp_sum(t.reshape(BLOCK // 32, 32))
+    return F32(_warp_sum(np.concatenate([w, np.zeros(32 - len(w), F32)])[None, :])[0])
+
+
+def _warp_exclusive_scan(x):
+    """DeterministicInclusiveSum's up-sweep / down-sweep over 32 lanes: (exclusive prefix, total)."""
+    x, lane, off = x.astype(F32).copy(), np.arange(32), 1
+    while off < 32:
+        tmp = np.concatenate([x[:off], x[:-off]])  # __shfl_up_sync: low lanes keep their own value
+        x = np.where((lane + 1) % (off * 2) == 0, (x + tmp).astype(F32), x)
+        off *= 2
+    total, x[31], off = x[31], 0, 16
+    while off >= 1:
+        tmp = x[lane ^ off]
+        x = np.where((lane + 1) % (off * 2) == 0, (tmp + x).astype(F32), np.where((lane + 1) % (off * 2) == off, tmp, x))
+        off //= 2
+    return x, total
+
+
+def _inclusive_sum(vals):
+    """DeterministicInclusiveSum over [BLOCK, VEC]: (warp prefix + thread prefix) + running item sum."""
+    run, s = np.zeros_like(vals), np.zeros(BLOCK, F32)
+    for j in range(vals.shape[1]):
+        s = (s + vals[:, j]).astype(F32)
+        run[:, j] = s
+    excl, wsum = np.zeros(BLOCK, F32), np.zeros(BLOCK // 32, F32)
+    for w in range(BLOCK // 32):
+        excl[w * 32 : (w + 1) * 32], wsum[w] = _warp_exclusive_scan(s[w * 32 : (w + 1) * 32])
+    wex, _ = _warp_exclusive_scan(np.concatenate([wsum, np.zeros(32 - len(wsum), F32)]))
+    return ((wex[np.arange(BLOCK) // 32] + excl).astype(F32)[:, None] + run).astype(F32)
+
+
+def cuda_final_draw(q, p, use_p, coins):
+    """The token the CUDA kernel draws from relu(q - p) of one row, for each coin (fp32 array)."""
+    d, coins = len(q), np.asarray(coins, F32)
+    vec = math.gcd(4, d)
+    tile = BLOCK * vec
+
+    def relu(i):  # q_vec / p_vec loads of tile i (p only when there is a draft for this token)
+        qv, pv, hi = np.zeros(tile, F32), np.zeros(tile, F32), min(d, (i + 1) * tile)
+        qv[: hi - i * tile] = q[i * tile : hi]
+        if use_p:
+            pv[: hi - i * tile] = p[i * tile : hi]
+        return np.maximum((qv - pv).astype(F32), F32(0)).reshape(BLOCK, vec)
+
+    tiles = -(-d // tile)
+    total = F32(0)
+    for i in range(tiles):
+        total = F32(total + _block_sum(relu(i)))
+    u = (coins * total).astype(F32)
+    sampled, last_valid = np.full(coins.shape, d), np.full(coins.shape, -1)
+    aggregate, live = np.zeros(coins.shape, F32), np.ones(coins.shape, bool)
+    for i in range(tiles):  # DeviceSamplingFromProb(i, ...), then break once aggregate > u
+        x = relu(i)
+        n = min(tile, d - i * tile)
+        valid = (x > 0).reshape(-1)[:n]
+        pg = np.where(x > 0, x, F32(0)).astype(F32)
+        local = _block_sum(pg)
+        run = live & ((aggregate + local).astype(F32) > u)
+        if run.any():
+            cdf = _inclusive_sum(pg).reshape(-1)[:n]
+            gt = ((cdf[None, :] + aggregate[:, None]).astype(F32) > u[:, None]) & valid[None, :]
+            head = gt != np.concatenate([np.zeros((len(coins), 1), bool), gt[:, :-1]], 1)  # FlagHeads, 0 before
+            first = np.where(head.any(1), head.argmax(1) + i * tile, d)
+            sampled = np.where(run, np.minimum(sampled, first), sampled)  # atomicMin
+        if valid.any():
+            last_valid = np.where(live, np.nonzero(valid)[0][-1] + i * tile, last_valid)
+        aggregate = np.where(live, (aggregate + local).astype(F32), aggregate)
+        live &= ~(aggregate > u)
+    return np.where(sampled == d, np.where(last_valid == -1, d - 1, last_valid), sampled)
+
+
+def cuda_children_walk(q_row, tokens, coins, threshold_single=1.0, threshold_acc=1.0):
+    """The kernel's `while (cur_index != -1)` over one node's children (tokens in sibling order): the
+    accepted child's position for each coin (fp32 array), -1 when all are rejected."""
+    thr_single, thr_acc = F32(threshold_single), max(F32(threshold_acc), F32(1e-9))
+    coins = np.asarray(coins, F32)
+    accepted, prob_acc = np.full(coins.shape, -1), F32(0)
+    for k, tok in enumerate(tokens):
+        q = F32(q_row[tok])
+        prob_acc = F32(prob_acc + q)
+        if q > 0:
+            accepted[(accepted < 0) & ((coins < F32(prob_acc / thr_acc)) | (q >= thr_single))] = k
+    return accepted
+
+
+def cuda_kernel_one_request(cand, ridx, nxt, sib, coins, final_coin, tp, dp, s, **thresholds):
+    """The CUDA kernel for one request (dp, this request's draft_probs, mutated): (predicts {retrive
+    index: token}, accept_index row, accept_token_num)."""
+    predicts, accept_index = {}, [int(ridx[0])]
+    last, cur, row, n_acc, coin = int(ridx[0]), 0, 0, 0, coins[0]
+    for _ in range(1, s):
+        chain, c = [], int(nxt[cur])
+        while c != -1:
+            chain.append(c)
+            c = int(sib[c])
+        k = int(cuda_children_walk(tp[row], [int(cand[c]) for c in chain], [coin], **thresholds)[0])
+        for c in chain if k < 0 else chain[:k]:  # rejected: draft_probs = target_probs there
+            dp[row, int(cand[c])] = tp[row, int(cand[c])]
+        if k < 0:
+            break
+        cur = chain[k]
+        predicts[last] = int(cand[cur])
+        n_acc += 1
+        accept_index.append(int(ridx[cur]))
+        last, row, coin = int(ridx[cur]), cur, coins[cur]
+    predicts[last] = int(cuda_final_draw(tp[row], dp[row], n_acc != s - 1, [final_coin])[0])
+    return predicts, accept_index, n_acc
+
+
+def cuda_emission_law(parents, cand, tp, s, bits=20, children_walk=cuda_children_walk):
+    """The exact law of the tuples one request emits under the CUDA kernel (draft_probs zero, thresholds
+    1), each coin uniform on the fp32 grid {k / 2^bits}: every node's outcome enumerated over the whole
+    grid. Coins of different nodes are different entries of uniform_samples: independent."""
+    tp = np.asarray(tp, F32)
+    grid = (np.arange(2**bits, dtype=np.float64) / 2**bits).astype(F32)
+    kids = [[c for c in range(1, len(parents)) if parents[c] == v] for v in range(len(parents))]
+    law = {}
+
+    def draw(v, p, use_p, prefix, prob):
+        for tok, cnt in zip(*np.unique(cuda_final_draw(tp[v], p, use_p, grid), return_counts=True)):
+            law[prefix + (int(tok),)] = law.get(prefix + (int(tok),), 0.0) + prob * cnt / len(grid)
+
+    def visit(v, prefix, prob, depth):
+        if depth == s - 1:  # the bonus draw: no draft
+            return draw(v, None, False, prefix, prob)
+        toks = [int(cand[c]) for c in kids[v]]
+        accepted = children_walk(tp[v], toks, grid)
+        for k, c in enumerate(kids[v]):
+            if (accepted == k).any():
+                visit(c, prefix + (toks[k],), prob * float((accepted == k).mean()), depth + 1)
+        if (accepted < 0).any():
+            p = np.zeros_like(tp[v])
+            p[toks] = tp[v][toks]  # every child rejected
+            draw(v, p, True, prefix, prob * float((accepted < 0).mean()))
+
+    visit(0, (), 1.0, 0)
+    return law
 
 
 class TestTreeSamplingTritonCpu(unittest.TestCase):
@@ -51,6 +217,18 @@ class TestTreeSamplingTritonCpu(unittest.TestCase):
             outs.append((p, a, k, d))
         for name, x, y in zip(("predicts", "accept_index", "accept_token_num", "draft_probs"), *outs):
             self.assertTrue(torch.equal(x, y), name)
+        # the numpy port of the CUDA kernel agrees with the reference too
+        thresholds = {k: kw[k] for k in ("threshold_single", "threshold_acc") if k in kw}
+        p, a, k, d = outs[1]
+        dp = dp.numpy().copy()
+        for b in range(bs):
+            preds, acc, n_acc = cuda_kernel_one_request(
+                cand[b].numpy(), ridx[b].numpy(), nxt[b].numpy(), sib[b].numpy(), us[b].numpy(),
+                uf[b].numpy(), tp[b].numpy(), dp[b], depth + 1, **thresholds,
+            )
+            self.assertEqual((n_acc, acc), (int(k[b]), a[b, : n_acc + 1].tolist()), f"request {b}: path")
+            self.assertEqual(preds, {r: int(p[r]) for r in preds}, f"request {b}: predicts")
+        self.assertTrue(np.array_equal(dp, d.numpy()), "draft_probs (port)")
         return outs[0]
 
     def test_chain_matches_the_reference(self):
@@ -84,6 +262,57 @@ class TestTreeSamplingTritonCpu(unittest.TestCase):
         # power on these counts: a 10% shift of the mass toward the most likely sequence is rejected
         shifted = 0.9 * expected + 0.1 * (expected == expected.max()).double()
         self.assertLess(stats.chisquare(observed, shifted * rows).pvalue, 1e-3, "chi-square too weak")
+
+    def test_emission_law_is_the_cuda_kernels_law(self):
+        """emission_law (what the CUDA test's chi-square tests against) equals the law of the numpy port
+        of SGLang's CUDA kernel on the CUDA test's case, enumerated over every coin of a 2^20 fp32 grid:
+        at EMISSION_ROWS requests their chi-square noncentrality is < 0.01 (no effect on the test), and
+        the comparison rejects a wrong rule (prob_acc reset per sibling instead of summed)."""
+        from sglang.kernels.ops.speculative import tree_sampling_triton as ts
+
+        parents = [-1, 0, 0, 1, 2]  # emission_case's tree
+        (cand, ridx, nxt, sib, us, uf, tp, dp), s, law = ts.emission_case(1, seed=ts.EMISSION_SEED)
+        self.assertTrue(all(torch.equal(x, y) for x, y in zip((ridx, nxt, sib), ts.tree_from_parents([parents]))))
+        keys = sorted(law)
+        want = np.array([law[k] for k in keys])
+        want /= want.sum()
+
+        def noncentrality(got):  # infinite off the support (emission_counts raises there)
+            if sorted(got) != keys:
+                return math.inf
+            return ts.EMISSION_ROWS * float((((np.array([got[k] for k in keys]) - want) ** 2) / want).sum())
+
+        cuda_law = cuda_emission_law(parents, cand[0].tolist(), tp[0].numpy(), s)
+        self.assertEqual(sorted(cuda_law), keys, "support")
+        lam = noncentrality(cuda_law)
+        self.assertLess(lam, 0.01, "emission_law is not the CUDA kernel's law")
+
+        def reset_walk(q_row, tokens, coins, **kw):  # the wrong rule: each sibling against its own q only
+            out = np.full(np.shape(coins), -1)
+            for k, tok in enumerate(tokens):
+                out[(out < 0) & (np.asarray(coins) < q_row[tok])] = k
+            return out
+
+        wrong = cuda_emission_law(parents, cand[0].tolist(), tp[0].numpy(), s, children_walk=reset_walk)
+        self.assertGreater(noncentrality(wrong), 100, "the comparison cannot tell a wrong rule")
+        print(f"emission_law vs the CUDA port: noncentrality {lam:.2e} at {ts.EMISSION_ROWS} requests")
+
+    def test_cuda_case_coins_pass_under_the_reference(self):
+        """The CUDA chi-square's fixed coins (EMISSION_SEED, drawn on the CPU): the reference's emitted
+        tokens on them pass the same test, so there a kernel fails only by departing from the rule."""
+        from scipy import stats
+
+        from sglang.kernels.ops.speculative import tree_sampling_triton as ts
+
+        rows = ts.EMISSION_ROWS
+        (cand, ridx, nxt, sib, us, uf, tp, dp), s, law = ts.emission_case(rows, seed=ts.EMISSION_SEED)
+        p = torch.full((rows * cand.shape[1],), -7, dtype=torch.int32)
+        a = torch.full((rows, s), -7, dtype=torch.int32)
+        k = torch.full((rows,), -7, dtype=torch.int32)
+        ts.tree_speculative_sampling_ref(p, a, k, cand, ridx, nxt, sib, us, uf, tp, dp)
+        observed, expected = ts.emission_counts(ts.emitted_tokens(p, a, k), law)
+        pval = stats.chisquare(observed, expected * rows).pvalue
+        self.assertGreaterEqual(pval, 1e-3, f"seed {ts.EMISSION_SEED}: the reference fails on these coins (p = {pval:.2e})")
 
     def test_benchmark_inputs_are_valid_at_large_batch(self):
         """bench_tree_sampling_triton.py's inputs at bs 128 and 256, both shapes: within the kernels'
