@@ -40,9 +40,10 @@ def _kind_of(mode: int) -> str:
             else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file")
 
 
-def read_document(path, kind: str, check: Callable[[object, str], T] | None = None, *, hint: str = "check the path",
-                  flag: str | None = None, max_bytes: int = MAX_BYTES) -> T:
-    """The JSON in `path`, checked by `check(doc, str(path))` (default: any JSON object)."""
+def read_text(path, kind: str, *, hint: str = "check the path", flag: str | None = None,
+              max_bytes: int = MAX_BYTES) -> str:
+    """The UTF-8 text of a regular file of at most max_bytes (FIFOs, devices, folders, UTF-16, a byte-order mark and
+    empty files refused unread, each one line naming the file): what every reader of a foreign file starts with."""
     p = Path(path)
     where = f"{flag} {p}" if flag else str(p)
 
@@ -80,9 +81,21 @@ def read_document(path, kind: str, check: Callable[[object, str], T] | None = No
     if raw.startswith(b"\xef\xbb\xbf"):
         raise bad("it starts with a UTF-8 byte-order mark, which JSON readers reject; re-save it without one")
     try:
-        text = raw.decode("utf-8")
+        return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise bad(f"not UTF-8 text (byte {raw[exc.start]:#04x} at offset {exc.start})") from None
+
+
+def read_document(path, kind: str, check: Callable[[object, str], T] | None = None, *, hint: str = "check the path",
+                  flag: str | None = None, max_bytes: int = MAX_BYTES) -> T:
+    """The JSON in `path` (read_text), checked by `check(doc, str(path))` (default: any JSON object)."""
+    p = Path(path)
+    where = f"{flag} {p}" if flag else str(p)
+
+    def bad(why: str) -> NotThatKind:
+        return NotThatKind(f"{where}: not a {kind} file: {why}")
+
+    text = read_text(path, kind, hint=hint, flag=flag, max_bytes=max_bytes)
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:

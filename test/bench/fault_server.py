@@ -79,7 +79,27 @@ INFO = {"model_path": "fault-server", "speculative_algorithm": "EAGLE3", "specul
         "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4}
 
 
-class FaultServer:
+class ServedInThread:
+    """Runs `self.server` (a socketserver) in a thread for a `with` block, stopping it after its lifetime timer
+    (`self._timer`) at the latest; `self.url` and `self.stopping` are set by the subclass."""
+
+    def stop(self) -> None:
+        self.stopping.set()
+        threading.Thread(target=self.server.shutdown, daemon=True).start()
+
+    def __enter__(self) -> str:
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        self._timer.start()
+        return self.url
+
+    def __exit__(self, *exc):
+        self._timer.cancel()
+        self.stopping.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class FaultServer(ServedInThread):
     def __init__(self, plan, lifetime: float = 20.0, info: dict | None = None):
         self.plan, self.count, self.lock = plan, 0, threading.Lock()
         self.stopping = threading.Event()
@@ -161,20 +181,6 @@ class FaultServer:
         sock.sendall(f"HTTP/1.1 {code} X\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n"
                      f"Connection: close\r\n\r\n".encode() + body)
 
-    def stop(self) -> None:
-        self.stopping.set()
-        threading.Thread(target=self.server.shutdown, daemon=True).start()
-
-    def __enter__(self) -> str:
-        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-        self._timer.start()
-        return self.url
-
-    def __exit__(self, *exc):
-        self._timer.cancel()
-        self.stopping.set()
-        self.server.shutdown()
-        self.server.server_close()
 
 
 def cycle(*kinds):

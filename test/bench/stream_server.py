@@ -15,6 +15,8 @@ import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from fault_server import ServedInThread
+
 SPEC_INFO = {"model_path": "stream-server", "speculative_algorithm": "EAGLE3", "speculative_num_steps": 3,
              "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4}
 PLAIN_INFO = {"model_path": "stream-server"}
@@ -47,7 +49,7 @@ def sglang_chunks(ttft: float, steps: list[tuple[float, int]], spec: bool = True
     return out
 
 
-class StreamServer:
+class StreamServer(ServedInThread):
     def __init__(self, script, info: dict | None = None, lifetime: float = 60.0):
         self.script, self.info = script, SPEC_INFO if info is None else info
         self.count, self.bodies, self.lock = 0, [], threading.Lock()
@@ -96,17 +98,3 @@ class StreamServer:
         self._timer = threading.Timer(lifetime, self.stop)
         self._timer.daemon = True
 
-    def stop(self) -> None:
-        self.stopping.set()
-        threading.Thread(target=self.server.shutdown, daemon=True).start()
-
-    def __enter__(self) -> str:
-        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-        self._timer.start()
-        return self.url
-
-    def __exit__(self, *exc):
-        self._timer.cancel()
-        self.stopping.set()
-        self.server.shutdown()
-        self.server.server_close()

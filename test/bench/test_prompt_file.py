@@ -71,7 +71,7 @@ BAD = [
     ("turn.json", json.dumps([{"conversations": ["hello"]}]), "entry [0].conversations[0]: \"hello\" is not an object"),
     ("broken.json", '[{"conversations": [}', "malformed JSON"),
     ("none.json", json.dumps([{"conversations": []}]), "no prompt in the file (1 entries without a human turn)"),
-    ("blank.jsonl", "\n\n", "the file is empty"),
+    ("blank.jsonl", "\n\n", "it is empty"),
     ("latin1.jsonl", b'{"prompt": "caf\xe9"}\n', "not UTF-8 text"),
 ]
 
@@ -95,4 +95,4 @@ def test_prompts_and_categories_together_and_a_missing_file_are_refused(tmp_path
                      "--json", str(tmp_path / "r.json")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert "give --prompts or --categories, not both" in err[0]
-    assert err[1].startswith(f"sglang-kimi-eagle3: error: --prompts {tmp_path / 'missing.jsonl'}: cannot be read")
+    assert err[1].startswith(f"sglang-kimi-eagle3: error: --prompts {tmp_path / 'missing.jsonl'}: no such prompt file")

@@ -14,8 +14,6 @@ Prompts are user turns: the chat template (--template) is applied to them as to 
 from __future__ import annotations
 
 import json
-import os
-import stat
 from pathlib import Path
 
 from ..errors import UserError
@@ -29,26 +27,12 @@ _HINT = ('expected JSONL (one {"prompt": "..."} or {"text": "..."} object per li
 
 
 def _read(path: str) -> str:
-    where = f"{FLAG} {path}"
-    try:
-        st = os.stat(path)
-    except OSError as exc:
-        raise UserError(f"{where}: cannot be read ({exc.strerror or exc}); give the path of a JSONL or JSON prompt "
-                        "file") from None
-    if not stat.S_ISREG(st.st_mode):
-        raise UserError(f"{where}: not a regular file; give the path of a JSONL or JSON prompt file")
-    if st.st_size > MAX_BYTES:
-        raise UserError(f"{where}: {st.st_size} bytes, more than a prompt file may hold ({MAX_BYTES}); cut it down")
-    try:
-        raw = Path(path).read_bytes()
-    except OSError as exc:
-        raise UserError(f"{where}: exists but cannot be read ({exc.strerror or exc}); check its permissions") from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise UserError(f"{where}: not UTF-8 text (byte {raw[exc.start]:#04x} at offset {exc.start}); {_HINT}") from None
+    """The file's text, through the one bounded reader of foreign files (documents.read_text)."""
+    from ..documents import read_text
+
+    text = read_text(path, "prompt", hint="give the path of a JSONL or JSON prompt file", flag=FLAG, max_bytes=MAX_BYTES)
     if not text.strip():
-        raise UserError(f"{where}: the file is empty; {_HINT}")
+        raise UserError(f"{FLAG} {path}: not a prompt file: it is empty; {_HINT}")
     return text
 
 
