@@ -149,6 +149,48 @@ def plot(rs: list[dict], path: str) -> None:
     fig.savefig(path, dpi=110)
 
 
+def bench_docs(e2e: dict) -> dict[str, dict]:
+    """q -> a bench-format document (`sglang-kimi-eagle3 bench --url fixed --baseline-url plain`) made of the
+    alternating rounds: per concurrency the median round (by aggregate tok/s) of fixed-q<Q> and of plain, with
+    step_costs from their per-request tok/s (plain step = 1 / tok/s per request; speculative round = tau / tok/s
+    per request). `plan --bench` plans from it as from a bench run. For when the loop's own phase-1 bench is
+    missing (the H200 run of 2026-12-01)."""
+    rows = [r for r in e2e.get("rows", []) if r["phase"] == "steady" and r["temperature"] == 0 and r["summary"]]
+
+    def median_round(server, c):
+        got = sorted((r for r in rows if r["server"] == server and r["concurrency"] == c),
+                     key=lambda r: r["summary"]["agg_tok_s"] or 0)
+        return got[len(got) // 2]["summary"] if got else None
+
+    out = {}
+    for name in e2e.get("config", {}).get("servers", []):
+        m = re.fullmatch(r"fixed-q([0-9.]+)", name)
+        if not m:
+            continue
+        levels = []
+        for c in sorted({r["concurrency"] for r in rows}):
+            s, b = median_round(name, c), median_round("plain", c)
+            if not s or not b or not s["tok_s_per_req_median"] or not b["tok_s_per_req_median"]:
+                continue
+            info = e2e["servers"][name].get("server_info") or {}
+            levels.append({"concurrency": c, "requests": s["requests"], "spec": s, "baseline": b,
+                           "speedup": {"aggregate": s["agg_tok_s"] / b["agg_tok_s"],
+                                       "per_request": s["tok_s_per_req_median"] / b["tok_s_per_req_median"]},
+                           "step_costs": {"plain_step_us": 1e6 / b["tok_s_per_req_median"],
+                                          "spec_round_us": 1e6 * s["tau"] / s["tok_s_per_req_median"],
+                                          "steps": info.get("speculative_num_steps"),
+                                          "verify_tokens": info.get("speculative_num_draft_tokens"), "tau": s["tau"],
+                                          "plain_requests": b["ok"], "spec_requests": s["ok"], "prefill": "included"}})
+        out[m.group(1)] = {"schema": "sglang-kimi-eagle3-bench/1", "date": e2e.get("date"), "status": "complete",
+                           "interrupted": None, "levels": levels, "overall": None, "overall_baseline": None,
+                           "requests": {}, "in_progress": None,
+                           "config": {"command": "benchmark/serving/loop_report.py --bench-out: the median round per "
+                                                 f"level of {name} and plain in {e2e.get('command', 'an e2e run')}"},
+                           "servers": {"spec": e2e["servers"][name].get("server_info") or {},
+                                       "baseline": e2e["servers"]["plain"].get("server_info") or {}}}
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--plan-dir", required=True)
@@ -156,11 +198,16 @@ def main(argv=None) -> int:
     ap.add_argument("--md")
     ap.add_argument("--json")
     ap.add_argument("--plot")
+    ap.add_argument("--bench-out", help="also write bench-q<Q>.json per fixed server (bench_docs) into this folder")
     a = ap.parse_args(argv)
     e2e = _load(Path(a.e2e))
     if e2e is None:
         print(f"--e2e {a.e2e}: not a readable JSON file", file=sys.stderr)
         return 2
+    if a.bench_out:
+        Path(a.bench_out).mkdir(parents=True, exist_ok=True)
+        for q, doc in bench_docs(e2e).items():
+            Path(a.bench_out, f"bench-q{q}.json").write_text(json.dumps(doc, indent=1) + "\n")
     rs = rows(Path(a.plan_dir), e2e)
     md = markdown(rs)
     print(md)

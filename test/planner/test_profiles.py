@@ -13,7 +13,10 @@ from helpers import AQ_K2_DRAFT, AQ_K25_DRAFT, KIMI_K2, KIMI_K25
 @pytest.mark.parametrize("name", profiles.names())
 def test_bundled_profile_loads_with_full_provenance(name):
     p = profiles.load(name)
-    assert len(p.provenance) == 7 + 2 * 13 + 3  # hardware + target + draft + verify_us + context_tokens + deployment
+    # hardware + target + draft + verify_us + context_tokens (+ deployment: the K2-Instruct calibration profile has
+    # none, its bundled config carries no FP8 quantization, so its pool is not checked; plan says so)
+    assert len(p.provenance) == 7 + 2 * 13 + 2 + (p.deployment is not None)
+    assert p.deployment is not None or name == "kimi-k2-instruct_8xh200_tp8"
     assert all(v.startswith(("source: ", "ASSUMPTION: ")) and len(v) > 20 for v in p.provenance.values())
     assert p.acceptance_preset
 

@@ -110,12 +110,18 @@ def add_arguments(group) -> None:
                             "the pool of the profile's deployment")
 
 
-def resolve(a, profile, context_tokens: int) -> Capacity:
-    """From the flags (`add_arguments`) and the profile; checked before any planning."""
+def resolve(a, profile, context_tokens: int, costs_from: str | None = None) -> Capacity:
+    """From the flags (`add_arguments`) and the profile; checked before any planning. `costs_from`: the flag the
+    costs came from when they are not the profile's (a bench of the operator's own server, a cost table): then the
+    profile's deployment is not the one planned for, and only --kv-tokens checks the pool."""
     req = int_flag(a.request_tokens, "--request-tokens", 1, 100_000_000) if a.request_tokens is not None else None
     req = req or max(1, context_tokens)
     if a.kv_tokens is not None:
         return Capacity(int_flag(a.kv_tokens, "--kv-tokens", 1, 1 << 40), req, "--kv-tokens")
+    if costs_from is not None:
+        return Capacity(None, req, f"not checked: the costs come from {costs_from}, not from profile {profile.name}'s "
+                                   "deployment; --kv-tokens N (SGLang's max_total_num_tokens from the server log) "
+                                   "checks it")
     dep = getattr(profile, "deployment", None)
     if dep is None:
         return Capacity(None, req, f"not checked: profile {profile.name} names no deployment; --kv-tokens N "

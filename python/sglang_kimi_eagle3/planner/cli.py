@@ -189,8 +189,12 @@ def main(argv: list[str]) -> int:
     bench_doc = sources.load_bench(a.bench) if a.bench else None
     acc = _acceptance(a, profile, bench_doc)
     cost = _cost(a, profile, bench_doc)
+    foreign = None  # costs measured elsewhere than the profile's deployment: its KV pool says nothing about them
+    if a.draft_cost_ratio is not None or a.costs or (bench_doc is not None and (
+            measured.usable(bench_doc, a.bench) or any(lv.get("baseline") for lv in bench_doc["levels"]))):
+        foreign = "--costs" if a.costs else "--draft-cost-ratio" if a.draft_cost_ratio is not None else "--bench"
     cap = capacity.resolve(a, profile, int_flag(a.context, "--context", 0, 10_000_000) if a.context is not None
-                           else profile.context_tokens)
+                           else profile.context_tokens, costs_from=foreign)
     plan, skipped = search(acc, cost, bss, space)
     if not any(p.steps for preds, _ in plan.values() for p in preds):
         have = (f"a chain (topk 1) up to {len(acc.chain)} steps" if acc.chain else
