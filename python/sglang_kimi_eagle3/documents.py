@@ -24,8 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from .errors import UserError
-from .validate import MAX_JSON_BYTES, show
+from .errors import MAX_JSON_BYTES, UserError, show
 
 T = TypeVar("T")
 MAX_BYTES = MAX_JSON_BYTES

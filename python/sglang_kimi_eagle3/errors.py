@@ -11,3 +11,16 @@ class UserError(ValueError):
 
     def __init__(self, message: str):
         super().__init__(" ".join(str(message).split()))  # always one line
+
+
+MAX_JSON_BYTES = 64 << 20  # a config/profile/bench file larger than this is not one (a device, a dump)
+
+
+def show(value, limit: int = 60) -> str:
+    """A short, one-line description of a found value: repr plus its JSON type."""
+    text = repr(value)
+    if len(text) > limit:
+        text = text[: limit - 3] + "..."
+    kind = {bool: "boolean", int: "integer", float: "number", str: "string", list: "list", dict: "object",
+            type(None): "null"}.get(type(value), type(value).__name__)
+    return f"{text} ({kind})"

@@ -26,20 +26,10 @@ import tempfile
 from pathlib import Path
 
 from .atomic import write_atomic
-from .errors import UserError
+from .documents import read_document
+from .errors import MAX_JSON_BYTES, UserError, show  # noqa: F401  (re-exported: many modules take them from here)
 
-MAX_JSON_BYTES = 64 << 20  # a config/profile/bench file larger than this is not one (a device, a dump)
 MISSING = object()
-
-
-def show(value, limit: int = 60) -> str:
-    """A short, one-line description of a found value: repr plus its JSON type."""
-    text = repr(value)
-    if len(text) > limit:
-        text = text[: limit - 3] + "..."
-    kind = {bool: "boolean", int: "integer", float: "number", str: "string", list: "list", dict: "object",
-            type(None): "null"}.get(type(value), type(value).__name__)
-    return f"{text} ({kind})"
 
 
 def _fail(where: str, key: str, value, expected: str, fix: str = "") -> UserError:
@@ -160,7 +150,6 @@ def read_json_file(path, missing_hint: str = "check the path", what: str = "JSON
     """Parsed JSON from a regular file (any top-level type): documents.read_document with `what` as the kind,
     so every file this plugin reads is refused in the same words ("<path>: no such <what> file; <hint>",
     "<path>: not a <what> file: <why>")."""
-    from .documents import read_document  # documents imports this module
 
     return read_document(path, what, lambda doc, where: doc, hint=missing_hint, max_bytes=MAX_JSON_BYTES)
 

@@ -1,6 +1,7 @@
 """Every command's output and help fit the terminal: at COLUMNS=80 no line is longer than 80 columns, and
 the wrapping keeps meaning (commands still paste, tables keep whole headers and numbers)."""
 
+import re
 import shlex
 
 import pytest
@@ -52,7 +53,8 @@ def test_plan_output_fits_80_columns_and_its_table_keeps_every_column(tmp_path, 
     for header in ("plain µs", "best (steps/topk/tokens)", "round µs", "speedup", "s1", "s7", "candidate_steps"):
         assert header in out, header  # whole headers: the table is split into parts, not squeezed
     assert "…" not in out
-    assert out.count("│   1 │") == 2 and out.count("│ 128 │") == 2  # the batch-size column heads both parts
+    # the batch-size column heads both parts (bs 64 and 128 are past the default deployment's KV pool: not planned)
+    assert len(re.findall(r"│ +1 │", out)) == 2 and len(re.findall(r"│ +32 │", out)) == 2
     # the printed launch flags paste into a shell as one command
     text = out[out.index("launch flags: "):].removeprefix("launch flags: ")
     flags = shlex.split(text.split("\n\n")[0].replace("\\\n", " "))  # as a shell joins continued lines
@@ -62,8 +64,8 @@ def test_plan_output_fits_80_columns_and_its_table_keeps_every_column(tmp_path, 
 
 def test_plan_uses_a_wide_terminal(tmp_path, capsys, monkeypatch):
     out = run(["plan", "--no-sglang-check", "-o", str(tmp_path / "a.json")], capsys, monkeypatch, columns=400)
-    assert out.count("│   1 │") == 1  # one table when it fits
-    assert next(ln for ln in out.splitlines() if ln.startswith("launch flags: ")).endswith("--speculative-num-steps 7")
+    assert len(re.findall(r"│ +1 │", out)) == 1  # one table when it fits
+    assert re.search(r"--speculative-num-steps \d+$", next(ln for ln in out.splitlines() if ln.startswith("launch flags: ")))
 
 
 def test_tune_dry_run_fits_80_columns(tmp_path, capsys, monkeypatch):

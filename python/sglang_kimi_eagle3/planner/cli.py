@@ -221,7 +221,7 @@ def main(argv: list[str]) -> int:
     from .report import print_plan
 
     print_plan(plan, cfg, acc, cost, profile if cost.name.startswith("profile") else None, skipped, a.explain)
-    print("\n".join(capacity.lines(cap)))
+    echo("\n".join(capacity.lines(cap)))
     checked = "SGLang's own _load_adaptive_config accepts it" if loader else "checked against SGLang's rules"
     flags = adaptive.launch_flags(cfg, path)
     echo(f"\nwrote {path} ({checked})")
