@@ -46,6 +46,9 @@ def pythonpath(*first) -> str:
     return os.pathsep.join([*map(str, first), *inherited])
 
 
+warm_python.prestart(clean_env(), str(ROOT))  # the first SGLang subprocess of the session finds it warm
+
+
 def python(args: list[str], timeout: float = 300, env: dict | None = None, cwd=None) -> subprocess.CompletedProcess:
     """`python ARGS` in a new process, as subprocess.run(..., capture_output=True, text=True): `-c CODE` and
     `-m MODULE` start from the state launch_server reaches its load_plugins() in, SGLang imported, no plugin

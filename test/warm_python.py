@@ -2,13 +2,14 @@
 
 Importing what `sglang.launch_server` imports before it calls load_plugins() (sglang.srt.server_args and
 its torch/transformers stack) costs about 15 s of CPU per interpreter; the tests start dozens of fresh
-interpreters. Here one interpreter (the server, started at the first use in a test session with the
-environment every test subprocess starts from) imports exactly those modules, then forks one child per
-request. Each child is a new process in the state `python -m sglang.launch_server` is in when it reaches
-load_plugins(): SGLang's modules imported, no plugin loaded (`_plugins_loaded` is False), nothing of
-sglang_kimi_eagle3 imported. The child takes the request's environment, working folder, argv and
+interpreters. Here one interpreter (the server; test/helpers.py starts one in the background when it is
+first imported, from the environment every test subprocess starts from) imports exactly those modules,
+then forks one child per request. Each child is a new process in the state `python -m sglang.launch_server`
+is in when it reaches load_plugins(): SGLang's modules imported, no plugin loaded (`_plugins_loaded` is
+False), nothing of sglang_kimi_eagle3 imported. The child takes the request's environment, working folder, argv and
 stdout/stderr files, runs `-c CODE` or `-m MODULE` as the interpreter does (`__main__`, SystemExit codes,
-uncaught tracebacks exit 1, atexit handlers and thread joins at exit) and exits.
+uncaught tracebacks exit 1, thread joins and atexit handlers at exit, then os._exit without the module
+teardown) and exits.
 
 There is one server per start-up environment: the request's environment less the variables read only
 after start-up (LAZY_ENV: this plugin's switches, COLUMNS, ...). A request whose PYTHONPATH, HOME,
@@ -32,8 +33,8 @@ import time
 
 # read by SGLang or this plugin only when used (after start-up), never at import of the modules preloaded
 LAZY_ENV_PREFIXES = ("SGLANG_KIMI_EAGLE3",)
-LAZY_ENV = {"COLUMNS", "GATE_DEVICE", "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN", "SGLANG_PLUGINS",
-            "CUDA_VISIBLE_DEVICES"}
+LAZY_ENV = {"PYTEST_CURRENT_TEST", "COLUMNS", "GATE_DEVICE", "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN",
+            "SGLANG_PLUGINS", "CUDA_VISIBLE_DEVICES"}
 
 SERVER = r'''
 import json, os, select, sys, threading
@@ -55,7 +56,7 @@ buf, running = b"", {}
 
 
 def child(req):
-    import builtins, importlib, random, runpy, traceback, types
+    import builtins, importlib, random, runpy, types
     rep.close()
     os.close(req_fd)
     os.close(null)
@@ -92,8 +93,10 @@ def child(req):
         else:
             print(code, file=sys.stderr)
             rc = 1
-    except BaseException:
-        traceback.print_exc()
+    except BaseException:  # as the interpreter reports it: through sys.excepthook (a plugin may set one),
+        kind, exc, tb = sys.exc_info()  # from the first frame of the code run, not this function's
+        tb = tb.tb_next if tb is not None else None
+        sys.excepthook(kind, exc.with_traceback(tb), tb)
         rc = 1
     # the interpreter's exit (Py_FinalizeEx) up to its teardown of every module: join the threads, run the
     # atexit handlers (multiprocessing's, weakref.finalize's), flush; the teardown itself (seconds of C++
@@ -251,4 +254,12 @@ def run(argv: list[str], *, env: dict, cwd: str, timeout: float) -> subprocess.C
     finally:
         if os.environ.get("WARM_PYTHON_LOG"):  # one line per run: warm or plain, seconds, what ran
             with open(os.environ["WARM_PYTHON_LOG"], "a") as f:
-                f.write(f"{'warm' if s else 'plain'} {time.monotonic() - t0:7.1f} s {' '.join(argv[1:3])[:90]!r}\n")
+                f.write(f"{'warm ' + str(id(s))[-4:] if s else 'plain'} {time.monotonic() - t0:7.1f} s "
+                        f"{' '.join(argv[1:3])[:90]!r}\n")
+
+
+def prestart(env: dict, cwd: str) -> None:
+    """Start the warm interpreter for `env` in the background (its import overlaps whatever runs meanwhile,
+    on the other core); a request that comes before it is ready waits for it."""
+    if os.environ.get("SGLANG_KIMI_EAGLE3_TEST_FRESH") != "1" and _on_cpu_only():
+        threading.Thread(target=_server_for, args=(dict(env), cwd), name="warm-python-start", daemon=True).start()
