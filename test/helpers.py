@@ -9,6 +9,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import warm_python
+
 ROOT = Path(__file__).resolve().parents[1]
 PROFILES = ROOT / "python" / "sglang_kimi_eagle3" / "profiles"
 KIMI_K25 = PROFILES / "kimi-k2.5"
@@ -44,10 +46,20 @@ def pythonpath(*first) -> str:
     return os.pathsep.join([*map(str, first), *inherited])
 
 
+warm_python.prestart(clean_env(), str(ROOT))  # the first SGLang subprocess of the session finds it warm
+
+
+def python(args: list[str], timeout: float = 300, env: dict | None = None, cwd=None) -> subprocess.CompletedProcess:
+    """`python ARGS` in a new process, as subprocess.run(..., capture_output=True, text=True): `-c CODE` and
+    `-m MODULE` start from the state launch_server reaches its load_plugins() in, SGLang imported, no plugin
+    loaded (test/warm_python.py forks them from one warm interpreter on a CPU box), anything else plainly."""
+    return warm_python.run([sys.executable, *args], env=clean_env() if env is None else env,
+                           cwd=str(cwd or ROOT), timeout=timeout)
+
+
 def run_python(code: str, timeout: float = 240, **env: str) -> subprocess.CompletedProcess:
-    """Run `code` in a fresh interpreter (so SGLang's load_plugins() really runs once, from scratch)."""
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
-                          timeout=timeout, env=clean_env(**env), cwd=str(ROOT))
+    """Run `code` in a fresh process (so SGLang's load_plugins() really runs once, from scratch)."""
+    return python(["-c", textwrap.dedent(code)], timeout=timeout, env=clean_env(**env))
 
 
 def run_json(code: str, timeout: float = 240, **env: str):

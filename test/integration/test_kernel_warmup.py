@@ -121,6 +121,7 @@ from sglang.srt.server_args import prepare_server_args
 from sglang.srt.runtime_context import override_platform
 out = {}
 ctx = mp.get_context("spawn")  # SGLang's start method (engine.py)
+children = []  # one scheduler per launch (its own port and status file), all started before any is read
 for name, argv, env, again in CASES:
     sa = prepare_server_args(argv)
     with override_platform(**platform_facts(90)):
@@ -128,6 +129,8 @@ for name, argv, env, again in CASES:
     q = ctx.Queue()
     p = ctx.Process(target=scheduler_with_warmup, args=(sa, q, env, again))
     p.start()
+    children.append((name, q, p))
+for name, q, p in children:
     out[name] = q.get(timeout=400)
     p.join(60)
 print(json.dumps(out))

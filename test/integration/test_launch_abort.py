@@ -7,11 +7,10 @@ list, before any of that.
 """
 
 import subprocess
-import sys
 
 import pytest
 
-from helpers import AQ_K2_DRAFT, KIMI_K25, ROOT, clean_env
+from helpers import AQ_K2_DRAFT, KIMI_K25, clean_env, python
 
 pytestmark = pytest.mark.slow
 
@@ -24,8 +23,7 @@ BAD = ["--model-path", str(KIMI_K25), "--trust-remote-code", "--tp-size", "8",
 
 
 def launch(**env) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "sglang.launch_server", *BAD], capture_output=True, text=True,
-                          timeout=400, env=clean_env(**env), cwd=str(ROOT))
+    return python(["-m", "sglang.launch_server", *BAD], timeout=400, env=clean_env(**env))
 
 
 def test_errors_abort_the_launch_during_argument_resolution_with_the_full_list():

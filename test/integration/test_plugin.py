@@ -1,12 +1,10 @@
 """The plugin as SGLang loads it: entry-point discovery, the hook table, kill switch, idempotence, status CLI."""
 
 import json
-import subprocess
-import sys
 
 import pytest
 
-from helpers import ROOT, clean_env, run_json
+from helpers import clean_env, run_json, python
 
 pytestmark = pytest.mark.slow
 
@@ -72,8 +70,7 @@ print(json.dumps(hookstatus.as_dicts()))
 
 
 def test_status_command_prints_the_table_from_a_launch_server_like_process():
-    cp = subprocess.run([sys.executable, "-m", "sglang_kimi_eagle3.cli", "status", "--json"], capture_output=True,
-                        text=True, timeout=300, env=clean_env(), cwd=str(ROOT))
+    cp = python(["-m", "sglang_kimi_eagle3.cli", "status", "--json"], timeout=300, env=clean_env())
     assert cp.returncode == 0, cp.stderr[-2000:]
     out = json.loads(cp.stdout)
     assert out["sglang"] == "0.5.23"

@@ -9,12 +9,10 @@ whose AFTER hook writes the status file. One child has a stale call-site binding
 """
 
 import json
-import subprocess
-import sys
 
 import pytest
 
-from helpers import llama_eagle3_argv, ROOT, clean_env, run_json
+from helpers import llama_eagle3_argv, clean_env, run_json, python
 
 pytestmark = pytest.mark.slow
 
@@ -92,9 +90,8 @@ def test_a_masked_call_site_is_reported_failed_and_status_running_reads_the_file
     assert h["status"].startswith("failed (not bound at eagle_utils.verify_tree_greedy_func"), h
     assert h["state"] == "applied"  # the defining attribute alone would have said all is well
     assert masked["path"] == str(d / "port31877.json")
-    cp = subprocess.run([sys.executable, "-m", "sglang_kimi_eagle3.cli", "status", "--running", "31877"],
-                        capture_output=True, text=True, timeout=120, env=clean_env(SGLANG_KIMI_EAGLE3_STATUS_DIR=str(d)),
-                        cwd=str(ROOT))
+    cp = python(["-m", "sglang_kimi_eagle3.cli", "status", "--running", "31877"], timeout=120,
+                env=clean_env(SGLANG_KIMI_EAGLE3_STATUS_DIR=str(d)))
     assert cp.returncode == 1, cp.stdout + cp.stderr  # a failed hook: exit 1
     line = next(ln for ln in cp.stdout.splitlines() if ln.strip().startswith("verify_tree_greedy"))
     assert "failed (not bound at eagle_utils.verify_tree_greedy_func" in line

@@ -3,21 +3,18 @@ srt/ray/scheduler_actor.py, never call load_plugins()) and --enable-multi-layer-
 never calls draft_topk1_postprocess / renorm_draft_probs / the v2 worker's fast_topk). Warnings, not errors."""
 
 import json
-import subprocess
-import sys
 
 import pytest
 
-from helpers import ROOT, clean_env
+from helpers import clean_env, python
 
 pytestmark = pytest.mark.slow
 
 
 def test_use_ray_and_multi_layer_eagle_are_warned_about():
-    cp = subprocess.run([sys.executable, "-m", "sglang_kimi_eagle3.cli", "check", "--model-path", "llama-3.1-8b-instruct",
-                         "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "llama-3.1-8b-eagle3",
-                         "--for-gpu", "H200", "--json", "--use-ray", "--enable-multi-layer-eagle"],
-                        capture_output=True, text=True, timeout=300, env=clean_env(), cwd=str(ROOT))
+    cp = python(["-m", "sglang_kimi_eagle3.cli", "check", "--model-path", "llama-3.1-8b-instruct",
+                 "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "llama-3.1-8b-eagle3",
+                 "--for-gpu", "H200", "--json", "--use-ray", "--enable-multi-layer-eagle"], timeout=300, env=clean_env())
     assert cp.returncode == 0, cp.stdout[-2000:] + cp.stderr[-2000:]
     plugin = [f for f in json.loads(cp.stdout)["findings"] if f["check"] == "plugin"]
     assert [f["severity"] for f in plugin] == ["warning", "warning"], plugin

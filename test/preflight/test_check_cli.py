@@ -2,18 +2,16 @@
 
 import json
 import subprocess
-import sys
 
 import pytest
 
-from helpers import AQ_K2_DRAFT, ROOT, clean_env, edited_copy
+from helpers import AQ_K2_DRAFT, clean_env, edited_copy, python
 
 pytestmark = pytest.mark.slow
 
 
 def check(*args, **env) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "sglang_kimi_eagle3.cli", "check", *args], capture_output=True,
-                          text=True, timeout=300, env=clean_env(COLUMNS="200", **env), cwd=str(ROOT))
+    return python(["-m", "sglang_kimi_eagle3.cli", "check", *args], timeout=300, env=clean_env(COLUMNS="200", **env))
 
 
 def findings(cp) -> list[dict]:

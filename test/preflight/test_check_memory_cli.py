@@ -3,18 +3,16 @@
 import json
 import re
 import subprocess
-import sys
 
 import pytest
 
-from helpers import ROOT, clean_env
+from helpers import clean_env, python
 
 pytestmark = pytest.mark.slow
 
 
 def check(*args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "sglang_kimi_eagle3.cli", "check", *args], capture_output=True,
-                          text=True, timeout=300, env=clean_env(COLUMNS="200"), cwd=str(ROOT))
+    return python(["-m", "sglang_kimi_eagle3.cli", "check", *args], timeout=300, env=clean_env(COLUMNS="200"))
 
 
 def findings(cp) -> list[dict]:

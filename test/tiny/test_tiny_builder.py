@@ -16,7 +16,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from helpers import ROOT, clean_env
+from helpers import ROOT, clean_env, python
 from sglang_kimi_eagle3.tiny import BuildOptions, TinySpec, build, make_tensors, preset, proposals, successor
 from sglang_kimi_eagle3.tiny.build import WRAPPER_PREFIX
 from sglang_kimi_eagle3.tiny.launch import base_args, spec_args
@@ -350,8 +350,7 @@ print(json.dumps(r))
 
 
 def _worker_path(argv, code=CODE, extra=(), **env):
-    cp = subprocess.run([sys.executable, "-c", code, json.dumps(argv), *extra], capture_output=True, text=True,
-                        timeout=600, env=clean_env(**env), cwd=str(ROOT))
+    cp = python(["-c", code, json.dumps(argv), *extra], timeout=600, env=clean_env(**env))
     assert cp.returncode == 0, f"subprocess failed ({cp.returncode}):\n{cp.stdout[-3000:]}\n{cp.stderr[-6000:]}"
     return cp.stdout.strip().splitlines()
 
@@ -385,8 +384,7 @@ print(json.dumps(out))
 @pytest.mark.slow
 def test_check_passes_on_every_pair_and_reports_int4_as_for_kimi_k25(pairs):
     argvs = {kind: [*base_args(t), *spec_args(d, "chain"), "--for-gpu", "H200"] for kind, (t, d) in pairs.items()}
-    cp = subprocess.run([sys.executable, "-c", CHECK, json.dumps(argvs)], capture_output=True, text=True, timeout=600,
-                        env=clean_env(), cwd=str(ROOT))
+    cp = python(["-c", CHECK, json.dumps(argvs)], timeout=600, env=clean_env())
     assert cp.returncode == 0, f"check subprocess failed ({cp.returncode}):\n{cp.stdout[-3000:]}\n{cp.stderr[-4000:]}"
     res = json.loads(cp.stdout.strip().splitlines()[-1])
     for kind, r in res.items():

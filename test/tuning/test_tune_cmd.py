@@ -1,16 +1,13 @@
 """`sglang-kimi-eagle3 tune` on a CPU box: the no-GPU refusal, --dry-run, flag errors (the real CLI)."""
 
-import subprocess
-import sys
 
-from helpers import clean_env
+from helpers import clean_env, python
 
 from sglang_kimi_eagle3.cli import main
 
 
 def test_refuses_without_a_gpu_in_one_line():
-    p = subprocess.run([sys.executable, "-m", "sglang_kimi_eagle3.cli", "tune"], capture_output=True, text=True,
-                       env=clean_env(CUDA_VISIBLE_DEVICES=""), timeout=300)
+    p = python(["-m", "sglang_kimi_eagle3.cli", "tune"], env=clean_env(CUDA_VISIBLE_DEVICES=""), timeout=300)
     assert p.returncode == 2, p.stderr
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and "no CUDA GPU" in lines[0] and "--dry-run" in lines[0], p.stderr
