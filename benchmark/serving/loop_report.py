@@ -65,6 +65,10 @@ def _f(x, fmt=".2f"):
     return "-" if x is None else f"{x:{fmt}}"
 
 
+def _pct(x):
+    return "-" if x is None else f"{x:+.0f} %"
+
+
 def _sp(s):
     return "-" if not s else f"{s['median']:.2f} [{s['min']:.2f}-{s['max']:.2f}]"
 
@@ -76,20 +80,22 @@ def _err(pred, meas):
 def rows(plan_dir: Path, e2e: dict) -> list[dict]:
     rep = e2e.get("report", {})
     servers = set(e2e.get("config", {}).get("servers", []))
-    qs = sorted({m.group(1) for p in plan_dir.glob("loop-*-q*.json") if (m := re.search(r"-q([0-9.]+)\.json$", p.name))},
+    prefix = "loop-" if any(plan_dir.glob("loop-plan-q*.json")) else ""  # device_loop.sh's names, or plain ones
+    qs = sorted({m.group(1) for p in plan_dir.glob(f"{prefix}plan-q*.json") if (m := re.search(r"-q([0-9.]+)\.json$", p.name))},
                 key=float, reverse=True)
     out = []
     for q in qs:
-        bench = _load(plan_dir / f"loop-bench-q{q}.json") or {}
-        plan = _load(plan_dir / f"loop-plan-q{q}.json")
-        cfg = _load(plan_dir / f"loop-adaptive-q{q}.json") or {}
+        bench = _load(plan_dir / f"{prefix}bench-q{q}.json") or {}
+        plan = _load(plan_dir / f"{prefix}plan-q{q}.json")
+        cfg = _load(plan_dir / f"{prefix}adaptive-q{q}.json") or {}
         bench_sp = {lv["concurrency"]: (lv.get("speedup") or {}).get("aggregate") for lv in bench.get("levels", [])}
         taus = {lv["concurrency"]: (lv.get("spec") or {}).get("tau") for lv in bench.get("levels", [])}
         for c in sorted({lv["concurrency"] for lv in rep.get("levels", [])} | set(bench_sp)):
             fixed = _ratio(rep, c, f"fixed-q{q}", "plain")
             has_adaptive = f"adaptive-q{q}" in servers
+            no_spec = bool(cfg) and all(v["candidate_steps"] == [0] for k, v in cfg.items() if k.isdigit())
             adaptive = _ratio(rep, c, f"adaptive-q{q}", "plain") if has_adaptive else \
-                ({"median": 1.0, "min": 1.0, "max": 1.0, "n": 0} if cfg == {} and plan is not None else None)
+                ({"median": 1.0, "min": 1.0, "max": 1.0, "n": 0} if no_spec else None)  # the plan is plain decoding
             slot = _slot(cfg, c) if cfg else None
             cands = set(cfg[str(slot)]["candidate_steps"]) if slot is not None else {0}
             pred_fixed, pred_adaptive = _pred(plan, c, {3}), _pred(plan, c, cands)
@@ -113,9 +119,9 @@ def markdown(rs: list[dict]) -> str:
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rs:
         lines.append(f"| {r['q']:g} | {r['c']} | {_f(r['tau_phase1'])} | {_f(r['fixed_phase1'])} | {_sp(r['fixed'])} | "
-                     f"{_f(r['pred_fixed'])} | {_f(r['err_fixed_pct'], '+.0f')} % | "
+                     f"{_f(r['pred_fixed'])} | {_pct(r['err_fixed_pct'])} | "
                      f"{r['slot'] if r['slot'] is not None else '-'}: {r['candidates']} | {_f(r['pred_adaptive'])} | "
-                     f"{_sp(r['adaptive'])} | {_f(r['err_adaptive_pct'], '+.0f')} % | {_f(r['adaptive_vs_best_fixed'])} | "
+                     f"{_sp(r['adaptive'])} | {_pct(r['err_adaptive_pct'])} | {_f(r['adaptive_vs_best_fixed'])} | "
                      f"{'-' if r['floor_ok'] is None else ('yes' if r['floor_ok'] else '**no**')} |")
     return "\n".join(lines) + "\n"
 
