@@ -12,7 +12,7 @@ concurrency c it prints:
   - the planner's error, (predicted - measured) / measured, for fixed and for adaptive
   - whether the floor holds: adaptive >= 0.95 x plain and >= 0.95 x the best fixed setting
 A q whose plan said "no speculation" has no adaptive server: its adaptive column is the plain server (ratio 1).
-Pure: reads JSON, writes markdown (and a PNG with matplotlib when --plot is given).
+Pure: reads JSON, writes markdown and JSON atomically (and a PNG with matplotlib when --plot is given).
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ import json
 import re
 import sys
 from pathlib import Path
+
+from sglang_kimi_eagle3.validate import atomic_write_text
 
 FLOOR = 0.95
 
@@ -152,7 +154,9 @@ def plot(rs: list[dict], path: str) -> None:
     axes[0][0].set_ylabel("speedup vs plain (aggregate tok/s)")
     axes[0][-1].legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    from sglang_kimi_eagle3.bench.plots import _save
+
+    _save(fig, path)  # one atomic write of the PNG bytes
 
 
 def bench_docs(e2e: dict) -> dict[str, dict]:
@@ -213,14 +217,14 @@ def main(argv=None) -> int:
     if a.bench_out:
         Path(a.bench_out).mkdir(parents=True, exist_ok=True)
         for q, doc in bench_docs(e2e).items():
-            Path(a.bench_out, f"bench-q{q}.json").write_text(json.dumps(doc, indent=1) + "\n")
+            atomic_write_text(Path(a.bench_out, f"bench-q{q}.json"), json.dumps(doc, indent=1) + "\n", "--bench-out")
     rs = rows(Path(a.plan_dir), e2e)
     md = markdown(rs)
     print(md)
     if a.md:
-        Path(a.md).write_text(md)
+        atomic_write_text(a.md, md, "--md")
     if a.json:
-        Path(a.json).write_text(json.dumps(rs, indent=1) + "\n")
+        atomic_write_text(a.json, json.dumps(rs, indent=1) + "\n", "--json")
     if a.plot:
         plot(rs, a.plot)
     return 0
