@@ -19,7 +19,7 @@
 # --cuda-graph-max-bs-decode), MEMF (0.7: --mem-fraction-static; SGLang keeps 1 - MEMF of the memory free at its own
 # start as slack and needs its weights to fit the rest; the KV cache is capped by --max-total-tokens, so five servers
 # started together fit side by side),
-# COLD_BEFORE (1: the two warm-up-off servers), SHARED_CACHES (0: one cache folder for all, faster starts, but then
+# COLD_BEFORE (1: the two warm-up-off servers), SLEEP_ON_IDLE (1: --sleep-on-idle on every server), SHARED_CACHES (0: one cache folder for all, faster starts, but then
 # the warm-up-off servers find what the others compiled), STARTUP_S (360: how long e2e.py waits for every server's
 # /health; concurrent cold starts of the tiny servers took up to 223 s on an H200), BUDGET_S (everything ends by then;
 # default: the time spent before the servers started + STARTUP_S + 120 s of traffic + ANATOMY_S, at least 550 and at
@@ -93,7 +93,9 @@ def args(port, spec):
     a = base_args(target, mem_fraction=memf)
     for flag in ("--max-running-requests", "--cuda-graph-max-bs-decode"):
         a[a.index(flag) + 1] = maxrun
-    return ["python3", "-m", "sglang.launch_server", *a, "--host", "127.0.0.1", "--port", str(port)] + (spec_args(draft, shape) if spec else [])
+    # --sleep-on-idle: an idle scheduler otherwise busy-polls a CPU core while another server is measured
+    idle = ["--sleep-on-idle"] if os.environ.get("SLEEP_ON_IDLE", "1") == "1" else []
+    return ["python3", "-m", "sglang.launch_server", *a, *idle, "--host", "127.0.0.1", "--port", str(port)] + (spec_args(draft, shape) if spec else [])
 servers = [("plain", 30301, None, "on"), ("auto", 30302, "auto", "on"), ("upstream", 30303, "upstream", "on")]
 if os.environ.get("COLD_BEFORE", "1") == "1":
     servers += [("auto-nowarm", 30304, "auto", "off"), ("upstream-nowarm", 30305, "upstream", "off")]

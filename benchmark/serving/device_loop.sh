@@ -12,8 +12,10 @@
 #            they take no CPU while something else is measured; `thaw` resumes them
 #   phase2   thaw; benchmark/serving/e2e.py over the running servers by URL: alternating rounds plain / fixed /
 #            adaptive per q at c 1/4/16/64, greedy, until the deadline -> $OUT/loop-e2e.json, plots; logs.tgz
+#   phase1 with PLAN_FROM=DIR skips the bench: it plans from DIR/bench-q<Q>.json and starts the adaptive servers
 # Knobs: LOOP_Q ("0.9 0.6 0.3"), CONC (1,4,16,64), MAXRUN (64), MEMF (0.7), LOOP_WORK (/tmp/loop),
-# PHASE1_S (how long phase1 waits for /health, 300), PHASE2_WAIT_S (the same for phase2, 60), BENCH_S (the limit of each phase-1 bench, 75), BUDGET_S (phase2 ends by then, 540), ROUNDS (3).
+# PHASE1_S (how long phase1 waits for /health, 300), PHASE2_WAIT_S (the same for phase2, 60), BENCH_S (the limit of each phase-1 bench, 75), BUDGET_S (phase2 ends by then, 540), ROUNDS (3),
+# SLEEP_ON_IDLE (1: every server gets --sleep-on-idle), PLAN_FROM (above).
 set -uo pipefail
 T0=$(date +%s)
 eval "$(benchmark/live/device.sh env)"
@@ -42,7 +44,10 @@ for flag in ("--max-running-requests", "--cuda-graph-max-bs-decode"):
     a[a.index(flag) + 1] = os.environ.get("MAXRUN", "64")
 env = {"TRITON_CACHE_DIR": f"{w}/cache/triton", "SGLANG_JIT_CACHE_DIR": f"{w}/cache/jit",
        "TORCHINDUCTOR_CACHE_DIR": f"{w}/cache/inductor", "SGLANG_KIMI_EAGLE3_STATUS_DIR": f"{w}/status/{name}"}
-argv = ["python3", "-m", "sglang.launch_server", *a, "--host", "127.0.0.1", "--port", port, *extra]
+# --sleep-on-idle: an idle SGLang scheduler otherwise busy-polls one CPU core; with 5-7 servers side by side
+# that is CPU taken from the one being measured (zmq wakes it at once when a request comes: no latency added)
+idle = ["--sleep-on-idle"] if os.environ.get("SLEEP_ON_IDLE", "1") == "1" else []
+argv = ["python3", "-m", "sglang.launch_server", *a, *idle, "--host", "127.0.0.1", "--port", port, *extra]
 with open(f"{w}/start-{name}.sh", "w") as f:
     f.write(f"exec env {' '.join(f'{k}={shlex.quote(v)}' for k, v in env.items())} {shlex.join(argv)}\n")
 PY
@@ -85,16 +90,23 @@ start)
   ;;
 phase1)
   SERVERS="plain"; for q in $QS; do SERVERS="$SERVERS fixed-q$q"; done
+  # PLAN_FROM=DIR: no bench here; plan from DIR/bench-q<Q>.json (an earlier lease's rounds on this device, made
+  # with loop_report.py --bench-out), so the adaptive servers start at once and warm up beside other work
   # shellcheck disable=SC2086
-  wait_healthy "${PHASE1_S:-300}" $SERVERS
+  [ -n "${PLAN_FROM:-}" ] || wait_healthy "${PHASE1_S:-300}" $SERVERS
   { date -u +%FT%TZ; nvidia-smi -L; python3 -c "import torch, triton, importlib.metadata as m; print('torch', torch.__version__, 'triton', triton.__version__, 'sglang', m.version('sglang'), 'python', __import__('sys').version.split()[0])"; git log -1 --format='commit %h %s' 2>/dev/null; } > "$OUT/loop-versions.txt" 2>&1
   for q in $QS; do
+    if [ -n "${PLAN_FROM:-}" ]; then
+      cp "$PLAN_FROM/bench-q$q.json" "$OUT/loop-bench-q$q.json" || { say "PLAN_FROM=$PLAN_FROM: no bench-q$q.json"; continue; }
+      say "q $q: planning from $PLAN_FROM/bench-q$q.json (no bench in this step)"
+    else
     healthy "fixed-q$q" && healthy plain || { say "fixed-q$q or plain not up: no bench for q $q"; continue; }
     say "bench q $q"
     timeout "${BENCH_S:-75}" python3 -m sglang_kimi_eagle3.cli bench --url "http://127.0.0.1:$(port_of "fixed-q$q")" \
       --baseline-url "http://127.0.0.1:$(port_of plain)" --concurrency "$CONC" --max-new-tokens 128 --ignore-eos \
       --temperature 0 --rounds 2 --min-requests 16 --template raw --no-progress --json "$OUT/loop-bench-q$q.json" \
       2>&1 | tail -40
+    fi
     say "plan q $q"
     python3 -m sglang_kimi_eagle3.cli plan --bench "$OUT/loop-bench-q$q.json" --batch-sizes "$CONC" \
       -o "$OUT/loop-adaptive-q$q.json" --json "$OUT/loop-plan-q$q.json" --force 2>&1 | tee "$W/plan-q$q.txt" | tail -40

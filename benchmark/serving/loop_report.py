@@ -161,16 +161,26 @@ def plot(rs: list[dict], path: str) -> None:
 
 def bench_docs(e2e: dict) -> dict[str, dict]:
     """q -> a bench-format document (`sglang-kimi-eagle3 bench --url fixed --baseline-url plain`) made of the
-    alternating rounds: per concurrency the median round (by aggregate tok/s) of fixed-q<Q> and of plain, with
-    step_costs from their per-request tok/s (plain step = 1 / tok/s per request; speculative round = tau / tok/s
-    per request). `plan --bench` plans from it as from a bench run. For when the loop's own phase-1 bench is
-    missing (the H200 run of 2026-12-01)."""
+    alternating rounds: per concurrency the median PAIRED round, the alternation i whose fixed-q<Q> / plain
+    aggregate ratio is the median of the rounds' ratios (the number the report prints), both servers taken from
+    that same alternation, with step_costs from their per-request tok/s (plain step = 1 / tok/s per request;
+    speculative round = tau / tok/s per request). Pairing keeps the drift between alternations out of the costs:
+    on the H200 of 2026-12-01 plain at c 1 went 542 -> 401 tok/s per request between rounds, and medians taken
+    per server apart gave 1.07x where every paired round said 1.03-1.46x. `plan --bench` plans from it as from a
+    bench run. For when the loop's own phase-1 bench is missing (the H200 run of 2026-12-01)."""
     rows = [r for r in e2e.get("rows", []) if r["phase"] == "steady" and r["temperature"] == 0 and r["summary"]]
 
-    def median_round(server, c):
-        got = sorted((r for r in rows if r["server"] == server and r["concurrency"] == c),
-                     key=lambda r: r["summary"]["agg_tok_s"] or 0)
-        return got[len(got) // 2]["summary"] if got else None
+    def median_pair(server, c):
+        by = {}
+        for r in rows:
+            if r["concurrency"] == c and r["server"] in (server, "plain"):
+                by.setdefault(r["index"], {})[r["server"]] = r["summary"]
+        pairs = sorted((p[server]["agg_tok_s"] / p["plain"]["agg_tok_s"], i, p) for i, p in by.items()
+                       if len(p) == 2 and p[server]["agg_tok_s"] and p["plain"]["agg_tok_s"])
+        if not pairs:
+            return None, None
+        p = pairs[(len(pairs) - 1) // 2][2]  # the lower median of an even count: never the better half
+        return p[server], p["plain"]
 
     out = {}
     for name in e2e.get("config", {}).get("servers", []):
@@ -179,7 +189,7 @@ def bench_docs(e2e: dict) -> dict[str, dict]:
             continue
         levels = []
         for c in sorted({r["concurrency"] for r in rows}):
-            s, b = median_round(name, c), median_round("plain", c)
+            s, b = median_pair(name, c)
             if not s or not b or not s["tok_s_per_req_median"] or not b["tok_s_per_req_median"]:
                 continue
             info = e2e["servers"][name].get("server_info") or {}
@@ -194,8 +204,8 @@ def bench_docs(e2e: dict) -> dict[str, dict]:
         out[m.group(1)] = {"schema": "sglang-kimi-eagle3-bench/1", "date": e2e.get("date"), "status": "complete",
                            "interrupted": None, "levels": levels, "overall": None, "overall_baseline": None,
                            "requests": {}, "in_progress": None,
-                           "config": {"command": "benchmark/serving/loop_report.py --bench-out: the median round per "
-                                                 f"level of {name} and plain in {e2e.get('command', 'an e2e run')}"},
+                           "config": {"command": "benchmark/serving/loop_report.py --bench-out: per level the median "
+                                                 f"paired round of {name} and plain in {e2e.get('command', 'an e2e run')}"},
                            "servers": {"spec": e2e["servers"][name].get("server_info") or {},
                                        "baseline": e2e["servers"]["plain"].get("server_info") or {}}}
     return out
