@@ -7,7 +7,8 @@
 #   phase1   wait for them; `sglang-kimi-eagle3 bench` each fixed server with the plain one as baseline at
 #            c 1/4/16/64 (greedy) -> $OUT/loop-bench-q*.json; `sglang-kimi-eagle3 plan --bench` each ->
 #            $OUT/loop-adaptive-q*.json (SGLang's adaptive config) + $OUT/loop-plan-q*.json; start one server per q
-#            with the flags plan printed (3 more servers; a plan that says "no speculation" starts none)
+#            with the adaptive file's flags (a plan that says "no speculation" starts none), and planned-q* with
+#            the recommended fixed chain when plan recommends one other than 3/1/4
 #   freeze   once the adaptive servers answer /health (or after FREEZE_WAIT_S), SIGSTOP every loop server so
 #            they take no CPU while something else is measured; `thaw` resumes them
 #   phase2   thaw; benchmark/serving/e2e.py over the running servers by URL: alternating rounds plain / fixed /
@@ -28,7 +29,8 @@ step=${1:?usage: device_loop.sh start|phase1|freeze|thaw|phase2}
 exec > >(tee -a "$OUT/device_loop-$step.log") 2>&1
 say() { echo "[device_loop $step $(( $(date +%s) - T0 )) s] $*"; }
 port_of() { case $1 in plain) echo 30401;; fixed-q0.9) echo 30402;; fixed-q0.6) echo 30403;; fixed-q0.3) echo 30404;;
-  adaptive-q0.9) echo 30405;; adaptive-q0.6) echo 30406;; adaptive-q0.3) echo 30407;; *) echo 30499;; esac; }
+  adaptive-q0.9) echo 30405;; adaptive-q0.6) echo 30406;; adaptive-q0.3) echo 30407;;
+  planned-q0.9) echo 30408;; planned-q0.6) echo 30409;; planned-q0.3) echo 30410;; *) echo 30499;; esac; }
 healthy() { curl -s -m 3 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$(port_of "$1")/health" | grep -q 200; }
 names() { ls "$W"/pid-* 2>/dev/null | sed 's#.*/pid-##'; }
 
@@ -124,6 +126,14 @@ PY
            start_server "adaptive-q$q" $flags --speculative-draft-model-path "$W/q$q/draft";;
       *) say "q $q: plan says $flags: the adaptive server is the plain one";;
     esac
+    # the plan's recommendation, when it is a fixed chain other than the fixed server's 3/1/4: its own server
+    rec=$(python3 -c "import json, sys; r = json.load(open(sys.argv[1])).get('recommendation') or {}; print(r.get('steps', '') if r.get('kind') == 'fixed' else '')" "$OUT/loop-plan-q$q.json" 2>/dev/null)
+    if [ -n "$rec" ] && [ "$rec" != 3 ]; then
+      start_server "planned-q$q" --speculative-algorithm EAGLE3 --speculative-draft-model-path "$W/q$q/draft" \
+        --speculative-num-steps "$rec" --speculative-eagle-topk 1 --speculative-num-draft-tokens $((rec + 1))
+    elif [ -n "$rec" ]; then
+      say "q $q: the plan recommends fixed 3/1/4: the fixed-q$q server"
+    fi
   done
   pack_logs
   ;;
@@ -141,7 +151,7 @@ phase2)
   # shellcheck disable=SC2046
   wait_healthy "${PHASE2_WAIT_S:-60}" $(names)
   ARGS=()
-  for n in plain $(for q in $QS; do echo "fixed-q$q adaptive-q$q"; done); do
+  for n in plain $(for q in $QS; do echo "fixed-q$q adaptive-q$q planned-q$q"; done); do
     [ -f "$W/pid-$n" ] && healthy "$n" && ARGS+=(--server "$n=http://127.0.0.1:$(port_of "$n")")
   done
   say "servers: ${ARGS[*]}"

@@ -10,8 +10,11 @@ concurrency c it prints:
   - predicted: the plan's speedup for fixed 3 steps and for the adaptive slot (its best candidate)
   - adaptive / plain and adaptive / best fixed (max of plain and fixed 3/1/4), measured, median [min-max]
   - the planner's error, (predicted - measured) / measured, for fixed and for adaptive
-  - whether the floor holds: adaptive >= 0.95 x plain and >= 0.95 x the best fixed setting
+  - what the plan recommends (its JSON's `recommendation`: none, a fixed chain, or the adaptive file), that
+    setting's measured ratio over plain and over the best fixed one, and whether the floor holds for it:
+    >= 0.95 x plain and >= 0.95 x the best fixed setting (no verdict while the recommendation is unmeasured)
 A q whose plan said "no speculation" has no adaptive server: its adaptive column is the plain server (ratio 1).
+A recommended fixed chain is the fixed-q<Q> server when the steps agree, else a planned-q<Q> server.
 Pure: reads JSON, writes markdown and JSON atomically (and a PNG with matplotlib when --plot is given).
 """
 
@@ -103,27 +106,44 @@ def rows(plan_dir: Path, e2e: dict) -> list[dict]:
             pred_fixed, pred_adaptive = _pred(plan, c, {3}), _pred(plan, c, cands)
             best_fixed = max(1.0, fixed["median"]) if fixed else None
             vs_best = adaptive["median"] / best_fixed if adaptive and best_fixed else None
+            rec = (plan or {}).get("recommendation") or {"kind": "adaptive"}  # plans before the field: the file
+            if rec["kind"] == "none":
+                planned = {"median": 1.0, "min": 1.0, "max": 1.0, "n": 0}  # plain decoding is the plain server
+            elif rec["kind"] == "fixed":
+                fixed_steps = ((e2e.get("servers", {}).get(f"fixed-q{q}") or {}).get("server_info") or {}).get(
+                    "speculative_num_steps", 3)
+                planned = fixed if rec["steps"] == fixed_steps else (
+                    _ratio(rep, c, f"planned-q{q}", "plain") if f"planned-q{q}" in servers else None)
+            else:
+                planned = adaptive
+            planned_vs_best = planned["median"] / best_fixed if planned and best_fixed else None
             out.append({
                 "q": float(q), "c": c, "tau_phase1": taus.get(c), "fixed_phase1": bench_sp.get(c), "fixed": fixed,
                 "slot": slot, "candidates": sorted(cands), "pred_fixed": pred_fixed, "pred_adaptive": pred_adaptive,
                 "adaptive": adaptive, "adaptive_vs_best_fixed": vs_best,
                 "err_fixed_pct": _err(pred_fixed, fixed and fixed["median"]),
                 "err_adaptive_pct": _err(pred_adaptive, adaptive and adaptive["median"]),
-                "floor_ok": None if not adaptive or vs_best is None else
+                "adaptive_floor_ok": None if not adaptive or vs_best is None else
                 adaptive["median"] >= FLOOR and vs_best >= FLOOR,
+                "recommended": rec["kind"] if rec["kind"] != "fixed" else f"fixed {rec['steps']}/1/{rec['steps'] + 1}",
+                "planned": planned, "planned_vs_best_fixed": planned_vs_best,
+                "floor_ok": None if not planned or planned_vs_best is None else
+                planned["median"] >= FLOOR and planned_vs_best >= FLOOR,
             })
     return out
 
 
 def markdown(rs: list[dict]) -> str:
     head = ("| q | c | τ (phase 1) | fixed/plain, bench | fixed/plain, rounds | predicted fixed | error | slot: candidates | "
-            "predicted adaptive | adaptive/plain, rounds | error | adaptive / best fixed | floor 0.95 |")
+            "predicted adaptive | adaptive/plain, rounds | error | adaptive / best fixed | plan recommends | "
+            "recommended / plain, rounds | recommended / best fixed | floor 0.95 |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rs:
         lines.append(f"| {r['q']:g} | {r['c']} | {_f(r['tau_phase1'])} | {_f(r['fixed_phase1'])} | {_sp(r['fixed'])} | "
                      f"{_f(r['pred_fixed'])} | {_pct(r['err_fixed_pct'])} | "
                      f"{r['slot'] if r['slot'] is not None else '-'}: {r['candidates']} | {_f(r['pred_adaptive'])} | "
                      f"{_sp(r['adaptive'])} | {_pct(r['err_adaptive_pct'])} | {_f(r['adaptive_vs_best_fixed'])} | "
+                     f"{r['recommended']} | {_sp(r['planned'])} | {_f(r['planned_vs_best_fixed'])} | "
                      f"{'-' if r['floor_ok'] is None else ('yes' if r['floor_ok'] else '**no**')} |")
     return "\n".join(lines) + "\n"
 

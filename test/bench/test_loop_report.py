@@ -54,3 +54,16 @@ def test_the_table_names_the_planners_error_and_the_floor():
     assert q9["adaptive"] is None and q9["floor_ok"] is None  # its adaptive server was not measured: no verdict
     md = loop_report.markdown(rows)
     assert md.count("\n") == 14 and "| 0.6 | 16 |" in md
+
+
+def test_the_run_with_the_adaptive_server_names_its_miss_and_the_recommendation():
+    """H200 run 6 (2026-12-01): the adaptive file of q 0.9 was served; it missed 0.95 x the best fixed at c 16
+    (0.91); the plan of today's code recommends a fixed chain instead, which that run did not serve."""
+    e2e = json.loads((RESULTS / "loop-h200-2026-12-01-run6" / "loop-e2e.json").read_text())
+    by = {(r["q"], r["c"]): r for r in loop_report.rows(RESULTS / "loop-h200-2026-12-01-derived", e2e)}
+    r = by[(0.9, 16)]
+    assert r["adaptive"]["n"] == 3 and r["adaptive_floor_ok"] is False and 0.90 < r["adaptive_vs_best_fixed"] < 0.92
+    assert r["recommended"] == "fixed 2/1/3" and r["planned"] is None and r["floor_ok"] is None  # not served
+    assert by[(0.9, 1)]["adaptive_floor_ok"] is True
+    assert all(by[(q, c)]["floor_ok"] is True and by[(q, c)]["recommended"] == "none"
+               for q in (0.6, 0.3) for c in (1, 4, 16, 64))

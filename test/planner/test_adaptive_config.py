@@ -72,3 +72,35 @@ def test_plan_bad_input_is_one_line_exit_2(argv, needle, tmp_path, capsys):
     assert cli_main(["plan", "-o", str(tmp_path / "x.json")] + argv) == 2
     err = capsys.readouterr().err.strip()
     assert needle in err and "\n" not in err
+
+
+def test_recommendation_is_a_fixed_chain_when_one_is_close_to_the_best_everywhere():
+    from sglang_kimi_eagle3.planner.adaptive import recommend
+
+    # the H200 loop's q 0.9 shape: the best steps differ by batch size, but steps 2 stay within 3 % everywhere
+    plan = _plan({1: [(1, 1.25), (2, 1.34), (3, 1.36)], 4: [(1, 1.07), (2, 1.07), (3, 1.05)],
+                  16: [(1, 1.10), (2, 1.12), (3, 1.10)], 64: [(1, 1.19), (2, 1.24), (3, 1.24)]})
+    rec = recommend(plan, 0.97)
+    assert rec["kind"] == "fixed" and rec["steps"] == 2 and rec["draft_tokens"] == 3
+    assert abs(rec["worst_vs_best"] - 1.34 / 1.36) < 1e-9
+    # steps that really differ (5 at bs 1, 1 at bs 64): the adaptive file
+    assert recommend(_plan({1: [(1, 1.2), (5, 2.0)], 64: [(1, 1.1), (5, 0.7)]}), 0.97) == {"kind": "adaptive"}
+    # a chain that is close but loses to plain somewhere is no fixed recommendation (0 wins there)
+    assert recommend(_plan({1: [(1, 1.5)], 64: [(1, 0.99)]}), 0.97) == {"kind": "adaptive"}
+    assert recommend(_plan({1: [(1, 0.9)], 64: [(1, 0.5)]}), 0.97) == {"kind": "none"}
+
+
+def test_plan_prints_and_records_the_fixed_recommendation(tmp_path, capsys):
+    from pathlib import Path
+    bench = Path(__file__).resolve().parents[2] / "benchmark/results/loop-h200-2026-12-01-derived/bench-q0.9.json"
+    out, full = tmp_path / "a.json", tmp_path / "p.json"
+    assert cli_main(["plan", "--bench", str(bench), "--batch-sizes", "1,4,16,64", "-o", str(out), "--json", str(full),
+                     "--no-sglang-check"]) == 0
+    printed = capsys.readouterr().out
+    rec = json.loads(full.read_text())["recommendation"]
+    assert rec["kind"] == "fixed" and rec["launch_flags"] == (
+        f"--speculative-algorithm EAGLE3 --speculative-num-steps {rec['steps']} --speculative-eagle-topk 1 "
+        f"--speculative-num-draft-tokens {rec['steps'] + 1}")
+    assert "recommended: fixed steps" in printed and "the adaptive file instead: " in printed
+    assert next(ln for ln in printed.splitlines() if ln.startswith("launch flags: ")).startswith(
+        f"launch flags: --speculative-algorithm EAGLE3 --speculative-num-steps {rec['steps']}")

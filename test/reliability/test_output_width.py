@@ -63,7 +63,8 @@ def test_plan_output_fits_80_columns_and_its_table_keeps_every_column(tmp_path, 
     # the batch-size column heads both parts (bs 64 and 128 are past the default deployment's KV pool: not planned)
     assert len(re.findall(r"│ +1 │", out)) == 2 and len(re.findall(r"│ +32 │", out)) == 2
     # the printed launch flags paste into a shell as one command
-    text = out[out.index("launch flags: "):].removeprefix("launch flags: ")
+    mark = "the adaptive file instead: " if "the adaptive file instead: " in out else "launch flags: "
+    text = out[out.index(mark):].removeprefix(mark)
     flags = shlex.split(text.split("\n\n")[0].replace("\\\n", " "))  # as a shell joins continued lines
     assert flags[:2] == ["--speculative-algorithm", "EAGLE3"] and "--speculative-adaptive-config" in flags
     assert flags[flags.index("--speculative-adaptive-config") + 1] == str(deep)
@@ -72,7 +73,8 @@ def test_plan_output_fits_80_columns_and_its_table_keeps_every_column(tmp_path, 
 def test_plan_uses_a_wide_terminal(tmp_path, capsys, monkeypatch):
     out = run(["plan", "--no-sglang-check", "-o", str(tmp_path / "a.json")], capsys, monkeypatch, columns=400)
     assert len(re.findall(r"│ +1 │", out)) == 1  # one table when it fits
-    assert re.search(r"--speculative-num-steps \d+$", next(ln for ln in out.splitlines() if ln.startswith("launch flags: ")))
+    line = next(ln for ln in out.splitlines() if ln.startswith("launch flags: "))  # one line when it fits
+    assert re.search(r"--speculative-num-(steps|draft-tokens) \d+$", line), line
 
 
 def test_tune_dry_run_fits_80_columns(tmp_path, capsys, monkeypatch):

@@ -40,6 +40,36 @@ def adaptive_config(plan: dict[int, tuple[list[Prediction], Prediction]], tolera
     return cfg
 
 
+def recommend(plan: dict[int, tuple[list[Prediction], Prediction]], tolerance: float) -> dict:
+    """What to launch: {"kind": "none"} when no topk-1 setting beats plain decoding at any batch size;
+    {"kind": "fixed", "steps": s, "draft_tokens": s + 1, "worst_vs_best": r} when one chain setting is predicted
+    within `tolerance` of the best topk-1 setting at EVERY batch size (and above 1.0 everywhere): an adaptive
+    file then buys less than SGLang's adaptive mode costs each round (on the H200, 2026-12-01, the tiny pair's
+    adaptive server ran 0.87x of the fixed one at concurrency 16, at the same steps and acceptance);
+    {"kind": "adaptive"} otherwise (the best steps differ by batch size, or drafting loses somewhere)."""
+    chains = {bs: {p.steps: p for p in preds if p.topk == 1} for bs, (preds, _) in plan.items()}
+    best = {bs: max(c.values(), key=lambda p: p.speedup) for bs, c in chains.items() if c}
+    if not best or all(b.steps == 0 or not b.speedup > 1.0 for b in best.values()):
+        return {"kind": "none"}
+    common = set.intersection(*(set(c) for c in chains.values())) - {0}
+    ok = {s: min(chains[bs][s].speedup / best[bs].speedup for bs in chains) for s in common
+          if all(chains[bs][s].speedup > 1.0 and chains[bs][s].speedup >= tolerance * best[bs].speedup for bs in chains)}
+    if ok:
+        s = max(ok, key=lambda s: (ok[s], -s))  # the closest to the best everywhere; the shorter draft on a tie
+        return {"kind": "fixed", "steps": s, "draft_tokens": s + 1, "worst_vs_best": ok[s]}
+    return {"kind": "adaptive"}
+
+
+def fixed_flags(steps: int) -> str:
+    return (f"--speculative-algorithm EAGLE3 --speculative-num-steps {steps} --speculative-eagle-topk 1 "
+            f"--speculative-num-draft-tokens {steps + 1}")
+
+
+def recommended_flags(rec: dict, cfg: dict, path: str) -> str:
+    """The launch flags of the recommendation (a fixed chain, the adaptive file, or the no-speculation line)."""
+    return fixed_flags(rec["steps"]) if rec.get("kind") == "fixed" else launch_flags(cfg, path)
+
+
 def launch_flags(cfg: dict, path: str) -> str:
     """The launch_server flags that load `cfg`; the start value must be one of the candidates' union."""
     union = sorted({s for k, v in cfg.items() if k.isdigit() for s in v["candidate_steps"]})

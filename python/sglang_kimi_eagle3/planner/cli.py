@@ -224,13 +224,23 @@ def main(argv: list[str]) -> int:
     echo("\n".join(capacity.lines(cap)))
     checked = "SGLang's own _load_adaptive_config accepts it" if loader else "checked against SGLang's rules"
     flags = adaptive.launch_flags(cfg, path)
+    rec = adaptive.recommend(plan, tolerance)
     echo(f"\nwrote {path} ({checked})")
-    print(shell("launch flags: ", flags) if flags.startswith("--") else fill(f"launch flags: {flags}"))
+    if rec["kind"] == "fixed":
+        echo(fill(f"recommended: fixed steps {rec['steps']} / topk 1 / {rec['draft_tokens']} draft tokens, predicted "
+                  f"within {100 * (1 - tolerance):.0f} % of the best topk-1 setting at every batch size (worst "
+                  f"{rec['worst_vs_best']:.3f} of it): an adaptive file would gain less than SGLang's adaptive mode "
+                  "costs per round (docs/planner.md)"))
+        print(shell("launch flags: ", adaptive.fixed_flags(rec["steps"])))
+        print(shell("the adaptive file instead: ", flags))
+    else:
+        print(shell("launch flags: ", flags) if flags.startswith("--") else fill(f"launch flags: {flags}"))
+    rec["launch_flags"] = adaptive.recommended_flags(rec, cfg, path)
     if a.json:
         doc = {**prov, "batch_sizes": {str(bs): {"best": best.as_dict(), "all": [p.as_dict() for p in preds],
                                                  "fits_kv_pool": bs not in cap.excluded}
                                        for bs, (preds, best) in full_plan.items()},
-               "kv_capacity": cap.as_dict(), "adaptive_config": cfg}
+               "kv_capacity": cap.as_dict(), "adaptive_config": cfg, "recommendation": rec}
         _write_json(doc, a.json)
         echo(f"wrote {a.json}")
     if a.plot:
