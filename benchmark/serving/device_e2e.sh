@@ -14,7 +14,7 @@
 # $E2E_WORK/pid-NAME; they outlive the device call), so their cold start overlaps other work of the lease;
 # `measure` does steps 3-5 on the servers a `start` left (SIGCONT first, in case they were frozen with
 # benchmark/serving/device_loop.sh-style SIGSTOP); `all` does everything in one call.
-# Knobs (environment): TINY_ARGS (default "--kimi-width --device cuda"), TARGET and DRAFT (skip the build), SPEC_SHAPE
+# Knobs (environment): FIT / ROUND_S / RESUME (below, at the e2e.py call), TINY_ARGS (default "--kimi-width --device cuda"), TARGET and DRAFT (skip the build), SPEC_SHAPE
 # (chain | tree, tiny/launch.py), CONC (1,4,16,64), TEMPS (0,0.7), ROUNDS (3), MAXRUN (64: --max-running-requests and
 # --cuda-graph-max-bs-decode), MEMF (0.7: --mem-fraction-static; SGLang keeps 1 - MEMF of the memory free at its own
 # start as slack and needs its weights to fit the rest; the KV cache is capped by --max-total-tokens, so five servers
@@ -136,9 +136,17 @@ fi
 DEADLINE=$((T0 + BUDGET_S))
 say "budget $BUDGET_S s (deadline in $((DEADLINE - $(date +%s))) s), server startup timeout $STARTUP_S s"
 # hard stop (SIGINT: e2e.py keeps every finished row, status "interrupted") 30 s into the anatomy's share
+# FIT=1 (default): rounds shortened to end by the deadline (run 6: 1.4 s each for 72 rounds). FIT=0: rounds of
+# ROUND_S each until the hard stop; RESUME=1 continues the JSON a previous call of this lease left in $W (the
+# servers stay up between calls), so 3 x 20 s rounds at every level can span two or three calls.
+FITARGS=(--finish-by $((DEADLINE - ANATOMY_S)))
+[ "${FIT:-1}" = 1 ] || FITARGS=()
+RESUMEARGS=()
+if [ "${RESUME:-0}" = 1 ] && [ -f "$W/e2e.json" ]; then cp "$W/e2e.json" "$OUT/e2e.json"; RESUMEARGS=(--resume); fi
 timeout -s INT $((DEADLINE - ANATOMY_S + 30 - $(date +%s))) python3 benchmark/serving/e2e.py --spec "$W/spec.json" --json "$OUT/e2e.json" --plots "$OUT" --tag kimiwidth \
-  --concurrency "${CONC:-1,4,16,64}" --temperatures "${TEMPS:-0,0.7}" --rounds "${ROUNDS:-3}" --round-s 20 \
-  --max-new-tokens 128 --finish-by $((DEADLINE - ANATOMY_S)) --startup-timeout-s $STARTUP_S
+  --concurrency "${CONC:-1,4,16,64}" --temperatures "${TEMPS:-0,0.7}" --rounds "${ROUNDS:-3}" --round-s "${ROUND_S:-20}" \
+  --max-new-tokens 128 "${FITARGS[@]}" "${RESUMEARGS[@]}" --startup-timeout-s $STARTUP_S
+cp "$OUT/e2e.json" "$W/e2e.json" 2>/dev/null  # for RESUME=1 in the next call
 say "e2e.py exit $?"
 grep -h "kernel warm-up" "$W"/logs/*.log | cut -c1-400
 
