@@ -20,6 +20,15 @@ sys.path.insert(0, str(ROOT / "test"))  # shared test helpers (test/helpers.py, 
 import kernel_device  # noqa: E402  (sets TRITON_INTERPRET on a CPU-only machine)
 
 
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto` (pyproject's addopts): one worker per core, at most 8 where a GPU is visible (a kernel test can
+    hold tens of GiB of GPU memory in its worker), none on a single core (the tests run in pytest's process)."""
+    n = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if n < 2:
+        return 0
+    return min(n, 8) if kernel_device.ON_GPU else n
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _wide_columns():
     """Program output wraps to COLUMNS (python/sglang_kimi_eagle3/terminal.py): tests that read what a command
