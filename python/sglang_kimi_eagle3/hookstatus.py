@@ -101,8 +101,14 @@ def remove_listener(fn) -> None:
 
 
 def calls() -> int:
-    """How many calls were counted in this process so far (any hook)."""
+    """How many calls were counted in this process so far (any hook), plus bump()s: the status writer rewrites
+    its file when this grows."""
     return _CALLS[0]
+
+
+def bump() -> None:
+    """The table changed outside a counted call (a row's detail grew while serving): have it written again."""
+    _CALLS[0] += 1
 
 
 def counters(hook: str | None = None) -> dict:

@@ -75,6 +75,9 @@ def test_the_scheduler_child_counts_our_calls_and_sglangs_with_reasons(children)
     assert h["draft_topk1"]["sites"]["bound"] == ["topk1.draft_topk1_postprocess", "eagle_worker_v2.draft_topk1_postprocess"]
     assert "eagle_worker_common.eagle_sample" in h["verify_argmax_greedy"]["sites"]["bound"]
     assert h["runtime_status"]["status"] == "active"
+    # the serving-time compile counter chained Triton's listener in the scheduler; nothing compiled after serving
+    assert h["serving_compiles"]["state"] == "applied", h["serving_compiles"]
+    assert h["serving_compiles"]["detail"] == "listening: no Triton compile since serving started"
     # the launch step ran in the parent (main process); its mark travelled to the child with the record
     assert h["launch_step"]["status"] == "active" and "preflight on" in h["launch_step"]["detail"], h["launch_step"]
     # no call at all yet: bound, and what the kernel switch would choose

@@ -21,6 +21,7 @@ HOOK_MODULES = (
     "kernel_warmup",  # compile every reachable kernel variant before serving; queued before runtime_status: runs first
     "runtime_status",  # the status table after draft CUDA-graph capture, and the status file (issue 10)
     "metrics",  # the hook counters on SGLang's /metrics (--enable-metrics); runs last after capture
+    "serving_compiles",  # Triton compiles after the server is ready, per kernel (SGLang's and ours), in the table
 )
 
 

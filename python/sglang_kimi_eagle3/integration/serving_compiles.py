@@ -1,0 +1,126 @@
+"""Triton compiles after the server is ready, counted per kernel in the status table: SGLang's stalls and ours.
+
+Why: a kernel variant first compiled while serving stalls the whole batch for a second or more. SGLang 0.5.23
+warns in its log when an uncached compilation of 1 s or more happens after `mark_serving_started()`
+(sglang/srt/utils/triton_load_watch.py). On the H200 on 2026-12-01 every server, plain decoding included,
+compiled SGLang's extend-attention `_fwd_kernel` 3 to 4 times (1.0-2.1 s each) on its first traffic, and the
+first pass at each concurrency ran at 0.1-0.4x of the second. This row puts every such compile, short ones too,
+in `status --running`, next to the kernel warm-up that is meant to prevent ours.
+How: in each scheduler of an EAGLE/EAGLE3 launch, after the draft CUDA graphs are captured
+(runtime_status.on_publish), a listener is chained on `triton.knobs.compilation.listener`, the hook Triton calls
+at the end of every `triton.compile` (the listener that was there, SGLang's own included, is called first and
+kept: SGLang chains the same way, whichever of the two installs first). Counted from when SGLang marks serving
+started (its `_serving_started`; where that is absent, from the capture on): per kernel name, the uncached
+compiles and their seconds, and the loads from Triton's disk cache. The status writer rewrites the file after
+each (rare) event.
+Status row `serving_compiles`:
+  registered  queued; runs in each scheduler of an EAGLE/EAGLE3 launch after capture
+  applied     listening; the detail says what compiled since serving started ("none so far" until then)
+  skipped     this Triton has no compilation listener (triton.knobs.compilation.listener)
+  failed      the listener could not be chained (serving goes on either way)
+Remove when: SGLang reports serving-time compiles itself in a form `status` can read.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+
+from .. import hookstatus
+from ..base import logger
+
+NAME = "serving_compiles"
+TARGET = "triton.knobs.compilation.listener"
+WATCH_MODULE = "sglang.srt.utils.triton_load_watch"
+_STATE: dict = {"prev": None, "knobs": None, "fn": None}
+COMPILES: Counter = Counter()  # kernel name -> uncached compiles since serving started
+SECONDS: Counter = Counter()  # kernel name -> their seconds
+LOADS: Counter = Counter()  # kernel name -> loads from Triton's disk cache since serving started
+
+
+def install() -> None:
+    from . import runtime_status
+
+    hookstatus.record(NAME, TARGET, "registered", "counts the Triton compiles that happen after the server is ready, "
+                      "per kernel, in each scheduler after CUDA-graph capture")
+    runtime_status.on_publish(on_publish)
+
+
+def serving_started() -> bool:
+    """SGLang's own flag (set when the scheduler starts serving); True where the module has none (counted from
+    the capture on)."""
+    mod = sys.modules.get(WATCH_MODULE)
+    return True if mod is None or not hasattr(mod, "_serving_started") else bool(mod._serving_started)
+
+
+def summary() -> str:
+    if not COMPILES and not LOADS:
+        return "listening: no Triton compile since serving started"
+    top = sorted(COMPILES, key=lambda k: (-SECONDS[k], k))
+    parts = [f"{k} x{COMPILES[k]} ({SECONDS[k]:.1f} s)" for k in top[:6]]
+    more = f", {len(top) - 6} more kernels" if len(top) > 6 else ""
+    loads = f"; {sum(LOADS.values())} loaded from Triton's disk cache ({', '.join(sorted(LOADS)[:4])})" if LOADS else ""
+    n, s = sum(COMPILES.values()), sum(SECONDS.values())
+    head = f"{n} uncached Triton compile{'s' if n != 1 else ''} after serving started ({s:.1f} s)"
+    return head + (": " + ", ".join(parts) + more if parts else "") + loads
+
+
+def listener(*, src, metadata, metadata_group, times, cache_hit, **kw) -> None:
+    """triton.knobs.compilation.listener: the previous listener first (its errors are its own), then ours."""
+    prev = _STATE["prev"]
+    try:
+        if prev is not None:
+            prev(src=src, metadata=metadata, metadata_group=metadata_group, times=times, cache_hit=cache_hit, **kw)
+    finally:
+        try:
+            if serving_started():
+                name = str(getattr(src, "name", None) or "?")
+                if cache_hit:
+                    LOADS[name] += 1
+                else:
+                    COMPILES[name] += 1
+                    SECONDS[name] += max(0.0, float(getattr(times, "total", 0) or 0) / 1e6)
+                hookstatus.record(NAME, TARGET, "applied", summary())
+                hookstatus.bump()  # the status writer rewrites the file
+        except Exception as exc:  # never break a compile for a count
+            hookstatus.record(NAME, TARGET, "failed", f"{type(exc).__name__}: {exc}"[:300])
+
+
+def start() -> str | None:
+    """Chain the listener (idempotent); None when done, else why not (no such Triton hook)."""
+    try:
+        import triton.knobs as knobs
+    except ImportError:
+        return "triton has no knobs module"
+    comp = getattr(knobs, "compilation", None)
+    if comp is None or not hasattr(comp, "listener"):
+        return "this Triton has no compilation listener (triton.knobs.compilation.listener)"
+    if _STATE["knobs"] is comp:  # chained already (maybe wrapped since by SGLang's: chaining again would count twice)
+        return None
+    _STATE.update(prev=comp.listener, knobs=comp, fn=listener)
+    comp.listener = listener
+    return None
+
+
+def stop() -> None:
+    """Tests: put the previous listener back where ours is still the one installed; forget the counts."""
+    comp = _STATE["knobs"]
+    if comp is not None and comp.listener is listener:
+        comp.listener = _STATE["prev"]
+    _STATE.update(prev=None, knobs=None, fn=None)
+    COMPILES.clear()
+    SECONDS.clear()
+    LOADS.clear()
+
+
+def on_publish() -> None:
+    """runtime_status binder (each scheduler of our launches, after capture)."""
+    try:
+        why = start()
+        if why:
+            hookstatus.record(NAME, TARGET, "skipped", why)
+            return
+        hookstatus.record(NAME, TARGET, "applied", summary())
+    except Exception as exc:  # never break serving for a count
+        hookstatus.record(NAME, TARGET, "failed", f"{type(exc).__name__}: {exc}"[:300])
+        logger().warning("serving-time Triton compiles not counted: %s: %s", type(exc).__name__, exc)

@@ -1,0 +1,103 @@
+"""The serving_compiles row: Triton compiles after the server is ready, counted through Triton's own listener and
+chained with SGLang 0.5.23's own (sglang/srt/utils/triton_load_watch.py), whichever installs first.
+
+A compile cannot happen on this CPU (the interpreter compiles nothing), so the listener is called the way
+`triton.compile` calls it (triton/compiler/compiler.py: keyword arguments src, metadata, metadata_group, times,
+cache_hit), with Triton's own ASTSource and CompileTimes."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import triton
+import triton.knobs as knobs
+import triton.language as tl
+from triton.compiler import ASTSource
+
+from sglang_kimi_eagle3 import hookstatus
+from sglang_kimi_eagle3.integration import serving_compiles as sc
+
+watch = pytest.importorskip("sglang.srt.utils.triton_load_watch")  # the real installed SGLang
+
+
+@triton.jit
+def _fwd_kernel(x_ptr, n, BLOCK: tl.constexpr):  # named like SGLang's extend attention, the run-6 stall
+    pass
+
+
+def _compile_event(seconds: float, cache_hit: bool = False) -> dict:
+    src = ASTSource(fn=_fwd_kernel, signature={"x_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"},
+                    constexprs={"BLOCK": 16})
+    times = knobs.CompileTimes(ir_initialization=int(seconds * 1e6), lowering_stages=[], store_results=0)
+    return {"src": src, "metadata": {}, "metadata_group": {}, "times": times, "cache_hit": cache_hit}
+
+
+@pytest.fixture
+def clean():
+    """Triton's listener, SGLang's watch state and our counts as they were."""
+    before = (knobs.compilation.listener, watch._installed, watch._prev_compile_listener, watch._serving_started)
+    sc.stop()
+    yield
+    sc.stop()
+    if watch._installed and before[1] is False:
+        knobs.runtime.kernel_load_start_hook.remove(watch._on_kernel_load)
+    knobs.compilation.listener, watch._installed, watch._prev_compile_listener, watch._serving_started = before
+
+
+def test_counts_after_serving_started_and_keeps_sglangs_listener_installed_after_ours(clean, caplog):
+    assert sc.start() is None and knobs.compilation.listener is sc.listener
+    watch._installed, watch._serving_started = False, False
+    watch.install()  # the scheduler installs SGLang's after our publish: SGLang's wraps ours
+    assert knobs.compilation.listener is watch._on_compilation and watch._prev_compile_listener is sc.listener
+    knobs.compilation.listener(**_compile_event(2.0))  # before serving: SGLang's flag off, nothing counted
+    assert not sc.COMPILES
+    watch.mark_serving_started()
+    before = hookstatus.calls()
+    with caplog.at_level(logging.WARNING, logger=watch.__name__):
+        knobs.compilation.listener(**_compile_event(1.59))
+        knobs.compilation.listener(**_compile_event(0.2))  # under SGLang's 1 s threshold: only we count it
+        knobs.compilation.listener(**_compile_event(0.5, cache_hit=True))
+    assert "took 1.59 s to compile after serving started" in caplog.text  # SGLang's own warning still fires
+    assert sc.COMPILES["_fwd_kernel"] == 2 and abs(sc.SECONDS["_fwd_kernel"] - 1.79) < 1e-9
+    assert sc.LOADS["_fwd_kernel"] == 1
+    row = hookstatus.get(sc.NAME)
+    assert row.state == "applied"
+    assert row.detail.startswith("2 uncached Triton compiles after serving started (1.8 s): _fwd_kernel x2 (1.8 s)")
+    assert "1 loaded from Triton's disk cache" in row.detail
+    assert hookstatus.calls() == before + 3  # each event has the status file rewritten
+
+
+def test_chains_onto_a_listener_installed_before_and_puts_it_back(clean):
+    seen = []
+    knobs.compilation.listener = lambda **kw: seen.append(kw["cache_hit"])
+    prev = knobs.compilation.listener
+    watch._serving_started = True
+    assert sc.start() is None and sc.start() is None  # idempotent: chained once
+    knobs.compilation.listener(**_compile_event(1.0))
+    assert seen == [False] and sc.COMPILES["_fwd_kernel"] == 1  # the earlier listener ran, once, and we counted
+    sc.stop()
+    assert knobs.compilation.listener is prev
+
+
+def test_a_failing_earlier_listener_still_fails_and_is_still_counted(clean):
+    def broken(**kw):
+        raise RuntimeError("someone else's listener")
+
+    knobs.compilation.listener = broken
+    watch._serving_started = True
+    sc.start()
+    with pytest.raises(RuntimeError, match="someone else's"):
+        knobs.compilation.listener(**_compile_event(1.0))  # not ours to swallow
+    assert sc.COMPILES["_fwd_kernel"] == 1
+
+
+def test_publish_says_what_it_does_where_triton_has_no_listener(clean, monkeypatch):
+    sc.on_publish()
+    assert hookstatus.get(sc.NAME).state == "applied"
+    assert hookstatus.get(sc.NAME).detail == "listening: no Triton compile since serving started"
+    sc.stop()
+    monkeypatch.delattr(knobs.compilation_knobs, "listener", raising=False)
+    monkeypatch.setattr(knobs, "compilation", object())
+    sc.on_publish()
+    assert hookstatus.get(sc.NAME).state == "skipped" and "no compilation listener" in hookstatus.get(sc.NAME).detail
