@@ -27,6 +27,9 @@ def ranks(tmp_path, monkeypatch):
     monkeypatch.setattr(hookstatus, "_CALLS", [0])
     monkeypatch.setattr(hookstatus, "_TABLE", {})
     monkeypatch.setattr(rs, "start_writer", lambda: None)  # one write each; the writer has its own tests
+    # what other tests of this process queued to run at publish (metrics, serving_compiles: pytest-xdist runs
+    # many files in one worker) is not this test's
+    monkeypatch.setattr(rs, "_ON_PUBLISH", [])
 
     def publish(tp, pp=0, state="applied"):
         monkeypatch.setattr(rs, "_STATE", {"path": None, "written": -1, "writer": None})
