@@ -48,6 +48,7 @@ from sglang_kimi_eagle3.validate import (atomic_write_bytes, atomic_write_text, 
                                          float_list_flag, int_list_flag, read_json_object, url_flag)
 
 SCHEMA = "sglang-kimi-eagle3-e2e/1"
+SHORT_ROUND_S = 5.0  # a fitted round below this (and below half the asked one) is flagged in the JSON and printed
 OPTIONS = {  # option -> (default, kind); a spec may set any of them, a flag overrides the spec
     "concurrency": ([1, 4, 16, 64], "ints"), "temperatures": ([0.0, 0.7], "floats"), "rounds": (3, "int"),
     "round_s": (20.0, "float"), "steady_budget_s": (0.0, "float"), "cold_requests": (3, "int"),
@@ -551,6 +552,13 @@ def run(argv: list[str], progress=print, on_row=None) -> int:
                 round_s = round_length(round_s, opts["finish_by"], time.time(), left)
                 doc["config"].update(round_s_used=round_s, round_s_planned_at=time.time())
                 progress(f"steady phase: {left} rounds of {round_s:.1f} s to end by the deadline")
+                if round_s < min(SHORT_ROUND_S, opts["round_s"] / 2):
+                    doc["config"]["short_rounds"] = (
+                        f"rounds of {round_s:.1f} s, not the {opts['round_s']:g} s asked, to end by the deadline: too "
+                        "short to decide a difference of less than about 10 % (1.4 s rounds moved +-30 % on an H200); "
+                        "measure fewer levels, temperatures or servers, or give each round its time across calls "
+                        "(no --finish-by, then --resume)")
+                    progress("WARNING: " + doc["config"]["short_rounds"])
             row = run_unit(u, by_name[u.server], prompts, opts, round_s)
             doc["rows"].append(row)
             save()

@@ -5,6 +5,7 @@ No timing is asserted: only order, counts and arithmetic."""
 import json
 import socket
 import sys
+import time
 
 import pytest
 
@@ -189,3 +190,16 @@ def test_a_server_that_dies_at_start_is_dropped_and_the_others_are_measured(tmp_
     spec["servers"][0]["url"] = f"http://127.0.0.1:{port}"
     (tmp_path / "spec.json").write_text(json.dumps(spec))
     assert e2e.main(["--spec", str(tmp_path / "spec.json"), "--json", str(tmp_path / "r2.json")]) == 2
+
+
+def test_rounds_cut_short_by_the_deadline_are_flagged(tmp_path, capsys):
+    out = tmp_path / "e2e.json"
+    a, b, c = _stubs()
+    with a as ua, b as ub, c as uc:
+        args = [a if a != "0.25" else "20" for a in FAST]  # 20 s asked, 4 s left for 8 rounds: 1 s each (the floor)
+        rc = e2e.main(["--server", f"plain={ua}", "--server", f"auto={ub}", "--server", f"upstream={uc}",
+                       "--json", str(out), "--no-cold", "--finish-by", str(time.time() + 4)] + args)
+    assert rc == 0
+    doc = json.loads(out.read_text())
+    assert doc["config"]["round_s_used"] < 5 and "too short to decide" in doc["config"]["short_rounds"]
+    assert "WARNING: rounds of 1.0 s, not the 20 s asked" in capsys.readouterr().out  # progress goes to stdout
