@@ -47,17 +47,26 @@ def recommend(plan: dict[int, tuple[list[Prediction], Prediction]], tolerance: f
     file then buys less than SGLang's adaptive mode costs each round (on the H200, 2026-12-01, the tiny pair's
     adaptive server ran 0.87x of the fixed one at concurrency 16, at the same steps and acceptance);
     {"kind": "adaptive"} otherwise (the best steps differ by batch size, or drafting loses somewhere)."""
-    chains = {bs: {p.steps: p for p in preds if p.topk == 1} for bs, (preds, _) in plan.items()}
-    best = {bs: max(c.values(), key=lambda p: p.speedup) for bs, c in chains.items() if c}
-    if not best or all(b.steps == 0 or not b.speedup > 1.0 for b in best.values()):
+    chains = {bs: [p for p in preds if p.topk == 1] for bs, (preds, _) in plan.items()}
+    if not any(chains.values()) or all(not max(p.speedup for p in c) > 1.0 for c in chains.values() if c):
         return {"kind": "none"}
-    common = set.intersection(*(set(c) for c in chains.values())) - {0}
-    ok = {s: min(chains[bs][s].speedup / best[bs].speedup for bs in chains) for s in common
-          if all(chains[bs][s].speedup > 1.0 and chains[bs][s].speedup >= tolerance * best[bs].speedup for bs in chains)}
+    ok = fixed_chains(plan, tolerance)
     if ok:
         s = max(ok, key=lambda s: (ok[s], -s))  # the closest to the best everywhere; the shorter draft on a tie
         return {"kind": "fixed", "steps": s, "draft_tokens": s + 1, "worst_vs_best": ok[s]}
     return {"kind": "adaptive"}
+
+
+def fixed_chains(plan: dict[int, tuple[list[Prediction], Prediction]], tolerance: float) -> dict[int, float]:
+    """steps s >= 1 -> the worst, over the planned batch sizes, of s's predicted speedup over the best topk-1
+    setting there; only the chains above 1.0 and within `tolerance` of that best at every batch size."""
+    chains = {bs: {p.steps: p for p in preds if p.topk == 1} for bs, (preds, _) in plan.items()}
+    if not chains or not all(chains.values()):
+        return {}
+    best = {bs: max(p.speedup for p in c.values()) for bs, c in chains.items()}
+    common = set.intersection(*(set(c) for c in chains.values())) - {0}
+    return {s: min(chains[bs][s].speedup / best[bs] for bs in chains) for s in sorted(common)
+            if all(chains[bs][s].speedup > 1.0 and chains[bs][s].speedup >= tolerance * best[bs] for bs in chains)}
 
 
 def fixed_flags(steps: int) -> str:

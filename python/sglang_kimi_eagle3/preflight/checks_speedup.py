@@ -147,8 +147,9 @@ def _recommend(plan, steps: int, profile: str, preset: str, depth: int) -> tuple
     losing = [c for c, b in best.items() if b.steps == 0 or b.speedup <= 1.0]
     if losing:
         return (f"an adaptive file with no drafting at c {','.join(map(str, losing))}", planned, "info")
-    ok = [s for s in range(1, depth + 1) if all(
-        next(p for p in preds if p.steps == s).speedup >= TOLERANCE * b.speedup for preds, b in plan.values())]
+    from ..planner.adaptive import fixed_chains  # the rule `plan` recommends a fixed chain by
+
+    ok = [s for s in fixed_chains(plan, TOLERANCE) if s <= depth]
     if steps in ok:
         return f"fixed steps {steps}, this launch's (within 3 % of the best at every level)", "", "info"
     if ok:
