@@ -15,7 +15,8 @@
 # Every step writes into /tmp/res-STEP (kept on the warm machine) and packs it into $OUT/res-STEP.tgz at its end:
 # a call returns at most 8 files from $OUT (2026-12-01: the upstream logs and the loop's phase-1 files were
 # left out of a call that wrote 13). A step cut short leaves /tmp/res-STEP: `tar czf $OUT/x.tgz /tmp/res-*`.
-# Knobs: A_SUITE_S (330), A_SUITE_N (10 xdist workers), GPU_CI_TARGETS (int4), A_UPSTREAM_S (300), PLAN_FROM,
+# Knobs: A_HOST (0; 1: benchmark/kernels/bench_host.py first, limit A_HOST_S 120), A_SUITE_S (330), A_SUITE_N
+# (10 xdist workers), GPU_CI_TARGETS (int4), A_UPSTREAM_S (300; 0: not run), PLAN_FROM,
 # B_BUDGET_S (560), C_BUDGET_S (540: phase 2 ends by then), PHASE2_WAIT_S (90).
 set -uo pipefail
 step=${1:?usage: lease.sh a|b|c|live}
@@ -30,6 +31,11 @@ case $step in
 a)
   bash benchmark/live/device.sh install || exit 3
   eval "$(benchmark/live/device.sh env)"
+  # A_HOST=1: the eager verify ops' host cost (benchmark/kernels/bench_host.py) first, while the CPU is quiet
+  if [ "${A_HOST:-0}" = 1 ]; then
+    timeout "${A_HOST_S:-120}" python3 -m benchmark.kernels.bench_host > "$OUT/bench-host.log" 2>&1
+    say "host cost: exit $? ($(tail -1 "$OUT/bench-host.log" | cut -c1-120))"
+  fi
   # the loop's servers: plain + fixed per q, then (PLAN_FROM) `plan` on the carried bench documents of the previous
   # lease's rounds and the adaptive servers with the flags it printed, so they too are warm by step c
   (bash benchmark/serving/device_loop.sh start > /dev/null 2>&1
@@ -38,8 +44,10 @@ a)
   (mkdir -p /tmp/e2e && python3 -m sglang_kimi_eagle3.tiny /tmp/e2e/kw --kimi-width --device cuda > /tmp/e2e/build.log 2>&1
    echo "build exit $?" >> /tmp/e2e/build.log) &
   BUILD=$!
+  if [ "${A_UPSTREAM_S:-300}" -gt 0 ]; then
   (timeout "${A_UPSTREAM_S:-300}" bash benchmark/live/upstream.sh all > "$OUT/upstream-all.out" 2>&1
    echo "upstream.sh exit $?" >> "$OUT/upstream-all.out") &
+  fi
   # the suite without the live tiny file: beside the loop's servers its INT4 roles missed their start limit
   # (run 6: 48 s per CUDA-graph batch under CPU contention); it runs alone in step `live` (A_LIVE=1: here anyway)
   if [ "${A_LIVE:-0}" = 1 ]; then LIVE_ARG=""; else LIVE_ARG="--ignore=test/gpu/test_live_tiny.py"; fi

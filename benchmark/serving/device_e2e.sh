@@ -15,7 +15,8 @@
 # `measure` does steps 3-5 on the servers a `start` left (SIGCONT first, in case they were frozen with
 # benchmark/serving/device_loop.sh-style SIGSTOP); `all` does everything in one call.
 # Knobs (environment): FIT / ROUND_S / RESUME (below, at the e2e.py call), TINY_ARGS (default "--kimi-width --device cuda"), TARGET and DRAFT (skip the build), SPEC_SHAPE
-# (chain | tree, tiny/launch.py), CONC (1,4,16,64), TEMPS (0,0.7), ROUNDS (3), MAXRUN (64: --max-running-requests and
+# (chain | tree, tiny/launch.py), CONC (1,4,16,64), TEMPS (0,0.7), STEADY_TEMPS (the steady rounds' temperatures;
+# default TEMPS: cold passes run at every TEMPS either way), ROUNDS (3), MAXRUN (64: --max-running-requests and
 # --cuda-graph-max-bs-decode), MEMF (0.7: --mem-fraction-static; SGLang keeps 1 - MEMF of the memory free at its own
 # start as slack and needs its weights to fit the rest; the KV cache is capped by --max-total-tokens, so five servers
 # started together fit side by side),
@@ -144,7 +145,7 @@ FITARGS=(--finish-by $((DEADLINE - ANATOMY_S)))
 RESUMEARGS=()
 if [ "${RESUME:-0}" = 1 ] && [ -f "$W/e2e.json" ]; then cp "$W/e2e.json" "$OUT/e2e.json"; RESUMEARGS=(--resume); fi
 timeout -s INT $((DEADLINE - ANATOMY_S + 30 - $(date +%s))) python3 benchmark/serving/e2e.py --spec "$W/spec.json" --json "$OUT/e2e.json" --plots "$OUT" --tag kimiwidth \
-  --concurrency "${CONC:-1,4,16,64}" --temperatures "${TEMPS:-0,0.7}" --rounds "${ROUNDS:-3}" --round-s "${ROUND_S:-20}" \
+  --concurrency "${CONC:-1,4,16,64}" --temperatures "${TEMPS:-0,0.7}" ${STEADY_TEMPS:+--steady-temperatures "$STEADY_TEMPS"} --rounds "${ROUNDS:-3}" --round-s "${ROUND_S:-20}" \
   --max-new-tokens 128 "${FITARGS[@]}" "${RESUMEARGS[@]}" --startup-timeout-s $STARTUP_S
 cp "$OUT/e2e.json" "$W/e2e.json" 2>/dev/null  # for RESUME=1 in the next call
 say "e2e.py exit $?"

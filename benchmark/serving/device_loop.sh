@@ -16,7 +16,8 @@
 #   phase1 with PLAN_FROM=DIR skips the bench: it plans from DIR/bench-q<Q>.json and starts the adaptive servers
 # Knobs: LOOP_Q ("0.9 0.6 0.3"), CONC (1,4,16,64), MAXRUN (64), MEMF (0.7), LOOP_WORK (/tmp/loop),
 # PHASE1_S (how long phase1 waits for /health, 300), PHASE2_WAIT_S (the same for phase2, 60), BENCH_S (the limit of each phase-1 bench, 75), BUDGET_S (phase2 ends by then, 540), ROUNDS (3),
-# SLEEP_ON_IDLE (1: every server gets --sleep-on-idle), PLAN_FROM (above).
+# SLEEP_ON_IDLE (1: every server gets --sleep-on-idle), PLAN_FROM (above), ADAPTIVE_WHEN_FIXED (1; 0: no adaptive
+# server for a q whose plan recommends a fixed chain: the recommendation is what an operator would serve).
 set -uo pipefail
 T0=$(date +%s)
 eval "$(benchmark/live/device.sh env)"
@@ -121,13 +122,17 @@ except Exception as exc:  # no file: plan refused
     print(f"(no adaptive config: {exc})")
 PY
 )
+    # the plan's recommendation, when it is a fixed chain other than the fixed server's 3/1/4: its own server
+    rec=$(python3 -c "import json, sys; r = json.load(open(sys.argv[1])).get('recommendation') or {}; print(r.get('steps', '') if r.get('kind') == 'fixed' else '')" "$OUT/loop-plan-q$q.json" 2>/dev/null)
+    if [ -n "$rec" ] && [ "${ADAPTIVE_WHEN_FIXED:-1}" = 0 ]; then
+      say "q $q: the plan recommends fixed steps $rec: no adaptive server (ADAPTIVE_WHEN_FIXED=0)"
+    else
     case $flags in
       --*) # shellcheck disable=SC2086
            start_server "adaptive-q$q" $flags --speculative-draft-model-path "$W/q$q/draft";;
       *) say "q $q: plan says $flags: the adaptive server is the plain one";;
     esac
-    # the plan's recommendation, when it is a fixed chain other than the fixed server's 3/1/4: its own server
-    rec=$(python3 -c "import json, sys; r = json.load(open(sys.argv[1])).get('recommendation') or {}; print(r.get('steps', '') if r.get('kind') == 'fixed' else '')" "$OUT/loop-plan-q$q.json" 2>/dev/null)
+    fi
     if [ -n "$rec" ] && [ "$rec" != 3 ]; then
       start_server "planned-q$q" --speculative-algorithm EAGLE3 --speculative-draft-model-path "$W/q$q/draft" \
         --speculative-num-steps "$rec" --speculative-eagle-topk 1 --speculative-num-draft-tokens $((rec + 1))

@@ -55,6 +55,7 @@ OPTIONS = {  # option -> (default, kind); a spec may set any of them, a flag ove
     "min_requests": (8, "int"), "max_new_tokens": (128, "int"), "ignore_eos": (True, "bool"),
     "categories": ("chat,code", "str"), "timeout_s": (300.0, "float"), "startup_timeout_s": (540.0, "float"),
     "template": ("raw", "str"), "finish_by": (0.0, "float"), "steady_servers": ("", "names"),
+    "steady_temperatures": ("", "floats"),
 }
 
 
@@ -87,13 +88,14 @@ class Unit:
 
 def schedule(names: list[str], opts: dict, cold: bool = True) -> list[Unit]:
     """Every pass and round in run order: cold passes (1 then 2, each over all servers) then alternating rounds
-    (over opts["steady_servers"] when given: e.g. servers started only for their cold numbers)."""
+    (over opts["steady_servers"] when given: e.g. servers started only for their cold numbers; at
+    opts["steady_temperatures"] when given, else at every cold temperature)."""
     steady = [n for n in names if n in (opts.get("steady_servers") or names)]
     out = []
     for t in opts["temperatures"]:
         if cold:
             out += [Unit("cold", t, c, p, s) for c in opts["concurrency"] for p in (1, 2) for s in names]
-    for t in opts["temperatures"]:
+    for t in opts.get("steady_temperatures") or opts["temperatures"]:
         out += [Unit("steady", t, c, r, s) for c in opts["concurrency"] for r in range(1, opts["rounds"] + 1)
                 for s in steady]
     return out

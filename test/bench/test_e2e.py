@@ -37,6 +37,14 @@ def test_schedule_cold_pairs_then_alternating_rounds():
     assert all(u.phase == "steady" for u in e2e.schedule(["A", "B"], opts, cold=False))
 
 
+def test_steady_temperatures_narrow_the_rounds_not_the_cold_passes():
+    opts = {"temperatures": [0.0, 0.7], "concurrency": [1, 4], "rounds": 2, "steady_temperatures": [0.7]}
+    units = e2e.schedule(["A", "B"], opts)
+    assert {u.temperature for u in units if u.phase == "cold"} == {0.0, 0.7}
+    assert {u.temperature for u in units if u.phase == "steady"} == {0.7}
+    assert len([u for u in units if u.phase == "steady"]) == 2 * 2 * 2
+
+
 def _row(phase, server, index, agg, per_req, wall=1.0):
     return {"phase": phase, "temperature": 0.0, "concurrency": 4, "index": index, "server": server,
             "summary": {"agg_tok_s": agg, "tok_s_per_req_median": per_req, "tau": None, "errors": {}, "wall_s": wall}}

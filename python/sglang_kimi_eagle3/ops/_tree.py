@@ -15,6 +15,7 @@ import torch
 import triton
 import triton.language as tl
 
+from ._host import next_power_of_2
 from .arch import Unsupported, op_config, require_launchable
 from .tables import launch_table
 
@@ -22,7 +23,27 @@ MAX_DRAFT_TOKENS = 64  # the in-register link matrices are [NP, NP]
 
 
 def pow2(n: int, lo: int = 2) -> int:
-    return max(lo, triton.next_power_of_2(max(int(n), 1)))
+    return max(lo, next_power_of_2(max(int(n), 1)))
+
+
+_PLANS: dict = {}
+
+
+def cached_plan(fn, *args):
+    """fn(*args) for a pure planning function whose last argument is a launch-config dict, memoised on the
+    arguments (the dict by its items): the plan of a serving shape is computed once, not at every call
+    (sampling_plan took ~40 µs of host time per call). Unhashable configs are planned every time."""
+    *head, cfg = args
+    try:
+        key = (fn, *head, tuple(sorted(cfg.items())))
+        hit = _PLANS.get(key)
+    except TypeError:
+        return fn(*args)
+    if hit is None:
+        if len(_PLANS) > 4096:  # bounded: shapes come from a handful of batch sizes
+            _PLANS.clear()
+        hit = _PLANS[key] = fn(*args)
+    return hit
 
 
 def walk_config(op: str, n_draft: int, bs: int, config: dict | None, device: torch.device,
@@ -35,7 +56,7 @@ def walk_config(op: str, n_draft: int, bs: int, config: dict | None, device: tor
                                                                 table if table is not None else launch_table(device))
     np_ = pow2(n_draft)
     bb = int(cfg.get("rows_per_program", 1))
-    bb = max(1, min(triton.next_power_of_2(bb), max(1, 8192 // (np_ * np_))))
+    bb = max(1, min(next_power_of_2(bb), max(1, 8192 // (np_ * np_))))
     warps = int(cfg.get("num_warps", 1 if np_ * np_ * bb <= 256 else 4))
     return np_, bb, warps
 
@@ -138,6 +159,31 @@ def check_tree_inputs(predicts, accept_index, accept_token_num, candidates, retr
                       retrive_next_sibling) -> tuple[int, int, int]:
     """Guard SGLang's tree-op contract; returns (bs, N, S). Every rejection is arch.Unsupported (a
     layout, dtype, device or tree size these kernels do not take: SGLang's kernel takes the call)."""
+    # one boolean pass for the call that fits (every serving call): the messages below are built only on a
+    # rejection (building them for every call cost ~20 µs of host time per verify on a live server)
+    shape = candidates.shape
+    if len(shape) == 2:
+        bs, n = shape
+        i64, i32 = torch.int64, torch.int32
+        if (0 < n <= MAX_DRAFT_TOKENS and candidates.dtype == i64 and retrive_index.dtype == i64
+                and retrive_next_token.dtype == i64 and retrive_next_sibling.dtype == i64
+                and retrive_index.shape == shape and retrive_next_token.shape == shape
+                and retrive_next_sibling.shape == shape and accept_index.ndim == 2 and accept_index.shape[0] == bs
+                and accept_index.shape[1] > 0 and accept_index.dtype == i32 and accept_token_num.dtype == i32
+                and accept_token_num.shape == (bs,) and predicts.dtype == i32 and predicts.shape == (bs * n,)
+                and accept_token_num.is_contiguous() and candidates.is_contiguous() and retrive_index.is_contiguous()
+                and retrive_next_token.is_contiguous() and retrive_next_sibling.is_contiguous()
+                and accept_index.is_contiguous() and predicts.is_contiguous()):
+            require_launchable("tree verify", candidates, predicts, accept_index, accept_token_num, retrive_index,
+                               retrive_next_token, retrive_next_sibling)
+            return bs, n, accept_index.shape[1]
+    return _reject_tree_inputs(predicts, accept_index, accept_token_num, candidates, retrive_index,
+                               retrive_next_token, retrive_next_sibling)
+
+
+def _reject_tree_inputs(predicts, accept_index, accept_token_num, candidates, retrive_index, retrive_next_token,
+                        retrive_next_sibling) -> tuple[int, int, int]:
+    """check_tree_inputs' slow path: the first violated rule as Unsupported, with its message."""
     if candidates.ndim != 2:
         raise Unsupported(f"candidates must be [bs, num_draft_tokens], got shape {tuple(candidates.shape)}")
     bs, n = candidates.shape
@@ -152,8 +198,8 @@ def check_tree_inputs(predicts, accept_index, accept_token_num, candidates, retr
              f"a contiguous int64 [{bs}, {n}] tensor")
     need(accept_index.ndim == 2 and accept_index.shape[0] == bs and accept_index.dtype == torch.int32
          and accept_index.is_contiguous(), "accept_index", accept_index, f"a contiguous int32 [{bs}, spec_steps+1] tensor")
-    need(tuple(accept_token_num.shape) == (bs,) and accept_token_num.dtype == torch.int32, "accept_token_num",
-         accept_token_num, f"int32 [{bs}]")
+    need(tuple(accept_token_num.shape) == (bs,) and accept_token_num.dtype == torch.int32
+         and accept_token_num.is_contiguous(), "accept_token_num", accept_token_num, f"a contiguous int32 [{bs}] tensor")
     need(tuple(predicts.shape) == (bs * n,) and predicts.dtype == torch.int32 and predicts.is_contiguous(), "predicts",
          predicts, f"a contiguous int32 [{bs * n}] tensor")
     if n <= 0 or accept_index.shape[1] <= 0:

@@ -10,6 +10,7 @@ SGLang's at every kernel hook.
 from __future__ import annotations
 
 import os
+from functools import lru_cache
 
 from ..base import ENV_KERNELS, env_choice
 from .tables import current_device, load_table
@@ -83,6 +84,7 @@ def n_bucket(n: int) -> int:
     return next((b for b in N_BUCKETS if n <= b), n)
 
 
+@lru_cache(maxsize=4096)
 def tree_shape_key(bs: int, n: int) -> str:
     """`wins` key of the tree-verification ops (argmax_verify, verify_greedy, tree_sampling): 'n4_bs32'."""
     return f"n{n_bucket(n)}_bs{bs_bucket(bs)}"

@@ -18,7 +18,8 @@ import torch
 import triton
 import triton.language as tl
 
-from ._tree import check_tree_inputs, pow2, walk_config
+from ._host import cdiv, next_power_of_2
+from ._tree import cached_plan, check_tree_inputs, pow2, walk_config
 from .arch import Unsupported, num_sms, op_config, pdl_supported
 from .tables import launch_table
 from .verify_greedy import verify_greedy_kernel, verify_tree_greedy_ref
@@ -83,19 +84,24 @@ def _split_argmax_kernel(
     tl.store(part_idx_ptr + r * SP + tl.program_id(1), col, mask=rm)
 
 
+def _verify_walk(n: int, bs: int, vcfg: dict) -> tuple[int, int, int]:
+    """walk_config of the verify kernel from an explicit config (no table: cached_plan memoises it)."""
+    return walk_config("verify_greedy", n, bs, vcfg, None)
+
+
 def argmax_plan(rows: int, vocab: int, cfg: dict) -> tuple[int, int, int, int, int, bool]:
     """(rows per program, BLOCK, columns per split, splits, num_warps, EVEN) for the split argmax.
 
     Splits: enough for `min_programs` programs at small batch (latency), and slices of at most
     `chunk` columns at large batch (many short programs: no half-empty last wave)."""
-    br = max(1, triton.next_power_of_2(int(cfg.get("rows_per_program", 1))))
+    br = max(1, next_power_of_2(int(cfg.get("rows_per_program", 1))))
     block = int(cfg.get("block", 2048))
     warps = int(cfg.get("num_warps", 8))
-    nblk = triton.cdiv(vocab, block)
-    want = int(cfg.get("splits", 0)) or max(triton.cdiv(vocab, int(cfg.get("chunk", 16384))),
-                                            triton.cdiv(int(cfg.get("min_programs", 528)), triton.cdiv(rows, br)))
-    per = triton.cdiv(nblk, max(1, min(want, nblk)))  # blocks per split
-    splits = triton.cdiv(nblk, per)
+    nblk = cdiv(vocab, block)
+    want = int(cfg.get("splits", 0)) or max(cdiv(vocab, int(cfg.get("chunk", 16384))),
+                                            cdiv(int(cfg.get("min_programs", 528)), cdiv(rows, br)))
+    per = cdiv(nblk, max(1, min(want, nblk)))  # blocks per split
+    splits = cdiv(nblk, per)
     even = vocab % (per * block) == 0 and rows % br == 0
     return br, block, per * block, splits, warps, even
 
@@ -135,18 +141,18 @@ def argmax_verify_greedy(
         "argmax_verify", {"rows": rows, "vocab": vocab, "bs": bs, "n": n}, table if table is not None else launch_table(logits.device))
     if "min_programs_per_sm" in cfg and "min_programs" not in cfg:  # an architecture table: scale with the GPU
         cfg["min_programs"] = int(cfg["min_programs_per_sm"]) * num_sms(logits.device)
-    br, block, ch, splits, warps, even = argmax_plan(rows, vocab, cfg)
+    br, block, ch, splits, warps, even = cached_plan(argmax_plan, rows, vocab, cfg)
     pdl = bool(cfg.get("pdl", True)) and pdl_supported(logits.device)
     part_key = torch.empty((rows, splits), dtype=torch.int32, device=logits.device)
     part_idx = torch.empty((rows, splits), dtype=torch.int32, device=logits.device)
-    _split_argmax_kernel[(triton.cdiv(rows, br), splits)](
+    _split_argmax_kernel[(cdiv(rows, br), splits)](
         part_key, part_idx, logits, logits.stride(0), rows, vocab, ch, splits, BR=br, BLOCK=block, EVEN=even,
         USE_PDL=pdl, num_warps=warps)
     vcfg = {"rows_per_program": cfg.get("verify_rows_per_program", 1)}
     if "verify_num_warps" in cfg:
         vcfg["num_warps"] = cfg["verify_num_warps"]
-    np_, bb, vwarps = walk_config("verify_greedy", n, bs, vcfg, logits.device)
-    verify_greedy_kernel[(triton.cdiv(bs, bb),)](
+    np_, bb, vwarps = cached_plan(_verify_walk, n, bs, vcfg)
+    verify_greedy_kernel[(cdiv(bs, bb),)](
         predicts, accept_index, accept_token_num, candidates, retrive_index, retrive_next_token,
         retrive_next_sibling, candidates, part_key, part_idx, bs, s, n, rows, splits,
         NP=np_, BB=bb, SPP=pow2(splits, 1), FROM_PARTIALS=True, USE_PDL=pdl, num_warps=vwarps, launch_pdl=pdl)

@@ -23,6 +23,7 @@ import torch
 import triton
 import triton.language as tl
 
+from ._host import cdiv, next_power_of_2
 from .arch import Unsupported, bs_bucket, op_config, require_launchable
 from .lm_head_gemv import launch_options, semaphores
 from .tables import launch_table
@@ -187,9 +188,9 @@ def _launch(x, k, mode, *, vals, ids, positions=None, draft_tokens=None, column=
     bs, V = x.shape
     table = table if table is not None else launch_table(x.device)
     cfg = {**launch_config(bs, V, k, table), **(config or {})}
-    block = min(cfg["BLOCK"], max(16, triton.next_power_of_2(V)))
-    n_splits = triton.cdiv(V, block)
-    k_p2 = triton.next_power_of_2(k)
+    block = min(cfg["BLOCK"], max(16, next_power_of_2(V)))
+    n_splits = cdiv(V, block)
+    k_p2 = next_power_of_2(k)
     if n_splits > 1:
         part_key = torch.empty(bs * n_splits * k_p2, dtype=torch.int64, device=x.device)
         part_stat = torch.empty(bs * n_splits * 2, dtype=torch.float32, device=x.device)
@@ -201,7 +202,7 @@ def _launch(x, k, mode, *, vals, ids, positions=None, draft_tokens=None, column=
         draft_tokens if draft_tokens is not None else ids, part_key, part_stat, sem,
         x, hot_token_id if hot_token_id is not None else ids,
         x.stride(0), draft_tokens.stride(0) if draft_tokens is not None else 0, column, V, n_splits,
-        K=k, K_P2=k_p2, BLOCK=block, NS_P2=triton.next_power_of_2(n_splits), MODE=mode,
+        K=k, K_P2=k_p2, BLOCK=block, NS_P2=next_power_of_2(n_splits), MODE=mode,
         HAS_D2T=hot_token_id is not None, WRITE_TOK=draft_tokens is not None, SPLIT=n_splits > 1,
         num_warps=cfg["num_warps"], **launch_options(cfg))
     return vals, ids

@@ -23,6 +23,7 @@ import torch
 import triton
 import triton.language as tl
 
+from ._host import cdiv, next_power_of_2
 from .arch import BS_BUCKETS, Unsupported, bs_bucket, num_sms, op_config, require_launchable  # noqa: F401  (bs_bucket re-exported)
 from .tables import launch_table
 
@@ -161,7 +162,7 @@ def launch_config(bs: int, rows: int, hidden: int, table: dict | None = None) ->
     cfg = {**DEFAULT, **op_config(OP, {"bs": bs, "rows": rows, "hidden": hidden}, table)}
     cfg.setdefault("BLOCK_B", None)
     if not cfg.get("BLOCK_B"):
-        cfg["BLOCK_B"] = min(max(16, triton.next_power_of_2(max(bs, 1))), 64)
+        cfg["BLOCK_B"] = min(max(16, next_power_of_2(max(bs, 1))), 64)
     return cfg
 
 
@@ -176,11 +177,11 @@ def stream_plan(bs: int, rows: int, hidden: int, cfg: dict, device: torch.device
     P = the table's PROGRAMS, else CTAS_PER_SM x SM count (2 by default: two CTAs of a 64-row tile
     with 3-4 cp.async stages fit an SM90 SM), never more than the tiles there are.
     """
-    n_k = triton.cdiv(hidden, cfg["BLOCK_K"])
-    tiles = triton.cdiv(rows, cfg["BLOCK_R"]) * n_k
+    n_k = cdiv(hidden, cfg["BLOCK_K"])
+    tiles = cdiv(rows, cfg["BLOCK_R"]) * n_k
     P = int(cfg.get("PROGRAMS") or 0) or num_sms(device) * int(cfg.get("CTAS_PER_SM", 2))
     P = max(1, min(P, tiles))
-    return P, n_k, triton.cdiv(n_k, tiles // P) + 1
+    return P, n_k, cdiv(n_k, tiles // P) + 1
 
 
 _SEMS: dict = {}
@@ -255,7 +256,7 @@ def lm_head_gemv(hidden: torch.Tensor, weight: torch.Tensor, *, out: torch.Tenso
     table = table if table is not None else launch_table(hidden.device)
     cfg = {**launch_config(bs, R, H, table), **(config or {})}
     P, n_k, maxc = stream_plan(bs, R, H, cfg, hidden.device)
-    n_rb, n_bb = triton.cdiv(R, cfg["BLOCK_R"]), triton.cdiv(bs, cfg["BLOCK_B"])
+    n_rb, n_bb = cdiv(R, cfg["BLOCK_R"]), cdiv(bs, cfg["BLOCK_B"])
     part = torch.empty(n_bb * n_rb * maxc * cfg["BLOCK_R"] * cfg["BLOCK_B"], dtype=torch.float32, device=hidden.device)
     _lm_head_gemv_kernel[(P, n_bb)](
         out, part, semaphores(hidden.device, n_bb * n_rb), hidden, weight,

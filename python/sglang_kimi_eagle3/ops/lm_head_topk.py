@@ -25,6 +25,7 @@ import torch
 import triton
 import triton.language as tl
 
+from ._host import cdiv, next_power_of_2
 from .arch import Unsupported, bs_bucket, op_config, require_launchable
 from .draft_topk import MAX_K, canonical, float_key, key_index, key_value, sentinel_like, stable_topk_ref
 from .lm_head_gemv import (
@@ -208,7 +209,7 @@ def shape_key(bs: int, rows: int, hidden: int, k: int) -> str:
 def launch_config(bs: int, rows: int, hidden: int, k: int, table: dict | None = None) -> dict:
     cfg = {**DEFAULT, **op_config(OP, {"bs": bs, "rows": rows, "hidden": hidden, "k": k}, table)}
     if not cfg.get("BLOCK_B"):
-        cfg["BLOCK_B"] = min(max(16, triton.next_power_of_2(max(bs, 1))), 64)
+        cfg["BLOCK_B"] = min(max(16, next_power_of_2(max(bs, 1))), 64)
     return cfg
 
 
@@ -266,8 +267,8 @@ def lm_head_topk(hidden: torch.Tensor, weight: torch.Tensor, k: int, *, probs: s
     table = table if table is not None else launch_table(dev)
     cfg = {**launch_config(bs, R, H, k, table), **(config or {})}
     P, n_k, maxc = stream_plan(bs, R, H, cfg, dev)
-    n_rb, n_bb = triton.cdiv(R, cfg["BLOCK_R"]), triton.cdiv(bs, cfg["BLOCK_B"])
-    k_p2, nrb_p2 = triton.next_power_of_2(k), triton.next_power_of_2(n_rb)
+    n_rb, n_bb = cdiv(R, cfg["BLOCK_R"]), cdiv(bs, cfg["BLOCK_B"])
+    k_p2, nrb_p2 = next_power_of_2(k), next_power_of_2(n_rb)
     merge_rows, chunk = merge_plan(cfg["BLOCK_B"], nrb_p2, k_p2)
     part = torch.empty(n_bb * n_rb * maxc * cfg["BLOCK_R"] * cfg["BLOCK_B"], dtype=torch.float32, device=dev)
     cand = torch.empty(bs * n_rb * k_p2, dtype=torch.int64, device=dev)

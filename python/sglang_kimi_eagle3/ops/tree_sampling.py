@@ -34,12 +34,15 @@ rounding of a CDF boundary.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 import torch
 import triton
 import triton.language as tl
 
-from ._tree import check_tree_inputs, first_child, load_tree_block, pick, pow2, take, tree_links, walk, walk_config
+from ._host import cdiv, next_power_of_2
+from ._tree import cached_plan, check_tree_inputs, first_child, load_tree_block, pick, pow2, take, tree_links, walk, walk_config
 from .arch import Unsupported, op_config, pdl_supported, require_launchable
 from .tables import launch_table
 
@@ -277,6 +280,12 @@ def check_sampling_inputs(bs: int, n: int, uniform_samples, uniform_samples_for_
         raise ValueError(f"threshold_single ({threshold_single}) and threshold_acc ({threshold_acc}) must lie in [0, 1]")
 
 
+@lru_cache(maxsize=64)
+def _thresholds(threshold_single: float, threshold_acc: float) -> tuple[float, float]:
+    """The two thresholds as SGLang's kernel reads them (fp32; threshold_acc clamped to >= 1e-9), once per pair."""
+    return float(np.float32(threshold_single)), float(max(np.float32(threshold_acc), np.float32(1e-9)))
+
+
 def launch_sampling(predicts, accept_index, accept_token_num, candidates, retrive_index, retrive_next_token,
                     retrive_next_sibling, uniform_samples, uniform_samples_for_final_sampling, target_probs,
                     draft_probs, threshold_single: float, threshold_acc: float, s: int, cfg: dict,
@@ -286,22 +295,21 @@ def launch_sampling(predicts, accept_index, accept_token_num, candidates, retriv
     bs, n, vocab = target_probs.shape
     dev = candidates.device
     # SGLang's kernel takes float thresholds (threshold_acc clamped to >= 1e-9 to avoid 0/0)
-    thr_single = float(np.float32(threshold_single))
-    thr_acc = float(max(np.float32(threshold_acc), np.float32(1e-9)))
-    pl = sampling_plan(bs, n, vocab, cfg)
+    thr_single, thr_acc = _thresholds(threshold_single, threshold_acc)
+    pl = cached_plan(sampling_plan, bs, n, vocab, cfg)
     pdl = bool(cfg.get("pdl", True)) and pdl_ok
     work = torch.empty((bs, 3), dtype=torch.int64, device=dev)
-    _walk_kernel[(triton.cdiv(bs, pl["walk_bb"]),)](
+    _walk_kernel[(cdiv(bs, pl["walk_bb"]),)](
         predicts, accept_index, accept_token_num, draft_probs, work, candidates, retrive_index,
         retrive_next_token, retrive_next_sibling, uniform_samples, target_probs, thr_single, thr_acc,
         bs, s, n, vocab, NP=pl["np"], BB=pl["walk_bb"], USE_PDL=pdl, num_warps=pl["walk_warps"])
     tiles, g = pl["tiles"], pl["G"]
     tile_sum = torch.empty((bs, tiles), dtype=torch.float32, device=dev)
     tile_last = torch.empty((bs, tiles), dtype=torch.int32, device=dev)
-    _tile_sums_kernel[(triton.cdiv(bs, pl["sum_bb"]), triton.cdiv(tiles, pl["tps"]))](
+    _tile_sums_kernel[(cdiv(bs, pl["sum_bb"]), cdiv(tiles, pl["tps"]))](
         tile_sum, tile_last, target_probs, draft_probs, work, bs, vocab, tiles, pl["tps"], BB=pl["sum_bb"], G=g,
         USE_PDL=pdl, num_warps=pl["sum_warps"], launch_pdl=pdl)
-    _sample_kernel[(triton.cdiv(bs, pl["sample_bb"]),)](
+    _sample_kernel[(cdiv(bs, pl["sample_bb"]),)](
         predicts, tile_sum, tile_last, target_probs, draft_probs, work, uniform_samples_for_final_sampling,
         bs, vocab, tiles, BB=pl["sample_bb"], TP=pl["TP"], G=g, USE_PDL=pdl, num_warps=pl["sample_warps"],
         launch_pdl=pdl)
@@ -316,12 +324,12 @@ def sampling_plan(bs: int, n: int, vocab: int, cfg: dict) -> dict:
         wcfg["num_warps"] = cfg["walk_num_warps"]
     np_, walk_bb, walk_warps = walk_config("tree_sampling", n, bs, wcfg, None)
     g = min(TILE, pow2(vocab, 16))
-    tiles = triton.cdiv(vocab, g)
-    sum_bb = max(1, triton.next_power_of_2(int(cfg.get("rows_per_program", 1))))
+    tiles = cdiv(vocab, g)
+    sum_bb = max(1, next_power_of_2(int(cfg.get("rows_per_program", 1))))
     tps = max(1, min(int(cfg.get("tiles_per_program", 1)), tiles))
     return {"np": np_, "walk_bb": walk_bb, "walk_warps": walk_warps, "G": g, "tiles": tiles, "TP": pow2(tiles, 1),
             "sum_bb": sum_bb, "tps": tps, "sum_warps": int(cfg.get("num_warps", 8)),
-            "sample_bb": max(1, triton.next_power_of_2(int(cfg.get("sample_rows_per_program", 1)))),
+            "sample_bb": max(1, next_power_of_2(int(cfg.get("sample_rows_per_program", 1)))),
             "sample_warps": int(cfg.get("sample_num_warps", 8))}
 
 

@@ -26,6 +26,7 @@ import torch
 import triton
 import triton.language as tl
 
+from ._host import cdiv
 from ._tree import (  # noqa: F401
     MAX_DRAFT_TOKENS,
     check_tree_inputs,
@@ -125,7 +126,7 @@ def verify_tree_greedy(
     if bs == 0:
         return
     np_, bb, warps = walk_config("verify_greedy", n, bs, config, candidates.device, table)
-    verify_greedy_kernel[(triton.cdiv(bs, bb),)](
+    verify_greedy_kernel[(cdiv(bs, bb),)](
         predicts, accept_index, accept_token_num, candidates, retrive_index, retrive_next_token,
         retrive_next_sibling, target_predict, predicts, predicts, bs, s, n, bs * n, 1,
         NP=np_, BB=bb, SPP=1, FROM_PARTIALS=False, USE_PDL=False, num_warps=warps)

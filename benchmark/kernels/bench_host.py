@@ -1,0 +1,129 @@
+"""Host cost of the eager verify ops: ours vs SGLang 0.5.23's, per call, as a live server runs them.
+
+Why: the other kernel benchmarks time CUDA-graph replays, so they see GPU time only. In SGLang's decode loop
+the verify ops (greedy argmax + tree walk, tree sampling) run eagerly after the captured target forward: each
+call costs its Python and launch time on the host too, and where the step is host-bound (a small target, low
+concurrency) that host time is what the step pays. This file measures, at the Kimi-width serving shapes
+(vocab 163840, N 4 = chain 3/1/4, bs 1/4/16/64):
+  host_us   host time per call with the GPU kept busy (a sleep kernel first), so nothing waits on the GPU:
+            what the call adds to a host-bound step
+  eager_us  wall time per call of back-to-back eager calls from an idle GPU, synchronised at the end:
+            roughly max(host, GPU) per call
+  gpu_us    GPU time per call (CUDA events around calls queued behind the sleep): no host gaps
+Providers: `sglang` (its JIT CUDA kernel; greedy: torch.argmax + JIT verify_tree_greedy), `ours` (the op),
+`ours_hook` (the whole hook path a server takes under SGLANG_KIMI_EAGLE3_KERNELS=auto: dispatch, count, op).
+Rounds alternate the providers (A B C A B C ...); the row is the median over rounds, with min and max.
+
+    python -m benchmark.kernels.bench_host [--rounds 5] [--calls 200]      (from the repository root, on a GPU)
+Results: $OUT/host-<device>.json (or benchmark/results/).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+
+from .bench_verify import V, greedy_inputs, outs, sampling_inputs
+from .harness import Results, sglang_module
+
+BS = (1, 4, 16, 64)
+N = 4
+
+
+def _busy(ms: float) -> None:
+    """Keep the GPU busy for about `ms` (a sleep kernel of ~2e6 cycles per ms), so host enqueues never wait."""
+    torch.cuda._sleep(int(2e6 * ms))
+
+
+def measure(fn, calls: int) -> dict:
+    """host_us, eager_us and gpu_us per call of fn (see the module docstring)."""
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    # host: the GPU sleeps long enough to hold every call in its queue
+    _busy(max(20.0, calls * 0.5))
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    host = (time.perf_counter() - t0) / calls * 1e6
+    torch.cuda.synchronize()
+    # gpu: events around calls queued behind a sleep
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    _busy(max(20.0, calls * 0.5))
+    start.record()
+    for _ in range(calls):
+        fn()
+    end.record()
+    torch.cuda.synchronize()
+    gpu = start.elapsed_time(end) / calls * 1e3
+    # eager: from an idle GPU, synchronised at the end
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    torch.cuda.synchronize()
+    eager = (time.perf_counter() - t0) / calls * 1e6
+    return {"host_us": host, "gpu_us": gpu, "eager_us": eager}
+
+
+def providers(bs: int):
+    """{op: {provider: fn}} at batch size bs."""
+    from sglang_kimi_eagle3.integration import verify_kernels
+    from sglang_kimi_eagle3.ops.argmax_verify import argmax_verify_greedy
+    from sglang_kimi_eagle3.ops.tree_sampling import tree_speculative_sampling
+
+    tree_mod = sglang_module("kernels.ops.speculative.tree")
+    samp_mod = sglang_module("kernels.ops.speculative.sampling")
+    cand, ridx, nxt, sib, coins, final, probs, s = sampling_inputs(bs, N)
+    o = outs(bs, N, s)
+    d = torch.zeros_like(probs)
+    sg = samp_mod.tree_speculative_sampling_target_only
+    kw = dict(predicts=o[0], accept_index=o[1], accept_token_num=o[2], candidates=cand, retrive_index=ridx,
+              retrive_next_token=nxt, retrive_next_sibling=sib, uniform_samples=coins,
+              uniform_samples_for_final_sampling=final, target_probs=probs, draft_probs=d, threshold_single=1.0,
+              threshold_acc=1.0, deterministic=True)
+    sampling = {"sglang": lambda: sg(**kw), "ours": lambda: tree_speculative_sampling(**kw),
+                "ours_hook": lambda: verify_kernels.tree_sampling_hook(sg, **kw)}
+    gc, gr, gn, gs, logits, gs_s = greedy_inputs(bs, N)
+    go = outs(bs, N, gs_s)
+
+    def sglang_greedy():
+        tree_mod.verify_tree_greedy(*go, gc, gr, gn, gs, torch.argmax(logits, -1).view(bs, N))
+
+    greedy = {"sglang": sglang_greedy, "ours": lambda: argmax_verify_greedy(*go, gc, gr, gn, gs, logits)}
+    return {"tree_sampling": sampling, "argmax+verify": greedy}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=5, help="alternating rounds per provider (median reported)")
+    ap.add_argument("--calls", type=int, default=200, help="calls per measurement")
+    args = ap.parse_args()
+    res = Results("host")
+    for bs in BS:
+        ops = providers(bs)
+        for op, provs in ops.items():
+            runs: dict = {p: [] for p in provs}
+            for _ in range(args.rounds):
+                for p, fn in provs.items():
+                    runs[p].append(measure(fn, args.calls))
+            for p, rs in runs.items():
+                row = {}
+                for k in ("host_us", "gpu_us", "eager_us"):
+                    vals = [r[k] for r in rs]
+                    row[k] = statistics.median(vals)
+                    row[k + "_min"], row[k + "_max"] = min(vals), max(vals)
+                res.add(op, p, {"bs": bs, "n": N, "vocab": V}, {"us": row["host_us"]}, **row, rounds=args.rounds,
+                        calls=args.calls)
+        res.save()
+    lines = [f"{'op':14s} {'bs':>3s} {'provider':10s} {'host µs':>9s} {'gpu µs':>8s} {'eager µs':>9s}"]
+    for r in res.rows:
+        lines.append(f"{r['op']:14s} {r['shape']['bs']:3d} {r['provider']:10s} {r['host_us']:9.1f} {r['gpu_us']:8.1f} "
+                     f"{r['eager_us']:9.1f}")
+    print("\n".join(lines), flush=True)
+
+
+if __name__ == "__main__":
+    main()
