@@ -12,6 +12,11 @@
 #   live  the live tiny file alone (INT4 target), on an idle GPU: before a's servers start, or in a lease of its own
 #   c   the loop's phase 2 (alternating rounds plain / fixed / adaptive), with the whole GPU; then the late upstream
 #       logs of step a
+#   e2e / loop / suite  the same lease in another order (each one call after the carry): the end-to-end servers
+#       alone first (e2e: install, start, cold passes and steady rounds; loop: their last rounds, then the loop's
+#       servers and its alternating rounds), then the host-cost benchmark and the suite on an idle GPU (suite).
+#       Knobs: E_END_S (570), L_E2E_S (60), L_END_S (560), PHASE2_WAIT_S (240), A_HOST_S (90), S_SUITE_S (420);
+#       device_e2e.sh's and device_loop.sh's own (CONC, TEMPS, STEADY_TEMPS, ROUNDS, ROUND_S, LOOP_Q, ...) pass through
 # Every step writes into /tmp/res-STEP (kept on the warm machine) and packs it into $OUT/res-STEP.tgz at its end:
 # a call returns at most 8 files from $OUT (2026-12-01: the upstream logs and the loop's phase-1 files were
 # left out of a call that wrote 13). A step cut short leaves /tmp/res-STEP: `tar czf $OUT/x.tgz /tmp/res-*`.
@@ -19,7 +24,7 @@
 # (10 xdist workers), GPU_CI_TARGETS (int4), A_UPSTREAM_S (300; 0: not run), PLAN_FROM,
 # B_BUDGET_S (560), C_BUDGET_S (540: phase 2 ends by then), PHASE2_WAIT_S (90).
 set -uo pipefail
-step=${1:?usage: lease.sh a|b|c|live}
+step=${1:?usage: lease.sh a|b|c|live|e2e|loop|suite}
 FINAL_OUT=${OUT:-/tmp/out}
 export OUT=/tmp/res-$step
 mkdir -p "$OUT" "$FINAL_OUT"
@@ -81,5 +86,41 @@ live)
   GPU_CI_TARGETS=${GPU_CI_TARGETS:-int4} GPU_CI_PARALLEL=7 LIVE_TIMEOUT=${LIVE_S:-420} bash benchmark/live/live.sh > /dev/null 2>&1
   say "live: $(grep -E 'passed|failed' "$OUT/live.log" 2>/dev/null | tail -1)"
   ;;
-*) echo "lease.sh: unknown step $step (a|b|c|live)"; exit 2;;
+e2e)
+  # one lease as e2e / loop / suite (2026-12-01, seventh run): the end-to-end servers alone on the GPU first, their
+  # cold passes and steady rounds over this call and the start of the next (KEEP_SERVERS=1, RESUME=1)
+  bash benchmark/live/device.sh install || exit 3
+  eval "$(benchmark/live/device.sh env)"
+  COLD_BEFORE=${COLD_BEFORE:-0} E2E_STEP=start bash benchmark/serving/device_e2e.sh > /dev/null 2>&1
+  say "e2e servers started"
+  # device_e2e.sh stops e2e.py at its deadline + 30 s (ANATOMY_S=0): end by E_END_S of this call
+  KEEP_SERVERS=1 FIT=0 RESUME=0 ANATOMY_S=0 BUDGET_S=$(( ${E_END_S:-570} - 30 - $(date +%s) + T0 )) \
+    E2E_STEP=measure bash benchmark/serving/device_e2e.sh > /dev/null 2>&1
+  say "e2e measured (servers left running)"
+  ;;
+loop)
+  # the rest of the end-to-end rounds (RESUME=1; then its servers stop), then the never-slower loop: plain, fixed
+  # 3/1/4 and plan's recommendation, planned from the carried rounds (PLAN_FROM), alternating rounds
+  eval "$(benchmark/live/device.sh env)"
+  RESUME=1 FIT=0 ANATOMY_S=0 BUDGET_S=${L_E2E_S:-60} E2E_STEP=measure bash benchmark/serving/device_e2e.sh > /dev/null 2>&1
+  say "e2e rest done: $(tail -2 "$OUT/device_e2e-measure.log" 2>/dev/null | head -1 | cut -c1-200)"
+  bash benchmark/serving/device_loop.sh start > /dev/null 2>&1
+  PLAN_FROM=${PLAN_FROM:-benchmark/results/loop-h200-2026-12-01-derived} bash benchmark/serving/device_loop.sh phase1 > /dev/null 2>&1
+  say "loop servers started"
+  PHASE2_WAIT_S=${PHASE2_WAIT_S:-240} BUDGET_S=$(( ${L_END_S:-560} - $(date +%s) + T0 )) bash benchmark/serving/device_loop.sh phase2 > /dev/null 2>&1
+  say "loop phase 2 done"
+  ;;
+suite)
+  # every server of this lease stopped; the host-cost benchmark on a quiet machine, then the suite alone
+  for f in /tmp/e2e/pid-* /tmp/loop/pid-*; do [ -f "$f" ] && kill -KILL -- "-$(cat "$f")" 2>/dev/null; done
+  sleep 3
+  eval "$(benchmark/live/device.sh env)"
+  timeout "${A_HOST_S:-90}" python3 -m benchmark.kernels.bench_host > "$OUT/bench-host.log" 2>&1
+  say "host cost: exit $?"
+  GPU_CI_TARGETS=${GPU_CI_TARGETS:-int4} GPU_CI_PARALLEL=7 SUITE_TIMEOUT=${S_SUITE_S:-420} \
+    SUITE_ARGS="-n ${A_SUITE_N:-10} --dist loadfile -p no:cacheprovider --ignore=test/gpu/test_live_tiny.py" \
+    bash benchmark/live/suite.sh > /dev/null 2>&1
+  say "suite: $(tail -3 "$OUT/suite.log" | tr '\n' ' ')"
+  ;;
+*) echo "lease.sh: unknown step $step (a|b|c|live|e2e|loop|suite)"; exit 2;;
 esac

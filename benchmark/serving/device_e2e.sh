@@ -20,6 +20,7 @@
 # --cuda-graph-max-bs-decode), MEMF (0.7: --mem-fraction-static; SGLang keeps 1 - MEMF of the memory free at its own
 # start as slack and needs its weights to fit the rest; the KV cache is capped by --max-total-tokens, so five servers
 # started together fit side by side),
+# KEEP_SERVERS (0; 1: `measure` leaves the servers running, for a RESUME=1 measure in the next call),
 # COLD_BEFORE (1: the two warm-up-off servers), SLEEP_ON_IDLE (1: --sleep-on-idle on every server), SHARED_CACHES (0: one cache folder for all, faster starts, but then
 # the warm-up-off servers find what the others compiled), STARTUP_S (360: how long e2e.py waits for every server's
 # /health; concurrent cold starts of the tiny servers took up to 223 s on an H200), BUDGET_S (everything ends by then;
@@ -41,7 +42,7 @@ say() { echo "[device_e2e $(( $(date +%s) - T0 )) s] $*"; }
 PIDS=()
 stop_group() { kill -TERM -- "-$1" 2>/dev/null; }
 cleanup() {
-  if [ "$STEP" != start ]; then
+  if [ "$STEP" != start ] && [ "${KEEP_SERVERS:-0}" != 1 ]; then
     for p in "${PIDS[@]}"; do stop_group "$p"; done
     sleep 5
     for p in "${PIDS[@]}"; do kill -KILL -- "-$p" 2>/dev/null; done
@@ -147,9 +148,10 @@ if [ "${RESUME:-0}" = 1 ] && [ -f "$W/e2e.json" ]; then cp "$W/e2e.json" "$OUT/e
 timeout -s INT $((DEADLINE - ANATOMY_S + 30 - $(date +%s))) python3 benchmark/serving/e2e.py --spec "$W/spec.json" --json "$OUT/e2e.json" --plots "$OUT" --tag kimiwidth \
   --concurrency "${CONC:-1,4,16,64}" --temperatures "${TEMPS:-0,0.7}" ${STEADY_TEMPS:+--steady-temperatures "$STEADY_TEMPS"} --rounds "${ROUNDS:-3}" --round-s "${ROUND_S:-20}" \
   --max-new-tokens 128 "${FITARGS[@]}" "${RESUMEARGS[@]}" --startup-timeout-s $STARTUP_S
+rc=$?
 cp "$OUT/e2e.json" "$W/e2e.json" 2>/dev/null  # for RESUME=1 in the next call
-say "e2e.py exit $?"
-grep -h "kernel warm-up" "$W"/logs/*.log | cut -c1-400
+say "e2e.py exit $rc"
+grep -h "kernel warm-up\|traffic warm-up" "$W"/logs/*.log | cut -c1-400
 
 # 4. anatomy on the warm auto and upstream servers (the warm-up-off ones are stopped first)
 i=0
