@@ -169,7 +169,9 @@ def apply_to_launch(server_args) -> tuple[str, str]:
             current = getattr(resolving_view(server_args), "warmups", None)
             if with_ours(current) != current:
                 declare_resolution(server_args, "sglang-kimi-eagle3.traffic_warmup", warmups=with_ours(current))
-            done = ("applied", f"`{WARMUP}` {APPLIED}")
+                done = ("applied", f"`{WARMUP}` {APPLIED}")
+            else:  # the operator named it already
+                done = ("applied", f"`{WARMUP}` already in --warmups: {APPLIED.split(': ', 1)[1]}")
     except Exception as exc:
         done = ("failed", f"{type(exc).__name__}: {exc}; serving compiles on first use")
     setattr(server_args, MARK, done)
