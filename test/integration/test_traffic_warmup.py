@@ -37,8 +37,9 @@ def test_plan_covers_tritons_int_specializations_and_the_concurrency_ladder():
 
 def test_plan_is_capped_by_max_running_requests_and_the_context_length():
     small = T.plan(max_running_requests=8, context_len=262144)
-    assert _sizes(small) == [1, 3, 4]  # no multiple of 16 fits under 8 requests
-    assert _sizes(T.plan(max_running_requests=20)) == [1, 3, 4, 16]
+    assert _sizes(small) == [1, 3, 4, 8]  # no multiple of 16 fits under 8 requests; the bound itself is warmed
+    assert _sizes(T.plan(max_running_requests=20)) == [1, 3, 4, 16, 20]
+    assert _sizes(T.plan(max_running_requests=48)) == [1, 3, 4, 16, 48]  # SGLang's default for the tiny pair
     assert _sizes(T.plan(max_running_requests=1000)) == [1, 3, 4, 16, 64]  # min(64, max running)
     short_ctx = T.plan(context_len=100)
     assert short_ctx and all(b.prompt_len + T.MAX_NEW_TOKENS < 100 for b in short_ctx)
@@ -48,7 +49,7 @@ def test_plan_is_capped_by_max_running_requests_and_the_context_length():
 
 def test_plan_adds_the_first_eagerly_decoded_batch_size():
     assert 25 in _sizes(T.plan(max_running_requests=48, cuda_graph_max_bs_decode=24))
-    assert _sizes(T.plan(max_running_requests=48, cuda_graph_max_bs_decode=48)) == [1, 3, 4, 16]  # all captured
+    assert _sizes(T.plan(max_running_requests=48, cuda_graph_max_bs_decode=48)) == [1, 3, 4, 16, 48]  # all captured
 
 
 def test_with_ours_appends_once_and_keeps_the_operators_names():
@@ -170,6 +171,21 @@ for name, argv, env in CASES:  # the launches that must not register come first:
                  "registered": _warmup_registry.get("kimi_eagle3") is T.kimi_eagle3,
                  "ours_declared": any(src.startswith("sglang-kimi-eagle3.traffic") for src, _ in sa._resolved_overrides),
                  "main": [main_row.state, main_row.detail], "scheduler": [row.state, row.detail]}
+    if name == "on":  # SGLang's own caller (http_server's lifespan runs exactly this), against a recording stand-in
+        import asyncio
+        from types import SimpleNamespace
+        from sglang.srt.entrypoints.warmup import execute_warmups
+
+        class TM:
+            model_config, server_args, context_len, max_req_input_len = SimpleNamespace(vocab_size=128256), sa, 4096, None
+            sent = []
+            async def generate_request(self, obj, request=None):
+                self.sent.append(len(obj.input_ids))
+                yield {}
+        tm = TM()
+        asyncio.run(execute_warmups("null", get_serving().warmups.split(","), tm))
+        out[name]["executed"] = tm.sent
+        out[name]["bounds"] = T._bounds(tm)
     for k in env:
         os.environ.pop(k)
 print(json.dumps(out))
@@ -193,6 +209,9 @@ def test_an_eagle3_launch_gains_kimi_eagle3_in_warmups_and_sglangs_registry(laun
     assert on["warmups"] == on["published"] == "kimi_eagle3" and on["registered"]
     assert on["main"][0] == "applied" and "appended to --warmups" in on["main"][1]
     assert on["scheduler"][0] == "applied" and "runs in the HTTP server before it accepts requests" in on["scheduler"][1]
+    # SGLang's execute_warmups, given the published --warmups, runs our coroutine: one request batch per planned batch
+    assert on["executed"] == [b.size for b in T.plan(**on["bounds"])] and on["bounds"]["context_len"] == 4096
+    assert on["bounds"]["max_running_requests"] == 48  # SGLang's resolved value, not the record's raw None
     assert launches["operator"]["published"] == "voice_chat,kimi_eagle3"
     assert launches["already"]["published"] == "kimi_eagle3,voice_chat"  # never twice
     assert not launches["already"]["ours_declared"] and "already in --warmups" in launches["already"]["scheduler"][1]

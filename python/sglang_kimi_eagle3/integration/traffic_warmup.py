@@ -16,7 +16,8 @@ How: in the main process, for our launches only (EAGLE/EAGLE3 with a draft: laun
   register `kimi_eagle3` with `warmup` and declare `warmups` = the operator's names + `kimi_eagle3`
   (None -> "kimi_eagle3", never twice). SGLang then runs `kimi_eagle3` before it listens: `plan()` (pure)
   gives a few request batches - batch sizes 1, 3 (neither 1 nor a multiple of 16), 4, 16, 64 (capped by
-  --max-running-requests; one past --cuda-graph-max-bs-decode too, the first eager decode), a short and a
+  --max-running-requests, and that bound itself; one past --cuda-graph-max-bs-decode too, the first eager
+  decode), a short and a
   long prompt under the context length, temperature 0 and 0.7 - each sent as ONE GenerateReqInput (the
   scheduler gets its requests together) with max_new_tokens 8, ignore_eos, so prefill, target verify and
   draft extend run at each size. The coroutine logs one line and never raises into SGLang (`failed` is a
@@ -70,12 +71,12 @@ def plan(max_running_requests: int | None = None, context_len: int | None = None
          cuda_graph_max_bs_decode: int | None = None) -> list[Batch]:
     """The request batches of the warm-up, in order (pure).
 
-    Sizes: LADDER up to min(64, --max-running-requests), plus one past the decode CUDA-graph bound (the
-    first batch decoded eagerly) where that is still allowed. Prompt lengths: SHORT and LONG, each kept
+    Sizes: LADDER up to min(64, --max-running-requests) and that bound itself, plus one past the decode
+    CUDA-graph bound (the first batch decoded eagerly) where that is still allowed. Prompt lengths: SHORT and LONG, each kept
     under the context length with room for the new tokens, LONG shrunk so a batch holds at most
     BATCH_TOKENS prompt tokens. Every size at both temperatures."""
     cap = MAX_BS if not max_running_requests or max_running_requests < 1 else min(MAX_BS, max_running_requests)
-    sizes = {s for s in LADDER if s <= cap}
+    sizes = {s for s in LADDER if s <= cap} | {cap}  # cap: the batch every higher concurrency is served at
     if cuda_graph_max_bs_decode and cuda_graph_max_bs_decode < cap:
         sizes.add(cuda_graph_max_bs_decode + 1)
     room = None if not context_len else context_len - MAX_NEW_TOKENS - 1
@@ -101,10 +102,21 @@ def prompts(batch: Batch, vocab_size: int, rng: random.Random) -> list[list[int]
 
 
 def _bounds(tokenizer_manager) -> dict:
+    """plan()'s bounds from the HTTP server's TokenizerManager: its record (resolved values: the record's own
+    fields keep the operator's input) and the context length the schedulers reported."""
     sa = getattr(tokenizer_manager, "server_args", None)
+
+    def resolved(field):
+        try:
+            from sglang.srt.arg_groups.overrides import resolution_result
+
+            return resolution_result(sa, field)
+        except Exception:
+            return getattr(sa, field, None)
+
     ctx = getattr(tokenizer_manager, "max_req_input_len", None) or getattr(tokenizer_manager, "context_len", None)
-    return {"max_running_requests": getattr(sa, "max_running_requests", None), "context_len": ctx,
-            "cuda_graph_max_bs_decode": getattr(sa, "cuda_graph_max_bs_decode", None)}
+    return {"max_running_requests": resolved("max_running_requests"), "context_len": ctx,
+            "cuda_graph_max_bs_decode": resolved("cuda_graph_max_bs_decode")}
 
 
 async def kimi_eagle3(disaggregation_mode: str, tokenizer_manager) -> None:
