@@ -198,6 +198,7 @@ def launches():
     plain = ["--model-path", str(LLAMA_8B), "--device", "cuda", "--port", "31992"]
     cases = [("plain", plain, {}), ("plain_with_names", plain + ["--warmups", "voice_chat"], {}),
              ("off", eagle3, {"SGLANG_KIMI_EAGLE3_WARMUP": "off"}),
+             ("workers", eagle3 + ["--tokenizer-worker-num", "2"], {}),
              ("on", eagle3, {}), ("operator", eagle3 + ["--warmups", "voice_chat"], {}),
              ("already", eagle3 + ["--warmups", "kimi_eagle3,voice_chat"], {})]
     return run_json(f"CASES = {cases!r}\n" + CODE, timeout=600, HF_HUB_OFFLINE="1")
@@ -222,6 +223,9 @@ def test_the_switch_off_and_a_plain_launch_register_and_change_nothing(launches)
     off = launches["off"]
     assert off["published"] is None and not off["registered"] and not off["ours_declared"]
     assert off["main"][0] == off["scheduler"][0] == "skipped" and "SGLANG_KIMI_EAGLE3_WARMUP=off" in off["scheduler"][1]
+    workers = launches["workers"]  # SGLang's tokenizer worker processes load no plugins: said, not pretended
+    assert workers["published"] is None and not workers["registered"] and workers["scheduler"][0] == "skipped"
+    assert "--tokenizer-worker-num > 1" in workers["scheduler"][1]
     for name, given in (("plain", None), ("plain_with_names", "voice_chat")):
         plain = launches[name]
         assert plain["published"] == given and not plain["registered"] and not plain["ours_declared"], name
