@@ -30,7 +30,8 @@ How: in the main process, for our launches only (EAGLE/EAGLE3 with a draft: laun
 Status row `traffic_warmup` (in each scheduler, from the mark the main process left on the record):
   registered  queued; the launch step decides at resolve_once
   applied     `kimi_eagle3` is in this launch's --warmups (runs in the HTTP server before it accepts requests)
-  skipped     SGLANG_KIMI_EAGLE3_WARMUP=off, or not an EAGLE/EAGLE3 launch with a draft model
+  skipped     SGLANG_KIMI_EAGLE3_WARMUP=off, --tokenizer-worker-num > 1 (those worker processes load no
+              plugins), or not an EAGLE/EAGLE3 launch with a draft model
   failed      the main process could not register it (the detail says why)
 Remove when: SGLang warms its extend-attention variants (and the speculative extend paths) itself.
 """
@@ -170,10 +171,14 @@ def apply_to_launch(server_args) -> tuple[str, str]:
     """Main process, our launches only (launch_step._step): register the warm-up and declare --warmups.
     Returns (state, detail), also left on the record for the schedulers. Never raises: the launch goes on."""
     try:
+        from sglang.srt.arg_groups.overrides import declare_resolution, resolving_view
+
         if env_choice(ENV_WARMUP) == "off":
             done = ("skipped", f"{ENV_WARMUP}=off: --warmups left as given")
+        elif (getattr(resolving_view(server_args), "tokenizer_worker_num", 1) or 1) > 1:
+            done = ("skipped", "--tokenizer-worker-num > 1: SGLang's tokenizer worker processes run --warmups without "
+                    "loading plugins (they would not find `kimi_eagle3`); --warmups left as given")
         else:
-            from sglang.srt.arg_groups.overrides import declare_resolution, resolving_view
             from sglang.srt.entrypoints.warmup import _warmup_registry, warmup
 
             if _warmup_registry.get(WARMUP) is not kimi_eagle3:
