@@ -80,6 +80,9 @@ def test_the_scheduler_child_counts_our_calls_and_sglangs_with_reasons(children)
     assert h["serving_compiles"]["detail"] == "listening: no Triton compile since serving started"
     # the launch step ran in the parent (main process); its mark travelled to the child with the record
     assert h["launch_step"]["status"] == "active" and "preflight on" in h["launch_step"]["detail"], h["launch_step"]
+    # the traffic warm-up: the parent's launch step put `kimi_eagle3` in --warmups; the child read it published
+    assert h["traffic_warmup"]["state"] == "applied", h["traffic_warmup"]
+    assert "runs in the HTTP server before it accepts requests" in h["traffic_warmup"]["detail"]
     # no call at all yet: bound, and what the kernel switch would choose
     assert h["draft_lm_head"]["status"].startswith("installed, ours for every call in its fast path"), h["draft_lm_head"]
     assert h["draft_lm_head"]["table_wins"] == ["*"]

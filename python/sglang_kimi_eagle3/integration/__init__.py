@@ -19,6 +19,7 @@ HOOK_MODULES = (
     "draft_head_kernels",  # Triton lm_head GEMV / draft top-k (issue 4)
     "verify_kernels",  # Triton tree verification (issue 5)
     "kernel_warmup",  # compile every reachable kernel variant before serving; queued before runtime_status: runs first
+    "traffic_warmup",  # `kimi_eagle3` in SGLang's --warmups: real request batches before the server accepts traffic
     "runtime_status",  # the status table after draft CUDA-graph capture, and the status file (issue 10)
     "metrics",  # the hook counters on SGLang's /metrics (--enable-metrics); runs last after capture
     "serving_compiles",  # Triton compiles after the server is ready, per kernel (SGLang's and ours), in the table

@@ -16,6 +16,8 @@ run SGLang's own step (keeping its error, if any), then:
      raises the UserError that names it (this is how a bad value aborts a launch cleanly);
   3. the context policy's main-process part (context_policy.resolve_launch: `cap`; SGLang's own step
      did it where SGLang has the flag), whatever the preflight mode;
+  3b. the traffic warm-up (traffic_warmup.apply_to_launch): `kimi_eagle3` joins --warmups unless
+     SGLANG_KIMI_EAGLE3_WARMUP=off;
   4. preflight (preflight_launch.report): SGLANG_KIMI_EAGLE3_PREFLIGHT=on refuses on errors, warn
      logs them, off skips. Preflight only reports.
   A refusal of ours (UserError, PreflightFailed) propagates out of resolve_once(); when nothing catches
@@ -31,7 +33,7 @@ import sys
 from .. import hookstatus
 from ..base import env_errors
 from ..errors import UserError
-from . import runtime_status
+from . import runtime_status, traffic_warmup
 from .launch_record import is_our_launch, mark, mark_of
 
 NAME = "launch_step"
@@ -78,6 +80,7 @@ def _step(server_args, previous) -> None:
         sglang_error = exc
     if not is_our_launch(server_args):
         hookstatus.record(NAME, TARGET, "applied", "ran; not an EAGLE/EAGLE3 launch with a draft model: passed through")
+        traffic_warmup.not_our_launch()  # records its row; --warmups untouched
         if sglang_error is not None:
             raise sglang_error
         return None
@@ -89,6 +92,7 @@ def _step(server_args, previous) -> None:
     try:
         if sglang_error is None:
             context_policy.resolve_launch(server_args)
+            traffic_warmup.apply_to_launch(server_args)  # --warmups gains `kimi_eagle3` (SGLANG_KIMI_EAGLE3_WARMUP)
         mode = preflight_launch.report(server_args, sglang_error)
     except (UserError, preflight_launch.PreflightFailed) as exc:
         raise _without_traceback(exc)

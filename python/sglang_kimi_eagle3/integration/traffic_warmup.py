@@ -1,0 +1,219 @@
+"""Hook: a request-driven warm-up `kimi_eagle3` in SGLang's --warmups, run before the server accepts traffic.
+
+Upstream target: SGLang's custom warm-ups, `sglang.srt.entrypoints.warmup` (sglang 0.5.23): the registry
+  `_warmup_registry`, filled through its public decorator `warmup(name)`, and the field `warmups`
+  (--warmups NAME[,NAME], arg_groups/fields/serving.py). http_server.py's FastAPI lifespan calls
+  `execute_warmups(disaggregation_mode, names, tokenizer_manager)` (http_server.py:418) in the HTTP server
+  process, after the schedulers are ready and before the server accepts requests.
+Why: on the H200 (2026-12-01), with the kernel warm-up on (kernel_warmup.py), every server, plain decoding
+  too, still compiled SGLang's extend-attention Triton kernel `_fwd_kernel` 3-4 times (1.0-2.1 s each) on
+  its first traffic, one at each new concurrency (c 1, 4, 16, 64). Triton specializes the kernel's int
+  arguments (the batch size: == 1, divisible by 16, other) and compiles per constexpr variant (prefill,
+  the target verify with its custom mask, the draft extend), so the first prefill/verify batch of each
+  new kind stalls the batch. Only real requests through the scheduler reach those launches.
+How: in the main process, for our launches only (EAGLE/EAGLE3 with a draft: launch_step._step calls
+  `apply_to_launch` after the context policy), when SGLANG_KIMI_EAGLE3_WARMUP is `on` (the default):
+  register `kimi_eagle3` with `warmup` and declare `warmups` = the operator's names + `kimi_eagle3`
+  (None -> "kimi_eagle3", never twice). SGLang then runs `kimi_eagle3` before it listens: `plan()` (pure)
+  gives a few request batches - batch sizes 1, 3 (neither 1 nor a multiple of 16), 4, 16, 64 (capped by
+  --max-running-requests, and that bound itself; one past --cuda-graph-max-bs-decode too, the first eager
+  decode), a short and a
+  long prompt under the context length, temperature 0 and 0.7 - each sent as ONE GenerateReqInput (the
+  scheduler gets its requests together) with max_new_tokens 8, ignore_eos, so prefill, target verify and
+  draft extend run at each size. The coroutine logs one line and never raises into SGLang (`failed` is a
+  log line; serving goes on, compiling on first use as before). Prefill/decode disaggregation: skipped
+  (its bootstrap pairing is not faked here). SGLang's Engine API has no HTTP server and runs no
+  --warmups: there this warm-up does not run.
+  Compiles during the warm-up happen after the schedulers' `mark_serving_started()`, so SGLang logs them
+  ("... took 1.33 s to compile after serving started") and serving_compiles counts them: the status row
+  then shows them, before the first real request.
+Status row `traffic_warmup` (in each scheduler, from the mark the main process left on the record):
+  registered  queued; the launch step decides at resolve_once
+  applied     `kimi_eagle3` is in this launch's --warmups (runs in the HTTP server before it accepts requests)
+  skipped     SGLANG_KIMI_EAGLE3_WARMUP=off, --tokenizer-worker-num > 1 (those worker processes load no
+              plugins), or not an EAGLE/EAGLE3 launch with a draft model
+  failed      the main process could not register it (the detail says why)
+Remove when: SGLang warms its extend-attention variants (and the speculative extend paths) itself.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass
+
+from .. import hookstatus
+from ..base import ENV_WARMUP, env_choice, logger
+
+NAME = "traffic_warmup"
+WARMUP = "kimi_eagle3"
+TARGET = "sglang.srt.entrypoints.warmup:_warmup_registry"
+MARK = "_kimi_eagle3_traffic_warmup"  # bookkeeping attribute on the record: pickled to the schedulers
+APPLIED = "appended to --warmups: runs in the HTTP server before it accepts requests"
+
+LADDER = (1, 3, 4, 16, 64)  # 1, neither 1 nor a multiple of 16, then the concurrency ladder of first traffic
+MAX_BS = 64
+SHORT, LONG = 32, 512  # prompt tokens
+TEMPERATURES = (0.0, 0.7)
+MAX_NEW_TOKENS = 8  # several verify / draft-extend rounds per request
+BATCH_TOKENS = 16384  # prompt tokens of one batch at most: the long prompt shrinks for the big batches
+FIRST_ID = 10  # prompt ids are drawn from [FIRST_ID, vocab_size): clear of the usual special ids
+SEED = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    size: int  # requests in the one GenerateReqInput
+    prompt_len: int  # tokens of each prompt
+    temperature: float
+
+
+def plan(max_running_requests: int | None = None, context_len: int | None = None,
+         cuda_graph_max_bs_decode: int | None = None) -> list[Batch]:
+    """The request batches of the warm-up, in order (pure).
+
+    Sizes: LADDER up to min(64, --max-running-requests) and that bound itself, plus one past the decode
+    CUDA-graph bound (the first batch decoded eagerly) where that is still allowed. Prompt lengths: SHORT and LONG, each kept
+    under the context length with room for the new tokens, LONG shrunk so a batch holds at most
+    BATCH_TOKENS prompt tokens. Every size at both temperatures."""
+    cap = MAX_BS if not max_running_requests or max_running_requests < 1 else min(MAX_BS, max_running_requests)
+    sizes = {s for s in LADDER if s <= cap} | {cap}  # cap: the batch every higher concurrency is served at
+    if cuda_graph_max_bs_decode and cuda_graph_max_bs_decode < cap:
+        sizes.add(cuda_graph_max_bs_decode + 1)
+    room = None if not context_len else context_len - MAX_NEW_TOKENS - 1
+    if room is not None and room < 1:
+        return []
+    out = []
+    for temperature in TEMPERATURES:
+        for size in sorted(sizes):
+            lens = {SHORT, max(SHORT, min(LONG, BATCH_TOKENS // size))}
+            for n in sorted({min(n, room) if room else n for n in lens}):
+                out.append(Batch(size, n, temperature))
+    return out
+
+
+def prompts(batch: Batch, vocab_size: int, rng: random.Random) -> list[list[int]]:
+    """`batch.size` prompts of `batch.prompt_len` ids in [FIRST_ID, vocab_size) (a fresh draw each: no
+    prefix-cache hits between requests)."""
+    lo = FIRST_ID if vocab_size > FIRST_ID else 0
+    return [[rng.randrange(lo, vocab_size) for _ in range(batch.prompt_len)] for _ in range(batch.size)]
+
+
+# ---- the coroutine SGLang runs -------------------------------------------------------------------------
+
+
+def _bounds(tokenizer_manager) -> dict:
+    """plan()'s bounds from the HTTP server's TokenizerManager: its record (resolved values: the record's own
+    fields keep the operator's input) and the context length the schedulers reported."""
+    sa = getattr(tokenizer_manager, "server_args", None)
+
+    def resolved(field):
+        try:
+            from sglang.srt.arg_groups.overrides import resolution_result
+
+            return resolution_result(sa, field)
+        except Exception:
+            return getattr(sa, field, None)
+
+    ctx = getattr(tokenizer_manager, "max_req_input_len", None) or getattr(tokenizer_manager, "context_len", None)
+    return {"max_running_requests": resolved("max_running_requests"), "context_len": ctx,
+            "cuda_graph_max_bs_decode": resolved("cuda_graph_max_bs_decode")}
+
+
+async def kimi_eagle3(disaggregation_mode: str, tokenizer_manager) -> None:
+    """SGLang's --warmups entry `kimi_eagle3`: send the planned batches in order, drain each. Never raises."""
+    log = logger()
+    if disaggregation_mode not in (None, "null"):
+        log.info("traffic warm-up (skipped): disaggregation mode %s (its bootstrap pairing is not faked here)",
+                 disaggregation_mode)
+        return
+    t0, sent, done = time.perf_counter(), 0, 0
+    try:
+        from sglang.srt.managers.io_struct import GenerateReqInput
+
+        vocab = int(tokenizer_manager.model_config.vocab_size)
+        batches = plan(**_bounds(tokenizer_manager))
+        rng = random.Random(SEED)
+        for b in batches:
+            req = GenerateReqInput(input_ids=prompts(b, vocab, rng),
+                                   sampling_params={"max_new_tokens": MAX_NEW_TOKENS, "temperature": b.temperature,
+                                                    "top_p": 1.0, "ignore_eos": True})
+            sent += b.size
+            async for _ in tokenizer_manager.generate_request(req, None):
+                pass
+            done += 1
+    except Exception as exc:  # SGLang would stop the server's start-up: serving must go on
+        log.warning("traffic warm-up (failed): %s: %s after %d batches (%d requests sent) in %.1f s; serving goes "
+                    "on, compiling on first use", type(exc).__name__, exc, done, sent, time.perf_counter() - t0)
+        return
+    log.info("traffic warm-up (applied): %d batches, %d requests in %.1f s (sizes %s, temperatures %s)", done, sent,
+             time.perf_counter() - t0, sorted({b.size for b in batches}), list(TEMPERATURES))
+
+
+# ---- the launch step's part and the status row ----------------------------------------------------------
+
+
+def install() -> None:
+    from . import runtime_status
+
+    hookstatus.record(NAME, TARGET, "registered", "the launch step adds `kimi_eagle3` to --warmups of EAGLE/EAGLE3 "
+                      "launches at resolve_once")
+    runtime_status.on_publish(confirm_in_scheduler)
+
+
+def with_ours(names: str | None) -> str:
+    """--warmups with `kimi_eagle3` appended once: None -> "kimi_eagle3", "voice_chat" -> "voice_chat,kimi_eagle3"."""
+    kept = [n.strip() for n in (names or "").split(",") if n.strip()]
+    return ",".join(kept if WARMUP in kept else [*kept, WARMUP])
+
+
+def apply_to_launch(server_args) -> tuple[str, str]:
+    """Main process, our launches only (launch_step._step): register the warm-up and declare --warmups.
+    Returns (state, detail), also left on the record for the schedulers. Never raises: the launch goes on."""
+    try:
+        from sglang.srt.arg_groups.overrides import declare_resolution, resolving_view
+
+        if env_choice(ENV_WARMUP) == "off":
+            done = ("skipped", f"{ENV_WARMUP}=off: --warmups left as given")
+        elif (getattr(resolving_view(server_args), "tokenizer_worker_num", 1) or 1) > 1:
+            done = ("skipped", "--tokenizer-worker-num > 1: SGLang's tokenizer worker processes run --warmups without "
+                    "loading plugins (they would not find `kimi_eagle3`); --warmups left as given")
+        else:
+            from sglang.srt.entrypoints.warmup import _warmup_registry, warmup
+
+            if _warmup_registry.get(WARMUP) is not kimi_eagle3:
+                warmup(WARMUP)(kimi_eagle3)
+            current = getattr(resolving_view(server_args), "warmups", None)
+            if with_ours(current) != current:
+                declare_resolution(server_args, "sglang-kimi-eagle3.traffic_warmup", warmups=with_ours(current))
+                done = ("applied", f"`{WARMUP}` {APPLIED}")
+            else:  # the operator named it already
+                done = ("applied", f"`{WARMUP}` already in --warmups: {APPLIED.split(': ', 1)[1]}")
+    except Exception as exc:
+        done = ("failed", f"{type(exc).__name__}: {exc}; serving compiles on first use")
+    setattr(server_args, MARK, done)
+    hookstatus.record(NAME, TARGET, *done)
+    return done
+
+
+def not_our_launch() -> None:
+    """Main process, every other launch: nothing registered, --warmups untouched; the row says so."""
+    hookstatus.record(NAME, TARGET, "skipped", "not an EAGLE/EAGLE3 launch with a draft model: --warmups left as given")
+
+
+def confirm_in_scheduler() -> None:
+    """The schedulers of our launches: the row says what the main process did, checked against --warmups."""
+    from sglang.srt.runtime_context import get_server_args, get_serving
+
+    done = getattr(get_server_args(), MARK, None)
+    warmups = get_serving().warmups  # the published value (the record keeps the operator's input)
+    names = [n.strip() for n in (warmups or "").split(",")]
+    if done is None:
+        hookstatus.record(NAME, TARGET, "skipped", "the launch step did not run in the main process (plugins "
+                          "loaded after resolve_once?): no `kimi_eagle3` warm-up")
+    elif done[0] == "applied" and WARMUP not in names:
+        hookstatus.record(NAME, TARGET, "failed", f"declared, but this launch's --warmups is {warmups!r}")
+    elif done[0] == "applied":
+        hookstatus.record(NAME, TARGET, "applied", f"{done[1]} (an Engine API launch has none and runs no --warmups)")
+    else:
+        hookstatus.record(NAME, TARGET, *done)

@@ -1,0 +1,232 @@
+"""The traffic warm-up `kimi_eagle3`: the batches it plans (pure), the requests its coroutine sends through a
+recording stand-in of SGLang's TokenizerManager (the real one needs a live server), and the launch step's part
+through SGLang's real prepare_server_args + resolve_once + publish: --warmups gains `kimi_eagle3` for an EAGLE3
+launch of the tiny pair and SGLang's real `_warmup_registry` holds our coroutine; the switch, the operator's
+own names and a plain launch.
+"""
+
+import asyncio
+from types import SimpleNamespace
+
+import pytest
+
+from helpers import LLAMA_8B, llama_eagle3_argv, run_json
+from sglang_kimi_eagle3.integration import traffic_warmup as T
+
+# ---- the plan (pure) --------------------------------------------------------------------------------------
+
+
+def _sizes(batches):
+    return sorted({b.size for b in batches})
+
+
+def test_plan_covers_tritons_int_specializations_and_the_concurrency_ladder():
+    batches = T.plan(max_running_requests=None, context_len=262144)
+    sizes = _sizes(batches)
+    assert sizes == [1, 3, 4, 16, 64]
+    assert 1 in sizes and any(s != 1 and s % 16 for s in sizes) and any(s % 16 == 0 for s in sizes)
+    # every size at temperature 0 and 0.7, with a short and a longer prompt
+    for s in sizes:
+        mine = [b for b in batches if b.size == s]
+        assert {b.temperature for b in mine} == {0.0, 0.7}
+        assert min(b.prompt_len for b in mine) == 32 and max(b.prompt_len for b in mine) > 32
+    assert max(b.prompt_len for b in batches) == 512
+    assert all(b.size * b.prompt_len <= T.BATCH_TOKENS for b in batches)  # the big batches shrink the long prompt
+    assert sum(b.size for b in batches) < 400  # seconds of serving, not minutes
+
+
+def test_plan_is_capped_by_max_running_requests_and_the_context_length():
+    small = T.plan(max_running_requests=8, context_len=262144)
+    assert _sizes(small) == [1, 3, 4, 8]  # no multiple of 16 fits under 8 requests; the bound itself is warmed
+    assert _sizes(T.plan(max_running_requests=20)) == [1, 3, 4, 16, 20]
+    assert _sizes(T.plan(max_running_requests=48)) == [1, 3, 4, 16, 48]  # SGLang's default for the tiny pair
+    assert _sizes(T.plan(max_running_requests=1000)) == [1, 3, 4, 16, 64]  # min(64, max running)
+    short_ctx = T.plan(context_len=100)
+    assert short_ctx and all(b.prompt_len + T.MAX_NEW_TOKENS < 100 for b in short_ctx)
+    assert all(b.prompt_len + T.MAX_NEW_TOKENS < 30 for b in T.plan(context_len=30))
+    assert T.plan(context_len=T.MAX_NEW_TOKENS) == []  # no room for a prompt: nothing sent
+
+
+def test_plan_adds_the_first_eagerly_decoded_batch_size():
+    assert 25 in _sizes(T.plan(max_running_requests=48, cuda_graph_max_bs_decode=24))
+    assert _sizes(T.plan(max_running_requests=48, cuda_graph_max_bs_decode=48)) == [1, 3, 4, 16, 48]  # all captured
+
+
+def test_with_ours_appends_once_and_keeps_the_operators_names():
+    assert T.with_ours(None) == "kimi_eagle3"
+    assert T.with_ours("voice_chat") == "voice_chat,kimi_eagle3"
+    assert T.with_ours("voice_chat,kimi_eagle3") == "voice_chat,kimi_eagle3"
+
+
+# ---- the coroutine, against a recording stand-in of the TokenizerManager ----------------------------------
+
+
+class _Recorder:
+    """What the coroutine touches of SGLang's TokenizerManager: model_config.vocab_size, server_args, context_len
+    and the async generator generate_request(obj, request)."""
+
+    def __init__(self, vocab=500, fail_at=None, **server_args):
+        self.model_config = SimpleNamespace(vocab_size=vocab)
+        self.server_args = SimpleNamespace(**{"max_running_requests": None, "cuda_graph_max_bs_decode": None,
+                                              **server_args})
+        self.context_len = 4096
+        self.max_req_input_len = None
+        self.sent = []
+        self.fail_at = fail_at
+
+    async def generate_request(self, obj, request=None):
+        assert request is None
+        self.sent.append(obj)
+        if len(self.sent) == self.fail_at:
+            raise RuntimeError("scheduler went away")
+        yield [{"text": ""}] * len(obj.input_ids)
+
+
+class _Log:
+    def __init__(self):
+        self.lines = []
+
+    def info(self, msg, *args):
+        self.lines.append(("info", msg % args))
+
+    def warning(self, msg, *args):
+        self.lines.append(("warning", msg % args))
+
+
+@pytest.fixture
+def log(monkeypatch):
+    out = _Log()
+    monkeypatch.setattr(T, "logger", lambda: out)
+    return out
+
+
+def test_the_coroutine_sends_each_planned_batch_as_one_request_and_logs_applied(log):
+    from sglang.srt.managers.io_struct import GenerateReqInput
+
+    tm = _Recorder(vocab=500, max_running_requests=16)
+    asyncio.run(T.kimi_eagle3("null", tm))
+    planned = T.plan(max_running_requests=16, context_len=4096)
+    assert len(tm.sent) == len(planned)
+    for req, b in zip(tm.sent, planned):
+        assert isinstance(req, GenerateReqInput)
+        assert len(req.input_ids) == b.size and {len(p) for p in req.input_ids} == {b.prompt_len}
+        assert all(10 <= i < 500 for p in req.input_ids for i in p)
+        sp = req.sampling_params
+        assert sp["temperature"] == b.temperature and sp["top_p"] == 1.0 and sp["ignore_eos"] is True
+        assert sp["max_new_tokens"] == T.MAX_NEW_TOKENS
+    assert {r.sampling_params["temperature"] for r in tm.sent} == {0.0, 0.7}
+    assert _sizes(planned) == [1, 3, 4, 16]
+    # deterministic ids, and no two prompts alike (no prefix-cache hit turns a prefill into something else)
+    again = _Recorder(vocab=500, max_running_requests=16)
+    asyncio.run(T.kimi_eagle3("null", again))
+    assert [r.input_ids for r in again.sent] == [r.input_ids for r in tm.sent]
+    flat = [tuple(p) for r in tm.sent for p in r.input_ids]
+    assert len(set(flat)) == len(flat)
+    level, line = log.lines[0]
+    assert level == "info" and line.startswith("traffic warm-up (applied): ")
+    assert f"{len(planned)} batches, {sum(b.size for b in planned)} requests in " in line and " s " in line
+
+
+def test_an_error_inside_generate_request_is_logged_not_raised(log):
+    tm = _Recorder(fail_at=2)
+    asyncio.run(T.kimi_eagle3("null", tm))  # must not raise into SGLang's lifespan
+    assert len(tm.sent) == 2
+    (level, line), = log.lines
+    assert level == "warning" and line.startswith("traffic warm-up (failed): RuntimeError: scheduler went away")
+    assert "after 1 batches" in line
+
+
+def test_disaggregation_is_skipped_with_a_reason(log):
+    tm = _Recorder()
+    asyncio.run(T.kimi_eagle3("prefill", tm))
+    assert tm.sent == [] and "disaggregation mode prefill" in log.lines[0][1]
+
+
+# ---- the launch step, through SGLang's real resolution ----------------------------------------------------
+
+CODE = r'''
+import json, os, warnings
+warnings.filterwarnings("ignore")
+from sglang.srt.plugins import load_plugins
+load_plugins()
+from sglang.srt.server_args import prepare_server_args
+from sglang.srt.arg_groups.overrides import resolution_result
+from sglang.srt.entrypoints.warmup import _warmup_registry
+from sglang.srt.runtime_context import override_platform, publish, get_serving
+from sglang_kimi_eagle3 import hookstatus
+from sglang_kimi_eagle3.integration import traffic_warmup as T
+from sglang_kimi_eagle3.integration.check_cmd import platform_facts
+
+out = {}
+for name, argv, env in CASES:  # the launches that must not register come first: the registry is per process
+    os.environ.update(env)
+    sa = prepare_server_args(argv)
+    with override_platform(**platform_facts(90)):
+        sa.resolve_once()
+    main_row = hookstatus.get("traffic_warmup")
+    publish(sa, role="scheduler")
+    T.confirm_in_scheduler()
+    row = hookstatus.get("traffic_warmup")
+    out[name] = {"warmups": resolution_result(sa, "warmups"), "published": get_serving().warmups,
+                 "registered": _warmup_registry.get("kimi_eagle3") is T.kimi_eagle3,
+                 "ours_declared": any(src.startswith("sglang-kimi-eagle3.traffic") for src, _ in sa._resolved_overrides),
+                 "main": [main_row.state, main_row.detail], "scheduler": [row.state, row.detail]}
+    if name == "on":  # SGLang's own caller (http_server's lifespan runs exactly this), against a recording stand-in
+        import asyncio
+        from types import SimpleNamespace
+        from sglang.srt.entrypoints.warmup import execute_warmups
+
+        class TM:
+            model_config, server_args, context_len, max_req_input_len = SimpleNamespace(vocab_size=128256), sa, 4096, None
+            sent = []
+            async def generate_request(self, obj, request=None):
+                self.sent.append(len(obj.input_ids))
+                yield {}
+        tm = TM()
+        asyncio.run(execute_warmups("null", get_serving().warmups.split(","), tm))
+        out[name]["executed"] = tm.sent
+        out[name]["bounds"] = T._bounds(tm)
+    for k in env:
+        os.environ.pop(k)
+print(json.dumps(out))
+'''
+
+
+@pytest.fixture(scope="module")
+def launches():
+    eagle3 = llama_eagle3_argv(31991)
+    plain = ["--model-path", str(LLAMA_8B), "--device", "cuda", "--port", "31992"]
+    cases = [("plain", plain, {}), ("plain_with_names", plain + ["--warmups", "voice_chat"], {}),
+             ("off", eagle3, {"SGLANG_KIMI_EAGLE3_WARMUP": "off"}),
+             ("workers", eagle3 + ["--tokenizer-worker-num", "2"], {}),
+             ("on", eagle3, {}), ("operator", eagle3 + ["--warmups", "voice_chat"], {}),
+             ("already", eagle3 + ["--warmups", "kimi_eagle3,voice_chat"], {})]
+    return run_json(f"CASES = {cases!r}\n" + CODE, timeout=600, HF_HUB_OFFLINE="1")
+
+
+@pytest.mark.slow
+def test_an_eagle3_launch_gains_kimi_eagle3_in_warmups_and_sglangs_registry(launches):
+    on = launches["on"]
+    assert on["warmups"] == on["published"] == "kimi_eagle3" and on["registered"]
+    assert on["main"][0] == "applied" and "appended to --warmups" in on["main"][1]
+    assert on["scheduler"][0] == "applied" and "runs in the HTTP server before it accepts requests" in on["scheduler"][1]
+    # SGLang's execute_warmups, given the published --warmups, runs our coroutine: one request batch per planned batch
+    assert on["executed"] == [b.size for b in T.plan(**on["bounds"])] and on["bounds"]["context_len"] == 4096
+    assert on["bounds"]["max_running_requests"] == 48  # SGLang's resolved value, not the record's raw None
+    assert launches["operator"]["published"] == "voice_chat,kimi_eagle3"
+    assert launches["already"]["published"] == "kimi_eagle3,voice_chat"  # never twice
+    assert not launches["already"]["ours_declared"] and "already in --warmups" in launches["already"]["scheduler"][1]
+
+
+@pytest.mark.slow
+def test_the_switch_off_and_a_plain_launch_register_and_change_nothing(launches):
+    off = launches["off"]
+    assert off["published"] is None and not off["registered"] and not off["ours_declared"]
+    assert off["main"][0] == off["scheduler"][0] == "skipped" and "SGLANG_KIMI_EAGLE3_WARMUP=off" in off["scheduler"][1]
+    workers = launches["workers"]  # SGLang's tokenizer worker processes load no plugins: said, not pretended
+    assert workers["published"] is None and not workers["registered"] and workers["scheduler"][0] == "skipped"
+    assert "--tokenizer-worker-num > 1" in workers["scheduler"][1]
+    for name, given in (("plain", None), ("plain_with_names", "voice_chat")):
+        plain = launches[name]
+        assert plain["published"] == given and not plain["registered"] and not plain["ours_declared"], name
+        assert plain["main"][0] == "skipped" and "not an EAGLE/EAGLE3 launch" in plain["main"][1]
