@@ -34,7 +34,7 @@ rounding of a CDF boundary.
 
 from __future__ import annotations
 
-from functools import lru_cache
+import functools
 
 import numpy as np
 import torch
@@ -280,7 +280,7 @@ def check_sampling_inputs(bs: int, n: int, uniform_samples, uniform_samples_for_
         raise ValueError(f"threshold_single ({threshold_single}) and threshold_acc ({threshold_acc}) must lie in [0, 1]")
 
 
-@lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=64)
 def _thresholds(threshold_single: float, threshold_acc: float) -> tuple[float, float]:
     """The two thresholds as SGLang's kernel reads them (fp32; threshold_acc clamped to >= 1e-9), once per pair."""
     return float(np.float32(threshold_single)), float(max(np.float32(threshold_acc), np.float32(1e-9)))

@@ -176,7 +176,16 @@ def tree_speculative_sampling_triton(
                     draft_probs, threshold_single, threshold_acc, s, cfg, _pdl_supported(dev))
 
 
-# @ops tree_sampling: check_sampling_inputs, launch_sampling
+# @ops tree_sampling: check_sampling_inputs, _thresholds, launch_sampling
+
+
+_PLANS: dict = {}  # cached_plan's memo: one launch plan per (shape, config)
+
+
+# @ops _tree: cached_plan
+
+
+# @ops _host: cdiv, next_power_of_2
 
 
 def sampling_plan(bs: int, n: int, vocab: int, cfg: dict) -> dict:
