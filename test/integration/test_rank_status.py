@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from sglang_kimi_eagle3 import hookstatus
-from sglang_kimi_eagle3.integration import launch_record, runtime_status as rs
+from sglang_kimi_eagle3.integration import launch_record, registry, runtime_status as rs
 
 from helpers import pythonpath
 
@@ -30,6 +30,9 @@ def ranks(tmp_path, monkeypatch):
     # what other tests of this process queued to run at publish (metrics, serving_compiles: pytest-xdist runs
     # many files in one worker) is not this test's
     monkeypatch.setattr(rs, "_ON_PUBLISH", [])
+    # nor are the hooks other tests queued: publish refreshes queued rows from the live attributes, and where another
+    # test of this worker applied its hooks (the H200 suite, 2026-12-01) this test's `failed` row read `applied`
+    monkeypatch.setattr(registry, "_PENDING", {})
 
     def publish(tp, pp=0, state="applied"):
         monkeypatch.setattr(rs, "_STATE", {"path": None, "written": -1, "writer": None})
