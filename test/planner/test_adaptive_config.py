@@ -90,6 +90,32 @@ def test_recommendation_is_a_fixed_chain_when_one_is_close_to_the_best_everywher
     assert recommend(_plan({1: [(1, 0.9)], 64: [(1, 0.5)]}), 0.97) == {"kind": "none"}
 
 
+def test_the_measured_chain_is_recommended_over_one_only_predicted_as_good():
+    """H200 run 7 (2026-12-01): plan recommended steps 2 from costs measured on steps 3 (predicted 0.98 of it);
+    served, steps 2 ran 0.60-0.93x of steps 3. Within the tolerance, the measured chain is the recommendation."""
+    from sglang_kimi_eagle3.planner.adaptive import recommend
+
+    plan = _plan({1: [(1, 1.25), (2, 1.34), (3, 1.36)], 4: [(1, 1.07), (2, 1.07), (3, 1.05)],
+                  16: [(1, 1.10), (2, 1.12), (3, 1.10)], 64: [(1, 1.19), (2, 1.24), (3, 1.24)]})
+    rec = recommend(plan, 0.97, measured_steps=3)
+    assert (rec["kind"], rec["steps"], rec["draft_tokens"], rec["measured"]) == ("fixed", 3, 4, True)
+    assert recommend(plan, 0.97, measured_steps=None)["steps"] == 2  # no bench: the model's closest chain
+    # a measured chain outside the tolerance somewhere does not win by being measured
+    far = _plan({1: [(2, 1.34), (3, 1.20)], 64: [(2, 1.24), (3, 1.24)]})
+    assert recommend(far, 0.97, measured_steps=3)["steps"] == 2
+
+
+def test_plan_from_a_bench_recommends_the_chain_the_bench_ran(tmp_path, capsys):
+    from pathlib import Path
+    bench = Path(__file__).resolve().parents[2] / "benchmark/results/loop-h200-2026-12-01-derived/bench-q0.9.json"
+    full = tmp_path / "p.json"
+    assert cli_main(["plan", "--bench", str(bench), "--batch-sizes", "1,4,16,64", "-o", str(tmp_path / "a.json"),
+                     "--json", str(full), "--no-sglang-check"]) == 0
+    rec = json.loads(full.read_text())["recommendation"]
+    assert (rec["steps"], rec["measured"]) == (3, True)  # the bench's fixed server ran 3/1/4
+    assert "the chain the bench measured" in capsys.readouterr().out.replace("\n", " ")
+
+
 def test_plan_prints_and_records_the_fixed_recommendation(tmp_path, capsys):
     from pathlib import Path
     bench = Path(__file__).resolve().parents[2] / "benchmark/results/loop-h200-2026-12-01-derived/bench-q0.9.json"

@@ -40,20 +40,27 @@ def adaptive_config(plan: dict[int, tuple[list[Prediction], Prediction]], tolera
     return cfg
 
 
-def recommend(plan: dict[int, tuple[list[Prediction], Prediction]], tolerance: float) -> dict:
+def recommend(plan: dict[int, tuple[list[Prediction], Prediction]], tolerance: float,
+              measured_steps: int | None = None) -> dict:
     """What to launch: {"kind": "none"} when no topk-1 setting beats plain decoding at any batch size;
     {"kind": "fixed", "steps": s, "draft_tokens": s + 1, "worst_vs_best": r} when one chain setting is predicted
     within `tolerance` of the best topk-1 setting at EVERY batch size (and above 1.0 everywhere): an adaptive
     file then buys less than SGLang's adaptive mode costs each round (on the H200, 2026-12-01, the tiny pair's
     adaptive server ran 0.87x of the fixed one at concurrency 16, at the same steps and acceptance);
-    {"kind": "adaptive"} otherwise (the best steps differ by batch size, or drafting loses somewhere)."""
+    {"kind": "adaptive"} otherwise (the best steps differ by batch size, or drafting loses somewhere).
+    measured_steps: the chain the costs were measured on (`plan --bench`: the speculative server's steps). When it is
+    within tolerance everywhere it is the one recommended ("measured": True), not a chain the model only predicts to
+    be as good: on the H200 (2026-12-01) the tiny pair's predicted-equal 2/1/3 ran 0.60-0.93x of the measured 3/1/4."""
     chains = {bs: [p for p in preds if p.topk == 1] for bs, (preds, _) in plan.items()}
     if not any(chains.values()) or all(not max(p.speedup for p in c) > 1.0 for c in chains.values() if c):
         return {"kind": "none"}
     ok = fixed_chains(plan, tolerance)
     if ok:
+        if measured_steps in ok:  # a measured setting over a predicted one the model cannot tell apart from it
+            return {"kind": "fixed", "steps": measured_steps, "draft_tokens": measured_steps + 1,
+                    "worst_vs_best": ok[measured_steps], "measured": True}
         s = max(ok, key=lambda s: (ok[s], -s))  # the closest to the best everywhere; the shorter draft on a tie
-        return {"kind": "fixed", "steps": s, "draft_tokens": s + 1, "worst_vs_best": ok[s]}
+        return {"kind": "fixed", "steps": s, "draft_tokens": s + 1, "worst_vs_best": ok[s], "measured": False}
     return {"kind": "adaptive"}
 
 

@@ -124,6 +124,17 @@ def _cost(a, profile, bench_doc):
     return costs.from_profile(profile, ctx)
 
 
+def _measured_chain(bench_doc: dict | None) -> int | None:
+    """The steps of the fixed topk-1 chain a bench document's speculative server ran (None: no bench, a tree, or an
+    adaptive server): `plan` prefers it to a chain it only predicts to be as good."""
+    spec = ((bench_doc or {}).get("servers") or {}).get("spec") or {}
+    steps = spec.get("speculative_num_steps")
+    if (isinstance(steps, int) and steps >= 1 and spec.get("speculative_eagle_topk") == 1
+            and not spec.get("speculative_adaptive")):
+        return steps
+    return None
+
+
 def _check_distinct(*flags: tuple[str, str | None]) -> None:
     """-o, --json and --plot (the first three) are three different files, none of them an input of this run."""
     import os
@@ -224,10 +235,11 @@ def main(argv: list[str]) -> int:
     echo("\n".join(capacity.lines(cap)))
     checked = "SGLang's own _load_adaptive_config accepts it" if loader else "checked against SGLang's rules"
     flags = adaptive.launch_flags(cfg, path)
-    rec = adaptive.recommend(plan, tolerance)
+    rec = adaptive.recommend(plan, tolerance, _measured_chain(bench_doc))
     echo(f"\nwrote {path} ({checked})")
     if rec["kind"] == "fixed":
-        echo(fill(f"recommended: fixed steps {rec['steps']} / topk 1 / {rec['draft_tokens']} draft tokens, predicted "
+        what = "the chain the bench measured, " if rec.get("measured") else ""
+        echo(fill(f"recommended: fixed steps {rec['steps']} / topk 1 / {rec['draft_tokens']} draft tokens, {what}predicted "
                   f"within {100 * (1 - tolerance):.0f} % of the best topk-1 setting at every batch size (worst "
                   f"{rec['worst_vs_best']:.3f} of it): an adaptive file would gain less than SGLang's adaptive mode "
                   "costs per round (docs/planner.md)"))
