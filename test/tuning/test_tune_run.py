@@ -96,3 +96,15 @@ def test_baseline_failure_is_one_line_and_keeps_what_finished(fake_gpu, monkeypa
     assert "kept the 3 shapes measured so far" in err and err.strip().endswith("does not run here: boom")
     t = json.loads((fake_gpu / "NVIDIA_H200.json").read_text())
     assert set(t["ops"]) == {"draft_topk"}
+
+
+def test_a_verify_op_wins_only_on_gpu_time_and_on_the_eager_call():
+    """The verify ops run outside SGLang's CUDA graphs: the H200's bs-1 tree sampling (2026-12-01) was 7.3 vs 62.6 µs
+    of GPU time but 223 vs 63 µs per eager call. That is no win; a draft-head op (inside the graphs) is judged on GPU
+    time alone."""
+    assert not tune_run.is_win("tree_sampling", True, 7.3, 62.6, 223.0, 63.0)
+    assert not tune_run.is_win("argmax_verify", True, 4.5, 11.9, None, None)  # eager not measured: no win
+    assert tune_run.is_win("tree_sampling", True, 7.3, 62.6, 40.0, 63.0)
+    assert tune_run.is_win("draft_topk", True, 5.0, 7.3)
+    assert not tune_run.is_win("draft_topk", False, 5.0, 7.3)  # inexact never wins
+    assert not tune_run.is_win("draft_topk", True, 7.2, 7.3)  # inside the margin

@@ -94,3 +94,23 @@ def replay_time_us(fn, items=(None,), samples: int = 15, replays: int = 4, warmu
     del g
     q = statistics.quantiles(per, n=5) if len(per) > 1 else [per[0]] * 4
     return {"us": statistics.median(per), "p20_us": q[0], "p80_us": q[3], "calls": samples * replays * n}
+
+
+def eager_time_us(fn, items=(None,), calls: int = 100, samples: int = 5) -> float:
+    """Per-call µs of fn(item) called eagerly, back to back from an idle GPU and synchronised at the end: what a
+    call costs where SGLang runs it outside its CUDA graphs (the verify ops after the captured target forward),
+    host time (Python, launches) included - roughly max(host, GPU) per call. Median over `samples`."""
+    import time
+
+    items = list(items)
+    for it in items:  # compiled and warm
+        fn(it)
+    torch.cuda.synchronize()
+    per = []
+    for _ in range(samples):
+        t0 = time.perf_counter()
+        for i in range(calls):
+            fn(items[i % len(items)])
+        torch.cuda.synchronize()
+        per.append((time.perf_counter() - t0) / calls * 1e6)
+    return statistics.median(per)
