@@ -29,10 +29,13 @@ def test_plan_covers_tritons_int_specializations_and_the_concurrency_ladder():
     for s in sizes:
         mine = [b for b in batches if b.size == s]
         assert {b.temperature for b in mine} == {0.0, 0.7}
-        assert min(b.prompt_len for b in mine) == 32 and max(b.prompt_len for b in mine) > 32
+        assert min(b.prompt_len for b in mine) == 31 and max(b.prompt_len for b in mine) > 31
+        # at the first temperature the short prompts come back: whole-prompt and partial prefix-cache hits
+        assert [b.reuse for b in mine if b.temperature == 0.0 and b.prompt_len == 31] == ["fresh", "extend", "shared"]
+        assert {b.reuse for b in mine if b.temperature == 0.7} == {"fresh"}
     assert max(b.prompt_len for b in batches) == 512
     assert all(b.size * b.prompt_len <= T.BATCH_TOKENS for b in batches)  # the big batches shrink the long prompt
-    assert sum(b.size for b in batches) < 400  # seconds of serving, not minutes
+    assert sum(b.size for b in batches) < 600  # seconds of serving, not minutes
 
 
 def test_plan_is_capped_by_max_running_requests_and_the_context_length():
@@ -107,20 +110,30 @@ def test_the_coroutine_sends_each_planned_batch_as_one_request_and_logs_applied(
     asyncio.run(T.kimi_eagle3("null", tm))
     planned = T.plan(max_running_requests=16, context_len=4096)
     assert len(tm.sent) == len(planned)
+    fresh: dict = {}
     for req, b in zip(tm.sent, planned):
         assert isinstance(req, GenerateReqInput)
-        assert len(req.input_ids) == b.size and {len(p) for p in req.input_ids} == {b.prompt_len}
+        want = b.prompt_len + (b.reuse == "extend")  # extend: the fresh prompt and one new id
+        assert len(req.input_ids) == b.size and {len(p) for p in req.input_ids} == {want}
+        if b.reuse == "fresh" and b.prompt_len == T.SHORT:
+            fresh[b.size] = req.input_ids
+        elif b.reuse == "extend":  # the whole fresh prompt again: a radix-cache hit, one token to extend
+            assert [p[:-1] for p in req.input_ids] == fresh[b.size]
+        elif b.reuse == "shared":  # its first ids, then new ones: a partial hit
+            assert [p[:T.SHARED_PREFIX] for p in req.input_ids] == [p[:T.SHARED_PREFIX] for p in fresh[b.size]]
+            assert all(p[T.SHARED_PREFIX:] != f[T.SHARED_PREFIX:] for p, f in zip(req.input_ids, fresh[b.size]))
         assert all(10 <= i < 500 for p in req.input_ids for i in p)
         sp = req.sampling_params
         assert sp["temperature"] == b.temperature and sp["top_p"] == 1.0 and sp["ignore_eos"] is True
         assert sp["max_new_tokens"] == T.MAX_NEW_TOKENS
     assert {r.sampling_params["temperature"] for r in tm.sent} == {0.0, 0.7}
     assert _sizes(planned) == [1, 3, 4, 16]
-    # deterministic ids, and no two prompts alike (no prefix-cache hit turns a prefill into something else)
+    assert {b.reuse for b in planned} == {"fresh", "extend", "shared"}
+    # deterministic ids, and no two fresh prompts alike (their prefix-cache hits are the planned ones only)
     again = _Recorder(vocab=500, max_running_requests=16)
     asyncio.run(T.kimi_eagle3("null", again))
     assert [r.input_ids for r in again.sent] == [r.input_ids for r in tm.sent]
-    flat = [tuple(p) for r in tm.sent for p in r.input_ids]
+    flat = [tuple(p) for r, b in zip(tm.sent, planned) if b.reuse == "fresh" for p in r.input_ids]
     assert len(set(flat)) == len(flat)
     level, line = log.lines[0]
     assert level == "info" and line.startswith("traffic warm-up (applied): ")

@@ -53,7 +53,7 @@ APPLIED = "appended to --warmups: runs in the HTTP server before it accepts requ
 
 LADDER = (1, 3, 4, 16, 64)  # 1, neither 1 nor a multiple of 16, then the concurrency ladder of first traffic
 MAX_BS = 64
-SHORT, LONG = 32, 512  # prompt tokens
+SHORT, LONG = 31, 512  # prompt tokens: Triton specializes int arguments (token counts among them) on ==1, %16 == 0 and other
 TEMPERATURES = (0.0, 0.7)
 MAX_NEW_TOKENS = 8  # several verify / draft-extend rounds per request
 BATCH_TOKENS = 16384  # prompt tokens of one batch at most: the long prompt shrinks for the big batches
@@ -61,11 +61,21 @@ FIRST_ID = 10  # prompt ids are drawn from [FIRST_ID, vocab_size): clear of the 
 SEED = 0
 
 
+SHARED_PREFIX = 8  # "shared" batches: the first ids of the fresh prompts of their size, then a fresh tail
+# The prefix-cache batches, after the fresh short prompts of each size at the first temperature: on the H200
+# (2026-12-01) every serving-time `_fwd_kernel` compile left after the fresh-prompt warm-up came from a prefill
+# that hit the radix cache (#cached-token 7 / 153 / 918 / 1921, new tokens 159 / 2 / 12 / 13, batches of 1 to 13)
+REUSES = ("extend", "shared")
+
+
 @dataclass(frozen=True, slots=True)
 class Batch:
     size: int  # requests in the one GenerateReqInput
     prompt_len: int  # tokens of each prompt
     temperature: float
+    # fresh: new prompts; extend: the last fresh short prompts of this size + 1 new id (a whole-prompt cache hit,
+    # one token to extend); shared: their first SHARED_PREFIX ids + a fresh tail (a partial hit)
+    reuse: str = "fresh"
 
 
 def plan(max_running_requests: int | None = None, context_len: int | None = None,
@@ -87,16 +97,32 @@ def plan(max_running_requests: int | None = None, context_len: int | None = None
     for temperature in TEMPERATURES:
         for size in sorted(sizes):
             lens = {SHORT, max(SHORT, min(LONG, BATCH_TOKENS // size))}
+            short = min(SHORT, room) if room else SHORT
             for n in sorted({min(n, room) if room else n for n in lens}):
                 out.append(Batch(size, n, temperature))
+                if temperature == TEMPERATURES[0] and n == short and short > SHARED_PREFIX:
+                    out += [Batch(size, n, temperature, reuse) for reuse in REUSES]
     return out
 
 
-def prompts(batch: Batch, vocab_size: int, rng: random.Random) -> list[list[int]]:
-    """`batch.size` prompts of `batch.prompt_len` ids in [FIRST_ID, vocab_size) (a fresh draw each: no
-    prefix-cache hits between requests)."""
+def prompts(batch: Batch, vocab_size: int, rng: random.Random, last: dict | None = None) -> list[list[int]]:
+    """`batch.size` prompts of ids in [FIRST_ID, vocab_size). fresh: `batch.prompt_len` new ids each (no prefix-cache
+    hits between requests), remembered in `last` by size; extend / shared: built on `last[size]` (see Batch)."""
     lo = FIRST_ID if vocab_size > FIRST_ID else 0
-    return [[rng.randrange(lo, vocab_size) for _ in range(batch.prompt_len)] for _ in range(batch.size)]
+    last = {} if last is None else last
+
+    def ids(n):
+        return [rng.randrange(lo, vocab_size) for _ in range(n)]
+
+    base = last.get(batch.size)
+    if batch.reuse == "extend" and base:
+        return [p + ids(1) for p in base]
+    if batch.reuse == "shared" and base:
+        return [p[:SHARED_PREFIX] + ids(len(p) - SHARED_PREFIX) for p in base]
+    out = [ids(batch.prompt_len) for _ in range(batch.size)]
+    if batch.reuse == "fresh" and batch.prompt_len == min(SHORT, batch.prompt_len):
+        last[batch.size] = out
+    return out
 
 
 # ---- the coroutine SGLang runs -------------------------------------------------------------------------
@@ -133,9 +159,9 @@ async def kimi_eagle3(disaggregation_mode: str, tokenizer_manager) -> None:
 
         vocab = int(tokenizer_manager.model_config.vocab_size)
         batches = plan(**_bounds(tokenizer_manager))
-        rng = random.Random(SEED)
+        rng, last = random.Random(SEED), {}
         for b in batches:
-            req = GenerateReqInput(input_ids=prompts(b, vocab, rng),
+            req = GenerateReqInput(input_ids=prompts(b, vocab, rng, last),
                                    sampling_params={"max_new_tokens": MAX_NEW_TOKENS, "temperature": b.temperature,
                                                     "top_p": 1.0, "ignore_eos": True})
             sent += b.size
@@ -146,8 +172,9 @@ async def kimi_eagle3(disaggregation_mode: str, tokenizer_manager) -> None:
         log.warning("traffic warm-up (failed): %s: %s after %d batches (%d requests sent) in %.1f s; serving goes "
                     "on, compiling on first use", type(exc).__name__, exc, done, sent, time.perf_counter() - t0)
         return
-    log.info("traffic warm-up (applied): %d batches, %d requests in %.1f s (sizes %s, temperatures %s)", done, sent,
-             time.perf_counter() - t0, sorted({b.size for b in batches}), list(TEMPERATURES))
+    log.info("traffic warm-up (applied): %d batches, %d requests in %.1f s (sizes %s, temperatures %s, prefix-cache "
+             "hits at every size)", done, sent, time.perf_counter() - t0, sorted({b.size for b in batches}),
+             list(TEMPERATURES))
 
 
 # ---- the launch step's part and the status row ----------------------------------------------------------
