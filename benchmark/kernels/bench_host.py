@@ -14,7 +14,7 @@ Providers: `sglang` (its JIT CUDA kernel; greedy: torch.argmax + JIT verify_tree
 `ours_hook` (the whole hook path a server takes under SGLANG_KIMI_EAGLE3_KERNELS=auto: dispatch, count, op).
 Rounds alternate the providers (A B C A B C ...); the row is the median over rounds, with min and max.
 
-    python -m benchmark.kernels.bench_host [--rounds 5] [--calls 200]      (from the repository root, on a GPU)
+    python -m benchmark.kernels.bench_host [--rounds 3] [--calls 200]      (from the repository root, on a GPU)
 Results: $OUT/host-<device>.json (or benchmark/results/).
 """
 
@@ -98,7 +98,7 @@ def providers(bs: int):
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rounds", type=int, default=5, help="alternating rounds per provider (median reported)")
+    ap.add_argument("--rounds", type=int, default=3, help="alternating rounds per provider (median reported)")
     ap.add_argument("--calls", type=int, default=200, help="calls per measurement")
     args = ap.parse_args()
     res = Results("host")
