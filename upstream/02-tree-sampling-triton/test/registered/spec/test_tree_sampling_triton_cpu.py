@@ -367,7 +367,11 @@ class TestTreeSamplingTritonCpu(unittest.TestCase):
         with mock.patch.object(ts, "_capability_major", lambda d: 9):
             cuda = torch.device("cuda", 0)
             with mock.patch.dict(os.environ, {env: "auto"}):
-                self.assertTrue(ts.use_triton(128, 16, 163840, cuda))  # measured win on SM90
+                self.assertFalse(ts.use_triton(128, 16, 163840, cuda))  # no win per eager call recorded yet
+        with mock.patch.object(ts, "_capability_major", lambda d: 9), mock.patch.dict(ts.DISPATCH, {9: (16, 256, (163840,))}):
+            cuda = torch.device("cuda", 0)
+            with mock.patch.dict(os.environ, {env: "auto"}):
+                self.assertTrue(ts.use_triton(128, 16, 163840, cuda))  # a recorded win
                 self.assertFalse(ts.use_triton(128, 32, 163840, cuda))  # N > 16: not measured
                 self.assertFalse(ts.use_triton(512, 4, 163840, cuda))  # bs > 256: not measured
                 self.assertFalse(ts.use_triton(8, 4, 32000, cuda))  # vocab not measured

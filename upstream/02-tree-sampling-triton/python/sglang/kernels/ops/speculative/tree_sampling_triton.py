@@ -63,10 +63,12 @@ LAUNCH_WIDE = {**LAUNCH, "walk_num_warps": 4}  # N > 16
 # Where the Triton kernel beat the CUDA kernel (ratio = CUDA us / Triton us, CUDA-graph replay,
 # NVIDIA H200, torch 2.11, triton 3.6, vocab 163840): N 4 / 16 at bs 1..256, 1.9-6.8x. Other
 # architectures, N > 16, other vocabularies: not measured, so the CUDA kernel runs there.
-DISPATCH = {
-    # compute capability major: (max draft tokens N, max batch size, vocabularies measured)
-    9: (16, 256, (163840,)),
-}
+# compute capability major: (max draft tokens N, max batch size, vocabularies measured) where the Triton kernel
+# measured faster PER EAGER CALL (host time included: eagle_sample runs it outside the CUDA graphs). None yet: on an
+# H200 (vocab 163840, N 4, bs 1) it takes 7.3 us of GPU time against the CUDA kernel's 62.6, but its three launches
+# cost 223 us of host time per call against 63 us for the CUDA kernel's one; opt in with
+# SGLANG_SPEC_TREE_SAMPLING_BACKEND=triton where the host runs far ahead of the GPU.
+DISPATCH: dict = {}
 
 ENV_BACKEND = "SGLANG_SPEC_TREE_SAMPLING_BACKEND"  # srt/environ.py
 
