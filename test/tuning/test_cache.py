@@ -24,9 +24,9 @@ def tune_dir(tmp_path, monkeypatch):
 def user_table(**over) -> dict:
     t = {"device": H200, "cc": "9.0", "driver": tables.driver_version(), "triton": tables.triton_version(),
          "date": "2026-11-30T19:21Z",
-         "ops": {"argmax_verify": {"default": {}, "rules": [{"min_bs": 1, "max_bs": 1, "min_n": 1, "max_n": 4,
-                                                             "config": {"block": 1024}}],
-                                   "wins": [], "measured": {"n4_bs1": {"ours_us": 9.0, "upstream_us": 8.0}}}}}
+         "ops": {"draft_topk": {"default": {}, "rules": [{"min_bs": 1, "max_bs": 1, "k": 1, "min_vocab": 4000,
+                                                          "max_vocab": 4000, "config": {"BLOCK": 1024}}],
+                                "wins": [], "measured": {"V4000:k1:bs1": {"ours_us": 9.0, "upstream_us": 8.0}}}}}
     t.update(over)
     return t
 
@@ -61,16 +61,16 @@ def test_bundled_only_origin(tune_dir):
 
 
 def test_user_table_goes_first_and_decides_only_what_it_measured(tune_dir):
-    assert arch.use_ours("argmax_verify", "n4_bs1", tables.load_table(H200, SM90))  # the bundled win
+    assert arch.use_ours("draft_topk", "V4000:k1:bs1", tables.load_table(H200, SM90))  # the bundled win
     cache.write_table(tables.table_path(H200), user_table())
     tables.clear_cache()
     t = tables.load_table(H200, SM90)
     assert t["origin"].startswith(f"user-tuned {tables.table_path(H200)} (measured on NVIDIA H200, 2026-11-30T19:21Z")
     assert "over bundled sm90" in t["origin"]
-    assert not arch.use_ours("argmax_verify", "n4_bs1", t)  # measured here: SGLang was faster
-    assert arch.use_ours("argmax_verify", "n4_bs8", t)  # not measured: the bundled win stands
-    assert arch.op_config("argmax_verify", {"bs": 1, "n": 4}, t) == {"block": 1024}  # the user's rule first
-    assert arch.op_config("argmax_verify", {"bs": 8, "n": 4}, t)["block"] == 2048  # then the bundled rules
+    assert not arch.use_ours("draft_topk", "V4000:k1:bs1", t)  # measured here: SGLang was faster
+    assert arch.use_ours("draft_topk", "V4000:k1:bs8", t)  # not measured: the bundled win stands
+    assert arch.op_config("draft_topk", {"bs": 1, "k": 1, "vocab": 4000}, t) == {"BLOCK": 1024}  # the user's rule first
+    assert arch.op_config("draft_topk", {"bs": 8, "k": 1, "vocab": 4000}, t)["BLOCK"] == 4096  # then the bundled rules
 
 
 def test_user_table_over_hidden_bundled(tune_dir, tmp_path, monkeypatch):
@@ -101,7 +101,7 @@ def test_stale_tables_are_ignored_with_a_note(tune_dir, monkeypatch, over, why):
     tables.clear_cache()
     t = tables.load_table(H200, SM90)
     assert t["origin"].startswith("bundled ") and f"note: ignored {path}" in t["origin"]
-    assert arch.use_ours("argmax_verify", "n4_bs1", t)  # the bundled table decides
+    assert arch.use_ours("draft_topk", "V4000:k1:bs1", t)  # the bundled table decides
 
 
 def test_unreadable_table_is_a_note_not_a_crash(tune_dir):
