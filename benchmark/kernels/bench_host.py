@@ -26,6 +26,8 @@ import time
 
 import torch
 
+from sglang_kimi_eagle3.tuning.timing import eager_time_us
+
 from .bench_verify import V, greedy_inputs, outs, sampling_inputs
 from .harness import Results, sglang_module
 
@@ -59,12 +61,8 @@ def measure(fn, calls: int) -> dict:
     end.record()
     torch.cuda.synchronize()
     gpu = start.elapsed_time(end) / calls * 1e3
-    # eager: from an idle GPU, synchronised at the end
-    t0 = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    torch.cuda.synchronize()
-    eager = (time.perf_counter() - t0) / calls * 1e6
+    # eager: from an idle GPU, synchronised at the end (the per-call time `tune` judges the verify ops on)
+    eager = eager_time_us(lambda _item: fn(), calls=calls, samples=1)
     return {"host_us": host, "gpu_us": gpu, "eager_us": eager}
 
 

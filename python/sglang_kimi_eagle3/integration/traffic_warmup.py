@@ -241,6 +241,8 @@ def confirm_in_scheduler() -> None:
     elif done[0] == "applied" and WARMUP not in names:
         hookstatus.record(NAME, TARGET, "failed", f"declared, but this launch's --warmups is {warmups!r}")
     elif done[0] == "applied":
-        hookstatus.record(NAME, TARGET, "applied", f"{done[1]} (an Engine API launch has none and runs no --warmups)")
+        hookstatus.record(NAME, TARGET, "applied", f"{done[1]} (an Engine API launch has none and runs no --warmups); "
+                          "it runs in the HTTP server, not here: its outcome is that process's log line "
+                          "`traffic warm-up (applied|failed|skipped): ...`")
     else:
         hookstatus.record(NAME, TARGET, *done)

@@ -127,12 +127,10 @@ def _cost(a, profile, bench_doc):
 def _measured_chain(bench_doc: dict | None) -> int | None:
     """The steps of the fixed topk-1 chain a bench document's speculative server ran (None: no bench, a tree, or an
     adaptive server): `plan` prefers it to a chain it only predicts to be as good."""
-    spec = ((bench_doc or {}).get("servers") or {}).get("spec") or {}
-    steps = spec.get("speculative_num_steps")
-    if (isinstance(steps, int) and steps >= 1 and spec.get("speculative_eagle_topk") == 1
-            and not spec.get("speculative_adaptive")):
-        return steps
-    return None
+    if not bench_doc or (((bench_doc.get("servers") or {}).get("spec") or {}).get("speculative_adaptive")):
+        return None
+    steps, topk, _n = sources.bench_setting(bench_doc)
+    return steps if topk == 1 else None
 
 
 def _check_distinct(*flags: tuple[str, str | None]) -> None:
