@@ -12,6 +12,8 @@
 #   live  the live tiny file alone (INT4 target), on an idle GPU: before a's servers start, or in a lease of its own
 #   c   the loop's phase 2 (alternating rounds plain / fixed / adaptive), with the whole GPU; then the late upstream
 #       logs of step a
+#   rest  the end-to-end rounds left by e2e (R_E2E_S, 90), then the upstream series' serving test (R_SERVING_S, 250)
+#       and kernel tests (R_KERNELS_S, 120; 0: not run), on the GPU the e2e servers left
 #   e2e / loop / suite  the same lease in another order (each one call after the carry): the end-to-end servers
 #       alone first (e2e: install, start, cold passes and steady rounds; loop: their last rounds, then the loop's
 #       servers and its alternating rounds), then the host-cost benchmark and the suite on an idle GPU (suite).
@@ -24,7 +26,7 @@
 # (10 xdist workers), GPU_CI_TARGETS (int4), A_UPSTREAM_S (300; 0: not run), PLAN_FROM,
 # B_BUDGET_S (560), C_BUDGET_S (540: phase 2 ends by then), PHASE2_WAIT_S (90).
 set -uo pipefail
-step=${1:?usage: lease.sh a|b|c|live|e2e|loop|suite}
+step=${1:?usage: lease.sh a|b|c|live|e2e|loop|rest|suite}
 FINAL_OUT=${OUT:-/tmp/out}
 export OUT=/tmp/res-$step
 mkdir -p "$OUT" "$FINAL_OUT"
@@ -110,17 +112,34 @@ loop)
   PHASE2_WAIT_S=${PHASE2_WAIT_S:-240} BUDGET_S=$(( ${L_END_S:-560} - $(date +%s) + T0 )) bash benchmark/serving/device_loop.sh phase2 > /dev/null 2>&1
   say "loop phase 2 done"
   ;;
+rest)
+  # the rest of the end-to-end rounds (RESUME=1; then its servers stop), then the upstream series' serving test
+  # (PR 01, two tiny servers) and its kernel tests + benchmarks (PR 02/03) on the idle GPU, each under a limit
+  eval "$(benchmark/live/device.sh env)"
+  RESUME=1 FIT=0 ANATOMY_S=0 BUDGET_S=${R_E2E_S:-90} E2E_STEP=measure bash benchmark/serving/device_e2e.sh > /dev/null 2>&1
+  say "e2e rest done: $(tail -2 "$OUT/device_e2e-measure.log" 2>/dev/null | head -1 | cut -c1-200)"
+  for f in /tmp/e2e/pid-*; do [ -f "$f" ] && kill -KILL -- "-$(cat "$f")" 2>/dev/null; done
+  sleep 3
+  timeout "${R_SERVING_S:-250}" bash benchmark/live/upstream.sh serving > "$OUT/upstream-serving.out" 2>&1
+  say "upstream serving: exit $? ($(grep -E '^(OK|FAILED|Ran )' "$OUT/upstream-serving.log" 2>/dev/null | tr '\n' ' '))"
+  if [ "${R_KERNELS_S:-120}" -gt 0 ]; then
+    timeout "${R_KERNELS_S:-120}" bash benchmark/live/upstream.sh kernels > "$OUT/upstream-kernels.out" 2>&1
+    say "upstream kernels: exit $?"
+  fi
+  ;;
 suite)
   # every server of this lease stopped; the host-cost benchmark on a quiet machine, then the suite alone
   for f in /tmp/e2e/pid-* /tmp/loop/pid-*; do [ -f "$f" ] && kill -KILL -- "-$(cat "$f")" 2>/dev/null; done
   sleep 3
   eval "$(benchmark/live/device.sh env)"
-  timeout "${A_HOST_S:-90}" python3 -m benchmark.kernels.bench_host > "$OUT/bench-host.log" 2>&1
-  say "host cost: exit $?"
+  if [ "${A_HOST_S:-90}" -gt 0 ]; then  # timeout 0 would mean no limit
+    timeout "${A_HOST_S:-90}" python3 -m benchmark.kernels.bench_host > "$OUT/bench-host.log" 2>&1
+    say "host cost: exit $?"
+  fi
   GPU_CI_TARGETS=${GPU_CI_TARGETS:-int4} GPU_CI_PARALLEL=7 SUITE_TIMEOUT=${S_SUITE_S:-420} \
     SUITE_ARGS="-n ${A_SUITE_N:-10} --dist loadfile -p no:cacheprovider --ignore=test/gpu/test_live_tiny.py" \
     bash benchmark/live/suite.sh > /dev/null 2>&1
   say "suite: $(tail -3 "$OUT/suite.log" | tr '\n' ' ')"
   ;;
-*) echo "lease.sh: unknown step $step (a|b|c|live|e2e|loop|suite)"; exit 2;;
+*) echo "lease.sh: unknown step $step (a|b|c|live|e2e|loop|rest|suite)"; exit 2;;
 esac
