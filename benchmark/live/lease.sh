@@ -12,7 +12,7 @@
 #   live  the live tiny file alone (INT4 target), on an idle GPU: before a's servers start, or in a lease of its own
 #   c   the loop's phase 2 (alternating rounds plain / fixed / adaptive), with the whole GPU; then the late upstream
 #       logs of step a
-#   rest  the end-to-end rounds left by e2e (R_E2E_S, 90), then the upstream series' serving test (R_SERVING_S, 250)
+#   rest  the end-to-end rounds left by e2e (R_E2E_S, 90), then the upstream series' serving test (R_SERVING_S, 360: run 8 had its second server still capturing at 240)
 #       and kernel tests (R_KERNELS_S, 120; 0: not run), on the GPU the e2e servers left
 #   e2e / loop / suite  the same lease in another order (each one call after the carry): the end-to-end servers
 #       alone first (e2e: install, start, cold passes and steady rounds; loop: their last rounds, then the loop's
@@ -95,6 +95,9 @@ e2e)
   eval "$(benchmark/live/device.sh env)"
   COLD_BEFORE=${COLD_BEFORE:-0} E2E_STEP=start bash benchmark/serving/device_e2e.sh > /dev/null 2>&1
   say "e2e servers started"
+  # the round length of this lease: the steps that resume these rounds (rest, loop) keep it unless given one (run 8's
+  # rest step, given none, went on in device_e2e.sh's default 20 s rounds and measured one level instead of seven)
+  mkdir -p /tmp/e2e && echo "${ROUND_S:-20}" > /tmp/e2e/round_s
   # device_e2e.sh stops e2e.py at its deadline + 30 s (ANATOMY_S=0): end by E_END_S of this call
   KEEP_SERVERS=1 FIT=0 RESUME=0 ANATOMY_S=0 BUDGET_S=$(( ${E_END_S:-570} - 30 - $(date +%s) + T0 )) \
     E2E_STEP=measure bash benchmark/serving/device_e2e.sh > /dev/null 2>&1
@@ -104,7 +107,7 @@ loop)
   # the rest of the end-to-end rounds (RESUME=1; then its servers stop), then the never-slower loop: plain, fixed
   # 3/1/4 and plan's recommendation, planned from the carried rounds (PLAN_FROM), alternating rounds
   eval "$(benchmark/live/device.sh env)"
-  RESUME=1 FIT=0 ANATOMY_S=0 BUDGET_S=${L_E2E_S:-60} E2E_STEP=measure bash benchmark/serving/device_e2e.sh > /dev/null 2>&1
+  ROUND_S=${ROUND_S:-$(cat /tmp/e2e/round_s 2>/dev/null || echo 20)} RESUME=1 FIT=0 ANATOMY_S=0 BUDGET_S=${L_E2E_S:-60} E2E_STEP=measure bash benchmark/serving/device_e2e.sh > /dev/null 2>&1
   say "e2e rest done: $(tail -2 "$OUT/device_e2e-measure.log" 2>/dev/null | head -1 | cut -c1-200)"
   bash benchmark/serving/device_loop.sh start > /dev/null 2>&1
   PLAN_FROM=${PLAN_FROM:-benchmark/results/loop-h200-2026-12-01-derived} bash benchmark/serving/device_loop.sh phase1 > /dev/null 2>&1
@@ -116,11 +119,11 @@ rest)
   # the rest of the end-to-end rounds (RESUME=1; then its servers stop), then the upstream series' serving test
   # (PR 01, two tiny servers) and its kernel tests + benchmarks (PR 02/03) on the idle GPU, each under a limit
   eval "$(benchmark/live/device.sh env)"
-  RESUME=1 FIT=0 ANATOMY_S=0 BUDGET_S=${R_E2E_S:-90} E2E_STEP=measure bash benchmark/serving/device_e2e.sh > /dev/null 2>&1
+  ROUND_S=${ROUND_S:-$(cat /tmp/e2e/round_s 2>/dev/null || echo 20)} RESUME=1 FIT=0 ANATOMY_S=0 BUDGET_S=${R_E2E_S:-90} E2E_STEP=measure bash benchmark/serving/device_e2e.sh > /dev/null 2>&1
   say "e2e rest done: $(tail -2 "$OUT/device_e2e-measure.log" 2>/dev/null | head -1 | cut -c1-200)"
   for f in /tmp/e2e/pid-*; do [ -f "$f" ] && kill -KILL -- "-$(cat "$f")" 2>/dev/null; done
   sleep 3
-  timeout "${R_SERVING_S:-250}" bash benchmark/live/upstream.sh serving > "$OUT/upstream-serving.out" 2>&1
+  timeout "${R_SERVING_S:-360}" bash benchmark/live/upstream.sh serving > "$OUT/upstream-serving.out" 2>&1
   say "upstream serving: exit $? ($(grep -E '^(OK|FAILED|Ran )' "$OUT/upstream-serving.log" 2>/dev/null | tr '\n' ' '))"
   if [ "${R_KERNELS_S:-120}" -gt 0 ]; then
     timeout "${R_KERNELS_S:-120}" bash benchmark/live/upstream.sh kernels > "$OUT/upstream-kernels.out" 2>&1

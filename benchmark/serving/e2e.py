@@ -210,17 +210,36 @@ def run_unit(u: Unit, server: Server, prompts, opts: dict, round_s: float) -> di
     cfg = SweepConfig([u.concurrency], opts["max_new_tokens"], u.temperature, opts["ignore_eos"], opts["timeout_s"])
     t_start = time.time()
     last_start = None
+    timeline = []  # cold passes: each request as it finished (where a first-traffic stall sits, and whose clock)
     if u.phase != "steady":
         n = max(opts["min_requests"], opts["cold_requests"] * u.concurrency)
-        results, wall = run_level(server.url, prompts, n, u.concurrency, cfg, opts["template"])
+        t0 = time.perf_counter()
+
+        def done(r):
+            timeline.append(_timeline_entry(r, time.perf_counter() - t0))
+
+        results, wall = run_level(server.url, prompts, n, u.concurrency, cfg, opts["template"], on_done=done)
     else:
         results, wall, last_start = timed_level(server.url, prompts, u.concurrency, round_s, cfg, opts["template"])
     if client.stopped():
         raise KeyboardInterrupt
-    return {"key": u.key, "phase": u.phase, "temperature": u.temperature, "concurrency": u.concurrency,
-            "index": u.index, "server": u.server, "t_start": t_start, "t_end": time.time(),
-            "round_s": round_s if u.phase == "steady" else None, "last_start_s": last_start,
-            "summary": summarize(results, wall)}
+    row = {"key": u.key, "phase": u.phase, "temperature": u.temperature, "concurrency": u.concurrency,
+           "index": u.index, "server": u.server, "t_start": t_start, "t_end": time.time(),
+           "round_s": round_s if u.phase == "steady" else None, "last_start_s": last_start,
+           "summary": summarize(results, wall)}
+    if timeline:
+        row["requests"] = timeline
+    return row
+
+
+def _timeline_entry(r, done_s: float) -> dict:
+    """One cold-pass request: when it was sent and finished (seconds from the pass's start), its client latency and
+    the server's own (meta_info.e2e_latency: from the tokenizer manager's receipt). A stall the server did not time
+    is client_s - server_s; one it did shows in server_s."""
+    return {"prompt": r.prompt_id, "sent_s": round(done_s - r.latency_s, 4), "done_s": round(done_s, 4),
+            "client_s": round(r.latency_s, 4),
+            "server_s": None if r.server_latency_s is None else round(r.server_latency_s, 4),
+            "prompt_tokens": r.prompt_tokens, "ok": r.ok}
 
 
 # ---- servers --------------------------------------------------------------------------------------------

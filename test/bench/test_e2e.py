@@ -82,8 +82,14 @@ def test_alternating_time_sized_rounds_against_stubs(tmp_path):
         s = row["summary"]
         if row["phase"] == "cold":
             assert s["requests"] == max(3, row["concurrency"])  # a pass is a request count
+            # and its timeline: every request, sent before it finished, in finishing order, with both clocks
+            tl = row["requests"]
+            assert len(tl) == s["requests"] and all(t["ok"] for t in tl)
+            assert [t["done_s"] for t in tl] == sorted(t["done_s"] for t in tl)
+            assert all(0 <= t["sent_s"] <= t["done_s"] and t["client_s"] > 0 and t["server_s"] is not None for t in tl)
         else:  # a round is a time: it loops past c requests, and nothing starts after its deadline
             assert s["requests"] > row["concurrency"] and row["last_start_s"] < row["round_s"] == 0.25
+            assert "requests" not in row  # rounds keep summaries only
         assert s["ok"] == s["requests"]
     lv = doc["report"]["levels"][0]
     assert set(lv["ratios"]) == {"auto/plain", "upstream/plain", "auto/upstream"} and lv["ratios"]["auto/plain"]["aggregate"]["n"] == 2

@@ -1,4 +1,4 @@
-"""The `auto` install gate of the draft-head hooks reads the launch table in effect on this process's GPU:
+"""The `auto` install gates of the draft-head and the verify hooks read the launch table in effect on this process's GPU:
 the same table the per-call lookup reads (bundled files of that device, a user-tuned table for it,
 SGLANG_KIMI_EAGLE3_BUNDLED_DIR). Each case runs SGLang's own load_plugins() in a fresh process whose
 GPU identity is set (this box has none): `ops.tables.current_device` answers the device of the case.
@@ -22,18 +22,18 @@ tables.current_device = lambda: (dev[0], tuple(dev[1]) if dev[1] else None)
 from sglang.srt.plugins import load_plugins
 load_plugins()
 from sglang_kimi_eagle3 import hookstatus
-print(json.dumps({r.name: [r.state, r.detail] for r in hookstatus.rows() if r.name.startswith("draft_")}))
+print(json.dumps({r.name: [r.state, r.detail] for r in hookstatus.rows() if r.name.startswith(("draft_", "verify_"))}))
 """
 H200 = ["NVIDIA H200", [9, 0]]
 H100 = ["NVIDIA H100 80GB HBM3", [9, 0]]
 RTX = ["NVIDIA RTX PRO 6000 Blackwell Server Edition", [12, 0]]
 
 
-def _user_table(folder, device):
-    """A table as `tune` writes it for `device`, with one draft_topk win (no driver/triton stamp: applies)."""
+def _user_table(folder, device, op="draft_topk", win="bs1_v32000_k4"):
+    """A table as `tune` writes it for `device`, with one win of `op` (no driver/triton stamp: applies)."""
     folder.mkdir(parents=True, exist_ok=True)
     doc = {"device": device[0], "cc": f"{device[1][0]}.{device[1][1]}", "ops": {
-        "draft_topk": {"default": {}, "rules": [], "wins": ["bs1_v32000_k4"], "measured": {"bs1_v32000_k4": {}}}}}
+        op: {"default": {}, "rules": [], "wins": [win], "measured": {win: {}}}}}
     (folder / (device[0].replace(" ", "_") + ".json")).write_text(json.dumps(doc))
     return folder
 
@@ -44,7 +44,10 @@ def gate(tmp_path_factory):
     empty = tmp / "no-bundled"
     empty.mkdir()
     cases = {
-        "h200": (H200, {}),  # the bundled table measured on the H200 lists draft-head wins
+        # the bundled H200 tables list no win (the GPU-time ones are kept apart as graph_wins): nothing installed
+        "h200": (H200, {}),
+        "h200_user_verify": (H200, {"SGLANG_KIMI_EAGLE3_TUNE_DIR": str(_user_table(tmp / "tuned-v", H200, "tree_sampling",
+                                                                                   "n4_bs1"))}),
         "h100": (H100, {}),  # same architecture, not measured there: no wins
         "sm120": (RTX, {}),  # compile-verified only
         "sm120_user": (RTX, {"SGLANG_KIMI_EAGLE3_TUNE_DIR": str(_user_table(tmp / "tuned", RTX))}),
@@ -58,14 +61,19 @@ def gate(tmp_path_factory):
         return {k: f.result() for k, f in futs.items()}
 
 
-@pytest.mark.parametrize("case,installed", [("h200", True), ("h100", False), ("sm120", False),
-                                            ("sm120_user", True), ("h200_no_bundled", False), ("no_gpu", False)])
+DRAFT = ("draft_lm_head", "draft_topk1", "draft_probs", "draft_worker_topk")
+VERIFY = ("verify_argmax_greedy", "verify_tree_greedy", "verify_tree_sampling")
+
+
+@pytest.mark.parametrize("case,installed", [
+    ("h200", ()), ("h100", ()), ("sm120", ()), ("sm120_user", DRAFT), ("h200_user_verify", ("verify_tree_sampling",)),
+    ("h200_no_bundled", ()), ("no_gpu", ())])
 def test_auto_gate_follows_the_table_in_effect(gate, case, installed):
     rows = gate[case]
-    assert len(rows) == 4, rows
-    states = {s for s, _ in rows.values()}
-    if installed:
-        assert states <= {"registered", "applied"}, rows
-    else:
-        assert states == {"skipped"}, rows
-        assert all("lists no draft-head win" in d for _, d in rows.values()), rows
+    assert set(rows) == {*DRAFT, *VERIFY}, rows
+    for name, (state, detail) in rows.items():
+        if name in installed:
+            assert state in ("registered", "applied"), (name, rows)
+        else:
+            assert state == "skipped", (name, rows)
+            assert ("lists no draft-head win" if name in DRAFT else "lists no") in detail, (name, detail)

@@ -63,7 +63,7 @@ def probes():
         return {m: f.result() for m, f in futs.items()}
 
 
-MEASURED_WITH_WINS = ("NVIDIA H200",)  # GPUs whose bundled draft-head table lists wins (test_auto_gate.py)
+MEASURED_WITH_WINS = ()  # GPUs whose bundled draft-head table lists wins (test_auto_gate.py): none since 2026-12-01
 
 
 def _expect_ours(mode):

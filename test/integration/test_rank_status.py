@@ -33,6 +33,11 @@ def ranks(tmp_path, monkeypatch):
     # nor are the hooks other tests queued: publish refreshes queued rows from the live attributes, and where another
     # test of this worker applied its hooks (the H200 suite, 2026-12-01) this test's `failed` row read `applied`
     monkeypatch.setattr(registry, "_PENDING", {})
+    # nor the call sites other tests' hook modules named (runtime_status.watch): where such a module of SGLang was
+    # imported in this worker, publish checked this test's `applied` row against SGLang's own binding there and
+    # called it failed (the H200 suite, 2026-12-01, run 8)
+    monkeypatch.setattr(rs, "CALL_SITES", {})
+    monkeypatch.setattr(rs, "_OURS_FN", {})
 
     def publish(tp, pp=0, state="applied"):
         monkeypatch.setattr(rs, "_STATE", {"path": None, "written": -1, "writer": None})

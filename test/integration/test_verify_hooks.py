@@ -7,9 +7,10 @@ After `sglang.srt.plugins.load_plugins()` (which runs our entry point and HookRe
     the reference walk gives (CPU tensors: our kernels run under the Triton interpreter; SGLang has no CPU
     kernel here, so a fall-through to upstream would raise);
   - upstream: nothing is hooked, rows are `skipped`, the references are SGLang's own functions;
-  - auto: hooks are applied (the package ships measured tables), and with no table win for this device
-    (CPU) the calls fall through to SGLang's own code; the table lookup itself is checked on the shipped
-    SM90 / SM120 tables.
+  - auto: a hook whose op has no win in the launch table in effect is not installed (rows `skipped`, SGLang's
+    own functions in every reference, as under upstream); with a table that lists wins (a user table of a
+    GPU this box pretends to be) the hooks are applied, and calls with CPU tensors fall through to SGLang's
+    own code; the table lookup itself is checked on the shipped SM90 / SM120 tables.
 """
 
 import pytest
@@ -17,6 +18,18 @@ import pytest
 from helpers import run_json
 
 pytestmark = pytest.mark.slow
+
+# auto with a table that lists wins: this process pretends to be an H200 whose user-tuned table (tune's format, no
+# driver/triton stamp: it applies) records a win for each verify op at one shape
+PRETEND_TUNED = """
+import json, os, pathlib
+from sglang_kimi_eagle3.ops import tables
+tables.current_device = lambda: ("NVIDIA H200", (9, 0))
+d = pathlib.Path(os.environ["SGLANG_KIMI_EAGLE3_TUNE_DIR"]); d.mkdir(parents=True, exist_ok=True)
+(d / "NVIDIA_H200.json").write_text(json.dumps({"device": "NVIDIA H200", "cc": "9.0", "ops": {
+    op: {"default": {}, "rules": [], "wins": ["n4_bs256"], "measured": {"n4_bs256": {}}}
+    for op in ("argmax_verify", "verify_greedy", "tree_sampling")}}))
+"""
 
 PROLOGUE = """
 import json, random
@@ -109,8 +122,9 @@ call("tree_sampling", via_sampling)
 EPILOGUE = "print(json.dumps(out))"
 
 
-def _run(mode, calls=True):
-    return run_json(PROLOGUE + (CALLS if calls else "") + EPILOGUE, SGLANG_KIMI_EAGLE3_KERNELS=mode, TRITON_INTERPRET="1")
+def _run(mode, calls=True, pre="", **env):
+    return run_json(pre + PROLOGUE + (CALLS if calls else "") + EPILOGUE, SGLANG_KIMI_EAGLE3_KERNELS=mode,
+                    TRITON_INTERPRET="1", **env)
 
 
 ROWS = ("verify_argmax_greedy", "verify_tree_greedy", "verify_tree_sampling")
@@ -133,8 +147,15 @@ def test_upstream_leaves_sglang_untouched():
     assert out["rows"] == dict.fromkeys(ROWS, "skipped")
 
 
-def test_auto_hooks_but_falls_through_without_a_table_win():
-    out = _run("auto")
+def test_auto_without_a_table_win_installs_no_hook():
+    """No win in the table in effect (this box has no GPU): SGLang's functions stay where they are, unwrapped."""
+    out = _run("auto", calls=False)
+    assert not any(out["hooked"].values()) and not any(out["wrapped"].values()), out
+    assert out["rows"] == dict.fromkeys(ROWS, "skipped")
+
+
+def test_auto_with_a_table_win_hooks_and_falls_through_off_cuda(tmp_path):
+    out = _run("auto", pre=PRETEND_TUNED, SGLANG_KIMI_EAGLE3_TUNE_DIR=str(tmp_path / "tuned"))
     assert all(out["hooked"].values()), out["hooked"]
     assert out["rows"] == dict.fromkeys(ROWS, "applied")
     # no launch table for a CPU: SGLang's own code runs, and with these CPU tensors it has no kernel: its

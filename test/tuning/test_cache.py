@@ -60,7 +60,28 @@ def test_bundled_only_origin(tune_dir):
     assert "no bundled table" in tables.load_table(None, None)["origin"]
 
 
-def test_user_table_goes_first_and_decides_only_what_it_measured(tune_dir):
+def _bundled_with_graph_wins(folder):
+    """The bundled tables with the H200 draft-head GPU-time wins (graph_wins) put back as wins, as they were before
+    the live A/B of 2026-12-01: a bundled table that lists wins, for the merge rules below."""
+    folder.mkdir()
+    for f in tables.CONFIG_DIR.glob("*.json"):
+        doc = json.loads(f.read_text())
+        if f.name == "NVIDIA_H200.draft_head.json":
+            for spec in doc["ops"].values():
+                spec["wins"] = spec.get("graph_wins", spec["wins"])
+        (folder / f.name).write_text(json.dumps(doc))
+    return folder
+
+
+def test_the_bundled_h200_table_lists_no_win_and_keeps_the_gpu_time_ones_apart(tune_dir):
+    t = tables.load_table(H200, SM90)
+    assert not any(spec.get("wins") for spec in t["ops"].values()), t["ops"].keys()
+    assert "V4000:k1:bs8" in t["ops"]["draft_topk"]["graph_wins"] and not arch.use_ours("draft_topk", "V4000:k1:bs8", t)
+
+
+def test_user_table_goes_first_and_decides_only_what_it_measured(tune_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv(tables.ENV_BUNDLED, str(_bundled_with_graph_wins(tmp_path / "bundled")))
+    tables.clear_cache()
     assert arch.use_ours("draft_topk", "V4000:k1:bs1", tables.load_table(H200, SM90))  # the bundled win
     cache.write_table(tables.table_path(H200), user_table())
     tables.clear_cache()
@@ -92,7 +113,8 @@ def test_user_table_over_hidden_bundled(tune_dir, tmp_path, monkeypatch):
     ({"triton": "2.3.1"}, "tuned with triton 2.3.1"),
     ({"driver": "1.0"}, "tuned with driver 1.0"),
 ])
-def test_stale_tables_are_ignored_with_a_note(tune_dir, monkeypatch, over, why):
+def test_stale_tables_are_ignored_with_a_note(tune_dir, tmp_path, monkeypatch, over, why):
+    monkeypatch.setenv(tables.ENV_BUNDLED, str(_bundled_with_graph_wins(tmp_path / "bundled")))
     if "driver" in over:  # this box may have no NVIDIA driver: pretend one
         monkeypatch.setattr(tables, "driver_version", lambda: "580.159.04")
     cache.write_table(tables.table_path(H200), user_table(**over))

@@ -7,14 +7,15 @@ a hook catches; any other error propagates). Every call goes through dispatch.ca
 choice) and is counted: ours, or SGLang's with the reason. Launches other than EAGLE/EAGLE3 pass through.
 `SGLANG_KIMI_EAGLE3_KERNELS`: upstream -> no hook is queued (status `skipped`); ours -> ours on every
 CUDA call; auto (default) -> ours only for the (op, shape) entries where this device's launch table
-(ops/tables.py: e.g. ops/configs/NVIDIA_H200.verify.json) records a measured win.
+(ops/tables.py: e.g. ops/configs/NVIDIA_H200.verify.json) records a measured win, and a hook whose op has no
+win in that table is not installed (`skipped`: no wrapper of ours on SGLang's call).
 All three are CUDA-graph safe: no host sync, allocations depend on shapes only.
 """
 
 from __future__ import annotations
 
 from .. import hookstatus
-from ..ops import arch
+from ..ops import arch, tables
 from . import runtime_status, upstream_has
 from .dispatch import call
 
@@ -149,16 +150,32 @@ HOOKS = (
 )
 
 
+def ops_with_wins(device: tuple | None = None) -> list[str]:
+    """The verify ops whose launch table in effect on `device` ((name, cc); default: this process's GPU, as the
+    per-call lookup reads it) lists at least one win; under auto only their hooks are installed."""
+    table = tables.load_table(*(device or tables.current_device()))
+    return [op for *_, op in HOOKS if table.get("ops", {}).get(op, {}).get("wins")]
+
+
 def install() -> None:
-    """Queue the three hooks (idempotent: HookRegistry applies a target once); record each row."""
+    """Queue the three hooks (idempotent: HookRegistry applies a target once); record each row.
+    auto: a hook whose op has no win in the launch table in effect is not installed at all (`skipped`): SGLang's
+    function runs with no wrapper of ours around it, as under upstream (on the H200, 2026-12-01, `auto` with
+    wrappers that handed every call to SGLang's kernels still served 0.83-0.96x of `upstream` at temperature 0.7)."""
     from .registry import register
 
     for name, sites in SITES.items():
         runtime_status.watch(name, sites)
     mode = arch.kernels_mode()
+    wins = ops_with_wins() if mode == "auto" else None
     for name, target, fn, op in HOOKS:
         if mode == "upstream":
             hookstatus.record(name, target, "skipped", f"{arch.ENV_KERNELS}=upstream: SGLang's kernel")
+            continue
+        if wins is not None and op not in wins:
+            origin = tables.load_table(*tables.current_device())["origin"]
+            hookstatus.record(name, target, "skipped", f"the launch table in effect here lists no {op} win ({origin}); "
+                              f"SGLang's kernel, no wrapper; {arch.ENV_KERNELS}=ours forces ours")
             continue
         aside = upstream_has.detail(name)  # SGLang already dispatches its own kernel there (upstream_has.py)
         if aside:
