@@ -16,7 +16,10 @@ import triton.language as tl
 from triton.compiler import ASTSource
 
 from sglang_kimi_eagle3 import hookstatus
+from sglang_kimi_eagle3.base import logger
 from sglang_kimi_eagle3.integration import serving_compiles as sc
+
+LOGGER = logger().name
 
 watch = pytest.importorskip("sglang.srt.utils.triton_load_watch")  # the real installed SGLang
 
@@ -54,11 +57,15 @@ def test_counts_after_serving_started_and_keeps_sglangs_listener_installed_after
     assert not sc.COMPILES
     watch.mark_serving_started()
     before = hookstatus.calls()
-    with caplog.at_level(logging.WARNING, logger=watch.__name__):
+    with caplog.at_level(logging.WARNING, logger=watch.__name__), caplog.at_level(logging.INFO, logger=LOGGER):
         knobs.compilation.listener(**_compile_event(1.59))
         knobs.compilation.listener(**_compile_event(0.2))  # under SGLang's 1 s threshold: only we count it
         knobs.compilation.listener(**_compile_event(0.5, cache_hit=True))
     assert "took 1.59 s to compile after serving started" in caplog.text  # SGLang's own warning still fires
+    # and ours: one line per uncached compile, the short one too (its time in the server log), none for the load
+    ours = [r.getMessage() for r in caplog.records if "serving-time Triton compile" in r.getMessage()]
+    assert ours == ["sglang-kimi-eagle3: serving-time Triton compile: _fwd_kernel took 1.59 s (uncached)",
+                    "sglang-kimi-eagle3: serving-time Triton compile: _fwd_kernel took 0.20 s (uncached)"], caplog.text
     assert sc.COMPILES["_fwd_kernel"] == 2 and abs(sc.SECONDS["_fwd_kernel"] - 1.79) < 1e-9
     assert sc.LOADS["_fwd_kernel"] == 1
     row = hookstatus.get(sc.NAME)
