@@ -284,12 +284,15 @@ def main(argv: list[str] | None = None) -> int:
                               "temperature": float(m["t"]) if m else 0.0, "trace": Path(p).name,
                               "anatomy": anatomy(load_events(p))})
         dest = a.json
+    # the column of ours: the first server that is not upstream (auto, or ours: device_e2e.sh OURS=1)
+    ours_name = next((x["server"] for x in summaries if x["server"] != "upstream"), "auto")
     if dest:
         from sglang_kimi_eagle3.validate import atomic_write_text
 
-        atomic_write_text(dest, json.dumps({"summaries": summaries, "table": table(summaries)}, indent=1) + "\n", "--json")
+        atomic_write_text(dest, json.dumps({"summaries": summaries, "table": table(summaries, ours_name)}, indent=1) + "\n",
+                          "--json")
         print(f"wrote {dest}")
-    print(table(summaries))
+    print(table(summaries, ours_name))
     return 0
 
 

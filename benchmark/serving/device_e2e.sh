@@ -21,7 +21,8 @@
 # start as slack and needs its weights to fit the rest; the KV cache is capped by --max-total-tokens, so five servers
 # started together fit side by side),
 # KEEP_SERVERS (0; 1: `measure` leaves the servers running, for a RESUME=1 measure in the next call),
-# COLD_BEFORE (1: the two warm-up-off servers), SLEEP_ON_IDLE (1: --sleep-on-idle on every server), SHARED_CACHES (0: one cache folder for all, faster starts, but then
+# COLD_BEFORE (1: the two warm-up-off servers), OURS (0; 1: a fourth server with SGLANG_KIMI_EAGLE3_KERNELS=ours, in the
+# steady rounds too, and the anatomy compares it with upstream instead of auto), SLEEP_ON_IDLE (1: --sleep-on-idle on every server), SHARED_CACHES (0: one cache folder for all, faster starts, but then
 # the warm-up-off servers find what the others compiled), STARTUP_S (360: how long e2e.py waits for every server's
 # /health; concurrent cold starts of the tiny servers took up to 223 s on an H200), BUDGET_S (everything ends by then;
 # default: the time spent before the servers started + STARTUP_S + 120 s of traffic + ANATOMY_S, at least 550 and at
@@ -101,7 +102,11 @@ def args(port, spec):
 servers = [("plain", 30301, None, "on"), ("auto", 30302, "auto", "on"), ("upstream", 30303, "upstream", "on")]
 if os.environ.get("COLD_BEFORE", "1") == "1":
     servers += [("auto-nowarm", 30304, "auto", "off"), ("upstream-nowarm", 30305, "upstream", "off")]
-spec = {"servers": [], "baseline": "plain", "steady_servers": ["plain", "auto", "upstream"]}
+steady = ["plain", "auto", "upstream"]
+if os.environ.get("OURS", "0") == "1":  # our kernels on every call: what they do end to end, now that auto leaves
+    servers.append(("ours", 30306, "ours", "on"))  # the H200 to SGLang's
+    steady.append("ours")
+spec = {"servers": [], "baseline": "plain", "steady_servers": steady}
 for name, port, kernels, warm in servers:
     # own empty caches: a warm server's startup compiles must not reach a warm-up-off server through a shared cache
     cache = f"{w}/cache/shared" if os.environ.get("SHARED_CACHES") == "1" else f"{w}/cache/{name}"
@@ -158,7 +163,8 @@ i=0
 for n in $NAMES; do case $n in *-nowarm) stop_group "${PIDS[$i]}";; esac; i=$((i + 1)); done
 LEFT=$((DEADLINE - $(date +%s)))
 if [ $LEFT -gt 40 ]; then
-  timeout $LEFT python3 benchmark/serving/anatomy.py capture --server auto=http://127.0.0.1:30302 \
+  if [ "${OURS:-0}" = 1 ]; then A_SERVER=ours=http://127.0.0.1:30306; else A_SERVER=auto=http://127.0.0.1:30302; fi
+  timeout $LEFT python3 benchmark/serving/anatomy.py capture --server "$A_SERVER" \
     --server upstream=http://127.0.0.1:30303 --concurrency 1,64 --temperatures "${TEMPS:-0,0.7}" --steps 20 \
     --kv-tokens 56000 --out "$W/traces" --json "$OUT/anatomy.json"
   say "anatomy.py exit $?"

@@ -85,6 +85,11 @@ def test_auto_step_and_the_table_against_upstream(tmp_path):
     assert row.startswith("| greedy verify | 1 | 0 | 9.0 | 18.0 | 0.50 |"), row
     lm = next(line for line in doc["table"].splitlines() if line.startswith("| draft lm_head"))
     assert "| 36.0 | 40.0 | 0.90 |" in lm
+    # a server of ours named otherwise (device_e2e.sh OURS=1: `ours`) is the table's column of ours all the same
+    ours = _write(tmp_path, "ours-c1-T0-1-TP-0.trace.json.gz", trace(AUTO_STEP))
+    assert A.main(["parse", str(up), str(ours), "--json", str(out)]) == 0
+    row = next(line for line in json.loads(out.read_text())["table"].splitlines() if line.startswith("| greedy verify"))
+    assert row.startswith("| greedy verify | 1 | 0 | 9.0 | 18.0 | 0.50 |"), row
 
 
 def test_sglangs_gemm_before_our_top_k_is_counted_as_sglangs_in_the_auto_server():
