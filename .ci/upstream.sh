@@ -11,7 +11,8 @@ trap 'rm -rf "$out"' EXIT
 export SGLANG_KIMI_EAGLE3=0 PYTHONPATH="$out/tree/python${PYTHONPATH:+:$PYTHONPATH}" PYTHONWARNINGS=ignore
 unset SGLANG_IS_IN_CI SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN
 "$PY" - "$out" <<'PY'
-import subprocess, sys
+import os, subprocess, sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 import sglang
 from sglang.test.ci.ci_register import HWBackend, ut_parse_one_file
@@ -25,8 +26,17 @@ for f in sorted((out / "tree" / "test" / "registered").rglob("test_*.py")):
     if any(r.backend == HWBackend.CPU for r in regs):
         cpu.append(str(f))
 print(f"upstream series: {total} test files register and parse; CPU tests: {len(cpu)}")
-# one interpreter per file, as SGLang's CI runs them (python3 file.py)
-for f in cpu:
-    print("::", f, flush=True)
-    subprocess.run([sys.executable, f], check=True)
+# one interpreter per file, as SGLang's CI runs them (python3 file.py); one file per core at a time, each
+# file's output printed whole, in order
+def run(f):
+    return f, subprocess.run([sys.executable, f], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+with ThreadPoolExecutor(max(1, len(os.sched_getaffinity(0)))) as pool:
+    failed = []
+    for f, cp in pool.map(run, cpu):
+        print("::", f, flush=True)
+        print(cp.stdout, end="", flush=True)
+        if cp.returncode:
+            failed.append(f"{f} (exit {cp.returncode})")
+if failed:
+    sys.exit("upstream series: CPU tests failed: " + ", ".join(failed))
 PY

@@ -20,15 +20,50 @@ sys.path.insert(0, str(ROOT / "test"))  # shared test helpers (test/helpers.py, 
 import kernel_device  # noqa: E402  (sets TRITON_INTERPRET on a CPU-only machine)
 
 
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 @pytest.hookimpl(optionalhook=True)  # an xdist hook: without pytest-xdist installed pytest must not reject it
 def pytest_xdist_auto_num_workers(config):
-    """`-n auto` where pytest-xdist is installed (not by default: on the 2-core CI box `-n 2` saved 1.5 of 19.5
-    minutes, the SGLang-subprocess tests already use both cores): one worker per core, at most 8 where a GPU is
-    visible (a kernel test can hold tens of GiB of GPU memory in its worker), none on a single core."""
-    n = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    """`-n auto`: one worker per core, at most 8 where a GPU is visible (a kernel test can hold tens of GiB of
+    GPU memory in its worker), none on a single core."""
+    n = _cores()
     if n < 2:
         return 0
     return min(n, 8) if kernel_device.ON_GPU else n
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own pytest_cmdline_main turns -n into workers
+def pytest_cmdline_main(config):
+    """A plain `pytest` on a machine without a GPU runs on pytest-xdist workers (a [test] dependency): one per
+    core, at most 4 (each holds its warm SGLang interpreters, about 3 GB), whole files per worker
+    (`--dist loadfile`: a module's fixtures and state stay in one process), files that spawn SGLang processes
+    (marked `slow`) handed out first. The suite is mostly single-threaded Python in subprocesses, so on the
+    2-core CI box one process leaves a core idle. An explicit `-n N` wins (the GPU suite passes its own);
+    `-n 0` or `-p no:xdist` runs one process, as do --pdb, --collect-only and a single core. On a GPU box the
+    default stays one process."""
+    opt = config.option
+    if (hasattr(config, "workerinput") or not config.pluginmanager.hasplugin("xdist") or kernel_device.ON_GPU
+            or opt.numprocesses is not None or opt.usepdb or opt.collectonly):
+        return None
+    n = min(_cores(), 4)
+    if n < 2:
+        return None
+    opt.numprocesses = n
+    if opt.dist == "no":
+        opt.dist = "loadfile"
+        opt.loadscopereorder = False  # pytest-xdist >= 3.7: hand files out in the order below, not by their number of tests
+    return None
+
+
+def pytest_collection_modifyitems(config, items):
+    """In an xdist worker: the files marked `slow` (SGLang subprocesses, up to minutes each) first, so the last
+    file handed out is a short one; the order within a file, and among the rest, is kept."""
+    if not hasattr(config, "workerinput"):
+        return
+    slow = {item.path for item in items if item.get_closest_marker("slow") is not None}
+    items.sort(key=lambda item: item.path not in slow)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -13,6 +13,7 @@ import pytest
 from helpers import run_json
 
 pytest.importorskip("sglang")
+pytestmark = pytest.mark.slow
 
 PROBE = r"""
 import json, os, sys

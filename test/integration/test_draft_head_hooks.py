@@ -74,6 +74,7 @@ def _expect_ours(mode):
     return torch.cuda.is_available() and torch.cuda.get_device_name() in MEASURED_WITH_WINS
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["ours", "auto", "upstream"])
 def test_worker_references(mode, probes):
     r = probes[mode]
