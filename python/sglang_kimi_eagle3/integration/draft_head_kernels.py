@@ -99,9 +99,7 @@ def install() -> None:
 def ops_with_wins(device: tuple | None = None) -> list[str]:
     """The draft-head ops whose launch table in effect on `device` ((name, cc); default: this process's
     GPU, as the per-call lookup reads it) lists at least one win; auto installs the hooks if any."""
-    table = tables.load_table(*(device or tables.current_device()))
-    ops = dict.fromkeys(KERNEL_OPS[name] for name, _ in HOOKS if name in KERNEL_OPS)
-    return [op for op in ops if table.get("ops", {}).get(op, {}).get("wins")]
+    return tables.ops_with_wins((KERNEL_OPS[name] for name, _ in HOOKS if name in KERNEL_OPS), device)
 
 
 # ---- 1. draft lm_head -----------------------------------------------------------------------------

@@ -153,8 +153,7 @@ HOOKS = (
 def ops_with_wins(device: tuple | None = None) -> list[str]:
     """The verify ops whose launch table in effect on `device` ((name, cc); default: this process's GPU, as the
     per-call lookup reads it) lists at least one win; under auto only their hooks are installed."""
-    table = tables.load_table(*(device or tables.current_device()))
-    return [op for *_, op in HOOKS if table.get("ops", {}).get(op, {}).get("wins")]
+    return tables.ops_with_wins((op for *_, op in HOOKS), device)
 
 
 def install() -> None:

@@ -225,6 +225,13 @@ def current_device() -> tuple[str | None, tuple[int, int] | None]:
     return None, None
 
 
+def ops_with_wins(ops, device: tuple | None = None) -> list[str]:
+    """Those of `ops` whose launch table in effect on `device` ((name, cc); default: this process's GPU, as the
+    per-call lookup reads it) lists at least one win: under `auto`, the hooks installed for them."""
+    table = load_table(*(device or current_device()))
+    return [op for op in dict.fromkeys(ops) if table.get("ops", {}).get(op, {}).get("wins")]
+
+
 _DEVICE_KEYS: dict[int, tuple] = {}
 
 
