@@ -21,7 +21,8 @@
 # start as slack and needs its weights to fit the rest; the KV cache is capped by --max-total-tokens, so five servers
 # started together fit side by side),
 # KEEP_SERVERS (0; 1: `measure` leaves the servers running, for a RESUME=1 measure in the next call),
-# COLD_BEFORE (1: the two warm-up-off servers), OURS (0; 1: a fourth server with SGLANG_KIMI_EAGLE3_KERNELS=ours, in the
+# COLD_BEFORE (1: the two warm-up-off servers), REQ_STATS (1: SGLang's per-request time-stats line and its GC warning
+# above 0.05 s, on every server), OURS (0; 1: a fourth server with SGLANG_KIMI_EAGLE3_KERNELS=ours, in the
 # steady rounds too, and the anatomy compares it with upstream instead of auto), SLEEP_ON_IDLE (1: --sleep-on-idle on every server), SHARED_CACHES (0: one cache folder for all, faster starts, but then
 # the warm-up-off servers find what the others compiled), STARTUP_S (360: how long e2e.py waits for every server's
 # /health; concurrent cold starts of the tiny servers took up to 223 s on an H200), BUDGET_S (everything ends by then;
@@ -98,6 +99,10 @@ def args(port, spec):
         a[a.index(flag) + 1] = maxrun
     # --sleep-on-idle: an idle scheduler otherwise busy-polls a CPU core while another server is measured
     idle = ["--sleep-on-idle"] if os.environ.get("SLEEP_ON_IDLE", "1") == "1" else []
+    # REQ_STATS=1: SGLang's per-request scheduler line (queue and forward seconds, entry wall clock) and its GC
+    # warning, on every server alike: where a first-traffic stall sits (before the scheduler, queued, or forward)
+    if os.environ.get("REQ_STATS", "1") == "1":
+        idle += ["--enable-request-time-stats-logging", "--gc-warning-threshold-secs", "0.05"]
     return ["python3", "-m", "sglang.launch_server", *a, *idle, "--host", "127.0.0.1", "--port", str(port)] + (spec_args(draft, shape) if spec else [])
 servers = [("plain", 30301, None, "on"), ("auto", 30302, "auto", "on"), ("upstream", 30303, "upstream", "on")]
 if os.environ.get("COLD_BEFORE", "1") == "1":

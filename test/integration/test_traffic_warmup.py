@@ -21,7 +21,7 @@ def _sizes(batches):
 
 
 def test_plan_covers_tritons_int_specializations_and_the_concurrency_ladder():
-    batches = T.plan(max_running_requests=None, context_len=262144)
+    batches = [b for b in T.plan(max_running_requests=None, context_len=262144) if b.reuse != "ladder"]
     sizes = _sizes(batches)
     assert sizes == [1, 3, 4, 16, 64]
     assert 1 in sizes and any(s != 1 and s % 16 for s in sizes) and any(s % 16 == 0 for s in sizes)
@@ -38,6 +38,33 @@ def test_plan_covers_tritons_int_specializations_and_the_concurrency_ladder():
     assert sum(b.size for b in batches) < 600  # seconds of serving, not minutes
 
 
+def test_the_ladder_gives_the_fused_moe_every_config_bucket_and_token_count_mod_16():
+    """Every prefill of M tokens (one request up to the chunk size, or a batch) meets a (config, M mod 16) variant
+    of SGLang's fused MoE that some ladder prompt compiled first."""
+    from sglang.srt.layers.moe.moe_runner.triton_utils import fused_moe_triton_config as cfg
+    import inspect
+
+    # the grid is the one SGLang's shipped tables are keyed by (the H200 table for 8 experts, N 2048: the
+    # Kimi-width pair's), and its lookup is the nearest key, ties to the smaller
+    import json, pathlib
+    table = pathlib.Path(cfg.__file__).parent / "configs" / "triton_3_1_0" / "E=8,N=2048,device_name=NVIDIA_H200.json"
+    assert tuple(sorted(int(k) for k in json.loads(table.read_text()))) == T.MOE_GRID
+    assert "min(configs.keys(), key=lambda x: abs(x - M))" in inspect.getsource(cfg.try_get_optimal_moe_config)
+    batches = T.plan(max_running_requests=None, context_len=262144)
+    ladder = [b for b in batches if b.reuse == "ladder"]
+    assert batches[-len(ladder):] == ladder  # after everything else
+    assert all(b.size == 1 and b.temperature == 0.0 and b.new_tokens == T.LADDER_NEW_TOKENS for b in ladder)
+    lengths = [b.prompt_len for b in ladder]
+    assert lengths == sorted(set(lengths)) and len(lengths) == 216 and lengths[-1] == 3600
+    covered = {(T.moe_bucket(n), n % 16) for n in lengths}
+    assert all((T.moe_bucket(m), m % 16) in covered for m in range(1, 16385))
+    assert T.moe_bucket(3) == 2 and T.moe_bucket(12) == 8 and T.moe_bucket(20000) == 4096
+    assert sum(lengths) < 180_000  # prompt tokens of the whole ladder
+    # a short context keeps the lengths that fit, with room for the new tokens
+    short = [b.prompt_len for b in T.plan(context_len=100) if b.reuse == "ladder"]
+    assert short == [*range(1, 73), *range(81, 97)]  # 57-72 fill the 64 bucket (57-80); 81-96 the 96 one (81-112)
+
+
 def test_plan_is_capped_by_max_running_requests_and_the_context_length():
     small = T.plan(max_running_requests=8, context_len=262144)
     assert _sizes(small) == [1, 3, 4, 8]  # no multiple of 16 fits under 8 requests; the bound itself is warmed
@@ -45,8 +72,8 @@ def test_plan_is_capped_by_max_running_requests_and_the_context_length():
     assert _sizes(T.plan(max_running_requests=48)) == [1, 3, 4, 16, 48]  # SGLang's default for the tiny pair
     assert _sizes(T.plan(max_running_requests=1000)) == [1, 3, 4, 16, 64]  # min(64, max running)
     short_ctx = T.plan(context_len=100)
-    assert short_ctx and all(b.prompt_len + T.MAX_NEW_TOKENS < 100 for b in short_ctx)
-    assert all(b.prompt_len + T.MAX_NEW_TOKENS < 30 for b in T.plan(context_len=30))
+    assert short_ctx and all(b.prompt_len + b.new_tokens < 100 for b in short_ctx)
+    assert all(b.prompt_len + b.new_tokens < 30 for b in T.plan(context_len=30))
     assert T.plan(context_len=T.MAX_NEW_TOKENS) == []  # no room for a prompt: nothing sent
 
 
@@ -125,15 +152,15 @@ def test_the_coroutine_sends_each_planned_batch_as_one_request_and_logs_applied(
         assert all(10 <= i < 500 for p in req.input_ids for i in p)
         sp = req.sampling_params
         assert sp["temperature"] == b.temperature and sp["top_p"] == 1.0 and sp["ignore_eos"] is True
-        assert sp["max_new_tokens"] == T.MAX_NEW_TOKENS
+        assert sp["max_new_tokens"] == (T.LADDER_NEW_TOKENS if b.reuse == "ladder" else T.MAX_NEW_TOKENS)
     assert {r.sampling_params["temperature"] for r in tm.sent} == {0.0, 0.7}
     assert _sizes(planned) == [1, 3, 4, 16]
-    assert {b.reuse for b in planned} == {"fresh", "extend", "shared"}
+    assert {b.reuse for b in planned} == {"fresh", "extend", "shared", "ladder"}
     # deterministic ids, and no two fresh prompts alike (their prefix-cache hits are the planned ones only)
     again = _Recorder(vocab=500, max_running_requests=16)
     asyncio.run(T.kimi_eagle3("null", again))
     assert [r.input_ids for r in again.sent] == [r.input_ids for r in tm.sent]
-    flat = [tuple(p) for r, b in zip(tm.sent, planned) if b.reuse == "fresh" for p in r.input_ids]
+    flat = [tuple(p) for r, b in zip(tm.sent, planned) if b.reuse in ("fresh", "ladder") for p in r.input_ids]
     assert len(set(flat)) == len(flat)
     level, line = log.lines[0]
     assert level == "info" and line.startswith("traffic warm-up (applied): ")

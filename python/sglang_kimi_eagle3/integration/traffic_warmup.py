@@ -20,7 +20,9 @@ How: in the main process, for our launches only (EAGLE/EAGLE3 with a draft: laun
   decode), a short and a
   long prompt under the context length, temperature 0 and 0.7 - each sent as ONE GenerateReqInput (the
   scheduler gets its requests together) with max_new_tokens 8, ignore_eos, so prefill, target verify and
-  draft extend run at each size. The coroutine logs one line and never raises into SGLang (`failed` is a
+  draft extend run at each size; then the token-count ladder: one request per prompt length that gives the
+  target's fused MoE a new (config bucket, token count mod 16) pair (216 lengths, 1-3600 tokens; see MOE_GRID),
+  max_new_tokens 2. The coroutine logs one line and never raises into SGLang (`failed` is a
   log line; serving goes on, compiling on first use as before). Prefill/decode disaggregation: skipped
   (its bootstrap pairing is not faked here). SGLang's Engine API has no HTTP server and runs no
   --warmups: there this warm-up does not run.
@@ -67,6 +69,29 @@ SHARED_PREFIX = 8  # "shared" batches: the first ids of the fresh prompts of the
 # that hit the radix cache (#cached-token 7 / 153 / 918 / 1921, new tokens 159 / 2 / 12 / 13, batches of 1 to 13)
 REUSES = ("extend", "shared")
 
+# The token-count ladder, after everything else: one fresh prompt per request, so a prefill forward sees exactly
+# that many tokens. SGLang's Triton fused MoE picks its tile config by the nearest entry of its tuned grid to the
+# batch's token count M (fused_moe_triton_config.py: `min(configs, key=|k - M|)` over the tuning script's grid below)
+# and Triton specializes the kernel's int arguments (M * top_k, the padded sorted-id count, ...) on divisibility by
+# 16: a new (grid entry, M mod 16) pair is a new compile. On the H200 (2026-12-01) 30 `fused_moe_kernel` variants of
+# about 0.5 s each compiled after serving started, too short for SGLang's 1-s log line. One length per pair that a
+# prefill can reach covers every int argument affine in M for every grid entry: 216 prompts, 176K tokens at most.
+MOE_GRID = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 256, 512, 1024, 1536, 2048, 3072, 4096)
+LADDER_NEW_TOKENS = 2  # the prefill (and the draft extend after it) is what the ladder is for
+
+
+def moe_bucket(m: int) -> int:
+    """The grid entry SGLang's fused MoE takes its config from for a batch of m tokens (ties: the smaller)."""
+    return min(MOE_GRID, key=lambda k: abs(k - m))
+
+
+def ladder_lengths(room: int | None = None) -> list[int]:
+    """The smallest prompt length for each (moe_bucket(M), M mod 16) pair, ascending, each at most `room`."""
+    first: dict = {}
+    for m in range(1, MOE_GRID[-1] + 16):
+        first.setdefault((moe_bucket(m), m % 16), m)
+    return sorted(m for m in first.values() if room is None or m <= room)
+
 
 @dataclass(frozen=True, slots=True)
 class Batch:
@@ -74,8 +99,10 @@ class Batch:
     prompt_len: int  # tokens of each prompt
     temperature: float
     # fresh: new prompts; extend: the last fresh short prompts of this size + 1 new id (a whole-prompt cache hit,
-    # one token to extend); shared: their first SHARED_PREFIX ids + a fresh tail (a partial hit)
+    # one token to extend); shared: their first SHARED_PREFIX ids + a fresh tail (a partial hit); ladder: a fresh
+    # prompt of the token-count ladder (not kept for reuse)
     reuse: str = "fresh"
+    new_tokens: int = MAX_NEW_TOKENS
 
 
 def plan(max_running_requests: int | None = None, context_len: int | None = None,
@@ -85,7 +112,8 @@ def plan(max_running_requests: int | None = None, context_len: int | None = None
     Sizes: LADDER up to min(64, --max-running-requests) and that bound itself, plus one past the decode
     CUDA-graph bound (the first batch decoded eagerly) where that is still allowed. Prompt lengths: SHORT and LONG, each kept
     under the context length with room for the new tokens, LONG shrunk so a batch holds at most
-    BATCH_TOKENS prompt tokens. Every size at both temperatures."""
+    BATCH_TOKENS prompt tokens. Every size at both temperatures. Then the token-count ladder (ladder_lengths), one
+    request each at the first temperature, LADDER_NEW_TOKENS new tokens."""
     cap = MAX_BS if not max_running_requests or max_running_requests < 1 else min(MAX_BS, max_running_requests)
     sizes = {s for s in LADDER if s <= cap} | {cap}  # cap: the batch every higher concurrency is served at
     if cuda_graph_max_bs_decode and cuda_graph_max_bs_decode < cap:
@@ -102,6 +130,8 @@ def plan(max_running_requests: int | None = None, context_len: int | None = None
                 out.append(Batch(size, n, temperature))
                 if temperature == TEMPERATURES[0] and n == short and short > SHARED_PREFIX:
                     out += [Batch(size, n, temperature, reuse) for reuse in REUSES]
+    ladder_room = None if room is None else context_len - LADDER_NEW_TOKENS - 1
+    out += [Batch(1, n, TEMPERATURES[0], "ladder", LADDER_NEW_TOKENS) for n in ladder_lengths(ladder_room)]
     return out
 
 
@@ -162,7 +192,7 @@ async def kimi_eagle3(disaggregation_mode: str, tokenizer_manager) -> None:
         rng, last = random.Random(SEED), {}
         for b in batches:
             req = GenerateReqInput(input_ids=prompts(b, vocab, rng, last),
-                                   sampling_params={"max_new_tokens": MAX_NEW_TOKENS, "temperature": b.temperature,
+                                   sampling_params={"max_new_tokens": b.new_tokens, "temperature": b.temperature,
                                                     "top_p": 1.0, "ignore_eos": True})
             sent += b.size
             async for _ in tokenizer_manager.generate_request(req, None):
@@ -172,9 +202,11 @@ async def kimi_eagle3(disaggregation_mode: str, tokenizer_manager) -> None:
         log.warning("traffic warm-up (failed): %s: %s after %d batches (%d requests sent) in %.1f s; serving goes "
                     "on, compiling on first use", type(exc).__name__, exc, done, sent, time.perf_counter() - t0)
         return
+    ladder = [b.prompt_len for b in batches if b.reuse == "ladder"]
     log.info("traffic warm-up (applied): %d batches, %d requests in %.1f s (sizes %s, temperatures %s, prefix-cache "
-             "hits at every size)", done, sent, time.perf_counter() - t0, sorted({b.size for b in batches}),
-             list(TEMPERATURES))
+             "hits at every size, %d single prompts of %s tokens: every MoE config bucket x token count mod 16)",
+             done, sent, time.perf_counter() - t0, sorted({b.size for b in batches}), list(TEMPERATURES), len(ladder),
+             f"{ladder[0]}-{ladder[-1]}" if ladder else "no")
 
 
 # ---- the launch step's part and the status row ----------------------------------------------------------
