@@ -103,12 +103,21 @@ class _Recorder:
         self.max_req_input_len = None
         self.sent = []
         self.fail_at = fail_at
+        self.in_flight = 0
+        self.most_in_flight = []  # per request: how many were in flight when it was answered
 
     async def generate_request(self, obj, request=None):
         assert request is None
         self.sent.append(obj)
         if len(self.sent) == self.fail_at:
             raise RuntimeError("scheduler went away")
+        self.in_flight += 1
+        try:
+            for _ in range(1 + obj.sampling_params["max_new_tokens"] // 4):  # a decode step or a few
+                await asyncio.sleep(0)
+            self.most_in_flight.append(self.in_flight)
+        finally:
+            self.in_flight -= 1
         yield [{"text": ""}] * len(obj.input_ids)
 
 
@@ -136,7 +145,8 @@ def test_the_coroutine_sends_each_planned_batch_as_one_request_and_logs_applied(
     tm = _Recorder(vocab=500, max_running_requests=16)
     asyncio.run(T.kimi_eagle3("null", tm))
     planned = T.plan(max_running_requests=16, context_len=4096)
-    assert len(tm.sent) == len(planned)
+    loop = {c: T.loop_requests(c, 500, 4095) for c in T.loop_levels(16)}
+    assert len(tm.sent) == len(planned) + sum(len(r) for c in loop.values() for r in c)
     fresh: dict = {}
     for req, b in zip(tm.sent, planned):
         assert isinstance(req, GenerateReqInput)
@@ -162,9 +172,39 @@ def test_the_coroutine_sends_each_planned_batch_as_one_request_and_logs_applied(
     assert [r.input_ids for r in again.sent] == [r.input_ids for r in tm.sent]
     flat = [tuple(p) for r, b in zip(tm.sent, planned) if b.reuse in ("fresh", "ladder") for p in r.input_ids]
     assert len(set(flat)) == len(flat)
+    # then the closed loop: single requests (flat id lists), each client's in order, several clients in flight
+    looped = tm.sent[len(planned):]
+    assert all(isinstance(r.input_ids[0], int) for r in looped)
+    want = [r for c in loop.values() for client in c for r in client]
+    assert sorted(map(tuple, (r.input_ids for r in looped))) == sorted(tuple(r["input_ids"]) for r in want)
+    assert max(tm.most_in_flight[len(planned):]) > 1 and max(tm.most_in_flight[:len(planned)]) == 1
     level, line = log.lines[0]
     assert level == "info" and line.startswith("traffic warm-up (applied): ")
-    assert f"{len(planned)} batches, {sum(b.size for b in planned)} requests in " in line and " s " in line
+    n = sum(b.size for b in planned) + len(want)
+    assert f"{len(planned)} batches, {n} requests in " in line and " s " in line
+    assert "closed loop at c 2,4,8,16)" in line
+
+
+def test_the_closed_loop_mixes_fresh_and_prefix_hit_prompts_lengths_and_temperatures():
+    assert T.loop_levels() == [2, 4, 8, 16, 32, 64]
+    assert T.loop_levels(48) == [2, 4, 8, 16, 32, 48] and T.loop_levels(20) == [2, 4, 8, 16, 20]
+    assert T.loop_levels(1) == []  # one request at a time: nothing runs beside another
+    level = T.loop_requests(16, 163840)
+    assert len(level) == 16 and all(len(client) == T.LOOP_REQUESTS for client in level)
+    for client in level:
+        first, second, third = client
+        assert second["input_ids"][:len(first["input_ids"])] == first["input_ids"]  # a prefix hit
+        assert T.LOOP_TAIL[0] <= len(second["input_ids"]) - len(first["input_ids"]) <= T.LOOP_TAIL[1]
+        assert third["input_ids"][:8] != second["input_ids"][:8]  # fresh again
+        assert T.LOOP_PROMPT[0] <= len(first["input_ids"]) <= T.LOOP_PROMPT[1]
+    flat = [r for client in level for r in client]
+    assert {r["temperature"] for r in flat} == {0.0, 0.7}
+    assert len({r["max_new_tokens"] for r in flat}) > 8  # clients finish one by one: the batch shrinks step by step
+    assert len({len(r["input_ids"]) for r in flat}) > 16
+    assert T.loop_requests(16, 163840) == level  # seeded
+    # a short context: every request fits with its new tokens
+    for client in T.loop_requests(8, 500, room=60):
+        assert all(len(r["input_ids"]) + r["max_new_tokens"] <= 60 and r["input_ids"] for r in client)
 
 
 def test_an_error_inside_generate_request_is_logged_not_raised(log):
@@ -220,7 +260,7 @@ for name, argv, env in CASES:  # the launches that must not register come first:
             model_config, server_args, context_len, max_req_input_len = SimpleNamespace(vocab_size=128256), sa, 4096, None
             sent = []
             async def generate_request(self, obj, request=None):
-                self.sent.append(len(obj.input_ids))
+                self.sent.append(len(obj.input_ids) if isinstance(obj.input_ids[0], list) else "one")
                 yield {}
         tm = TM()
         asyncio.run(execute_warmups("null", get_serving().warmups.split(","), tm))
@@ -250,8 +290,11 @@ def test_an_eagle3_launch_gains_kimi_eagle3_in_warmups_and_sglangs_registry(laun
     assert on["warmups"] == on["published"] == "kimi_eagle3" and on["registered"]
     assert on["main"][0] == "applied" and "appended to --warmups" in on["main"][1]
     assert on["scheduler"][0] == "applied" and "runs in the HTTP server before it accepts requests" in on["scheduler"][1]
-    # SGLang's execute_warmups, given the published --warmups, runs our coroutine: one request batch per planned batch
-    assert on["executed"] == [b.size for b in T.plan(**on["bounds"])] and on["bounds"]["context_len"] == 4096
+    # SGLang's execute_warmups, given the published --warmups, runs our coroutine: one request batch per planned
+    # batch, then the closed loop's single requests
+    loop = sum(len(client) for c in T.loop_levels(48) for client in T.loop_requests(c, 128256, 4095))
+    assert on["executed"] == [b.size for b in T.plan(**on["bounds"])] + ["one"] * loop
+    assert on["bounds"]["context_len"] == 4096
     assert on["bounds"]["max_running_requests"] == 48  # SGLang's resolved value, not the record's raw None
     assert launches["operator"]["published"] == "voice_chat,kimi_eagle3"
     assert launches["already"]["published"] == "kimi_eagle3,voice_chat"  # never twice

@@ -22,7 +22,9 @@ How: in the main process, for our launches only (EAGLE/EAGLE3 with a draft: laun
   scheduler gets its requests together) with max_new_tokens 8, ignore_eos, so prefill, target verify and
   draft extend run at each size; then the token-count ladder: one request per prompt length that gives the
   target's fused MoE a new (config bucket, token count mod 16) pair (216 lengths, 1-3600 tokens; see MOE_GRID),
-  max_new_tokens 2. The coroutine logs one line and never raises into SGLang (`failed` is a
+  max_new_tokens 2; then a closed loop at c 2-64 (LOOP_LEVELS): c concurrent clients of 3 requests each,
+  fresh and prefix-hit prompts, random lengths and max_new_tokens, greedy and 0.7 side by side, so the running
+  batch shrinks through every size and prefills mix cached and fresh requests. The coroutine logs one line and never raises into SGLang (`failed` is a
   log line; serving goes on, compiling on first use as before). Prefill/decode disaggregation: skipped
   (its bootstrap pairing is not faked here). SGLang's Engine API has no HTTP server and runs no
   --warmups: there this warm-up does not run.
@@ -40,6 +42,7 @@ Remove when: SGLang warms its extend-attention variants (and the speculative ext
 
 from __future__ import annotations
 
+import asyncio
 import random
 import time
 from dataclasses import dataclass
@@ -78,6 +81,48 @@ REUSES = ("extend", "shared")
 # prefill can reach covers every int argument affine in M for every grid entry: 216 prompts, 176K tokens at most.
 MOE_GRID = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 256, 512, 1024, 1536, 2048, 3072, 4096)
 LADDER_NEW_TOKENS = 2  # the prefill (and the draft extend after it) is what the ladder is for
+
+
+# The closed loop, last: at each level c, c clients each send LOOP_REQUESTS requests one after another (fresh
+# prompts of random lengths, then the previous prompt plus a new tail: a prefix hit), with random max_new_tokens and
+# greedy / 0.7 clients side by side. Requests then arrive while others decode and finish one by one, so the running
+# batch passes through every size below c and prefills mix cached and fresh requests, as served traffic does and
+# the batches above (sent together, finishing together) do not. On the H200 (2026-12-02), after the batches and the
+# ladder, the first pass at c 4 and c 16 still compiled `write_req_to_token_pool_triton`, `_small_copy_kernel`
+# (0.2 s each) and `assign_req_to_token_pool` (0.1 s; its `bs_upper` is the batch size's next power of two).
+LOOP_LEVELS = (2, 4, 8, 16, 32, 64)
+LOOP_REQUESTS = 3
+LOOP_PROMPT = (8, 300)  # fresh prompt lengths, inclusive
+LOOP_TAIL = (1, 40)  # new ids after a reused prompt
+LOOP_NEW_TOKENS = (2, 24)
+
+
+def loop_levels(max_running_requests: int | None = None) -> list[int]:
+    """The closed loop's concurrency levels: LOOP_LEVELS up to min(64, --max-running-requests), and that bound."""
+    cap = MAX_BS if not max_running_requests or max_running_requests < 1 else min(MAX_BS, max_running_requests)
+    return sorted({c for c in LOOP_LEVELS if c <= cap} | ({cap} if cap > 1 else set()))
+
+
+def loop_requests(c: int, vocab_size: int, room: int | None = None) -> list[list[dict]]:
+    """Level c's requests, per client in order: {"input_ids", "max_new_tokens", "temperature"} (pure, seeded)."""
+    lo = FIRST_ID if vocab_size > FIRST_ID else 0
+    top = LOOP_PROMPT[1] if room is None else max(1, min(LOOP_PROMPT[1], room - LOOP_TAIL[1]))
+    out = []
+    for w in range(c):
+        rng = random.Random(f"{SEED}-loop-{c}-{w}")
+        mine, prev = [], None
+        for j in range(LOOP_REQUESTS):
+            if prev is not None and j % 2:
+                ids = prev + [rng.randrange(lo, vocab_size) for _ in range(rng.randint(*LOOP_TAIL))]
+            else:
+                ids = [rng.randrange(lo, vocab_size) for _ in range(rng.randint(min(LOOP_PROMPT[0], top), top))]
+            new = rng.randint(*LOOP_NEW_TOKENS)
+            if room is not None:
+                ids, new = ids[:max(1, room - new)], min(new, max(1, room - 1))
+            mine.append({"input_ids": ids, "max_new_tokens": new, "temperature": TEMPERATURES[w % len(TEMPERATURES)]})
+            prev = ids
+        out.append(mine)
+    return out
 
 
 def moe_bucket(m: int) -> int:
@@ -198,15 +243,33 @@ async def kimi_eagle3(disaggregation_mode: str, tokenizer_manager) -> None:
             async for _ in tokenizer_manager.generate_request(req, None):
                 pass
             done += 1
+        bounds = _bounds(tokenizer_manager)
+        ctx = bounds["context_len"]
+        room = None if not ctx else ctx - 1
+        levels = loop_levels(bounds["max_running_requests"])
+
+        async def client(reqs):
+            for r in reqs:
+                req = GenerateReqInput(input_ids=r["input_ids"],
+                                       sampling_params={"max_new_tokens": r["max_new_tokens"], "top_p": 1.0,
+                                                        "temperature": r["temperature"], "ignore_eos": True})
+                async for _ in tokenizer_manager.generate_request(req, None):
+                    pass
+
+        for c in levels:
+            per_client = loop_requests(c, vocab, room)
+            sent += sum(map(len, per_client))
+            await asyncio.gather(*(client(reqs) for reqs in per_client))
     except Exception as exc:  # SGLang would stop the server's start-up: serving must go on
         log.warning("traffic warm-up (failed): %s: %s after %d batches (%d requests sent) in %.1f s; serving goes "
                     "on, compiling on first use", type(exc).__name__, exc, done, sent, time.perf_counter() - t0)
         return
     ladder = [b.prompt_len for b in batches if b.reuse == "ladder"]
     log.info("traffic warm-up (applied): %d batches, %d requests in %.1f s (sizes %s, temperatures %s, prefix-cache "
-             "hits at every size, %d single prompts of %s tokens: every MoE config bucket x token count mod 16)",
-             done, sent, time.perf_counter() - t0, sorted({b.size for b in batches}), list(TEMPERATURES), len(ladder),
-             f"{ladder[0]}-{ladder[-1]}" if ladder else "no")
+             "hits at every size, %d single prompts of %s tokens: every MoE config bucket x token count mod 16; "
+             "closed loop at c %s)", done, sent, time.perf_counter() - t0, sorted({b.size for b in batches}),
+             list(TEMPERATURES), len(ladder), f"{ladder[0]}-{ladder[-1]}" if ladder else "no",
+             ",".join(map(str, levels)) or "none")
 
 
 # ---- the launch step's part and the status row ----------------------------------------------------------
