@@ -31,7 +31,7 @@ def test_schedule_cold_pairs_then_alternating_rounds():
     steady = [u for u in units if u.phase == "steady"]
     assert units.index(steady[0]) == len(cold)  # every cold pass (both temperatures) before any round
     level = [u.server for u in steady if u.temperature == 0.0 and u.concurrency == 4]
-    assert level == ["A", "B", "C"] * 3
+    assert level == ["A", "B", "C", "B", "C", "A", "C", "A", "B"]  # each round starts one server later
     assert [u.index for u in steady if u.temperature == 0.0 and u.concurrency == 4] == [1, 1, 1, 2, 2, 2, 3, 3, 3]
     assert len({u.key for u in units}) == len(units)
     assert all(u.phase == "steady" for u in e2e.schedule(["A", "B"], opts, cold=False))
@@ -177,7 +177,7 @@ def test_round_length_fits_the_deadline_and_steady_servers_limit_the_rounds():
     opts = {"temperatures": [0.0], "concurrency": [1], "rounds": 2, "steady_servers": ["plain", "auto"]}
     units = e2e.schedule(["plain", "auto", "auto-cold"], opts)
     assert {u.server for u in units if u.phase == "cold"} == {"plain", "auto", "auto-cold"}
-    assert [u.server for u in units if u.phase == "steady"] == ["plain", "auto"] * 2
+    assert [u.server for u in units if u.phase == "steady"] == ["plain", "auto", "auto", "plain"]  # rotated
 
 
 def test_a_server_that_dies_at_start_is_dropped_and_the_others_are_measured(tmp_path):
