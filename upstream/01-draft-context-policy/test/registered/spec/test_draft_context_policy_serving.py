@@ -21,7 +21,7 @@ import urllib.request
 
 from sglang.test.ci.ci_register import register_cuda_ci
 
-register_cuda_ci(est_time=300, stage="base-b", runner_config="1-gpu-small")
+register_cuda_ci(est_time=420, stage="base-b", runner_config="1-gpu-small")
 
 try:
     import torch
