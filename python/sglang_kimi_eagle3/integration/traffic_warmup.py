@@ -24,9 +24,9 @@ How: in the main process, for our launches only (EAGLE/EAGLE3 with a draft: laun
   target's fused MoE a new (config bucket, token count mod 16) pair (216 lengths, 1-3600 tokens; see MOE_GRID),
   max_new_tokens 2; then a closed loop at c 2-64 (LOOP_LEVELS): c concurrent clients of 3 requests each,
   fresh and prefix-hit prompts, random lengths and max_new_tokens, greedy and 0.7 side by side, so the running
-  batch shrinks through every size and prefills mix cached and fresh requests. The coroutine logs one line and never raises into SGLang (`failed` is a
-  log line; serving goes on, compiling on first use as before). Prefill/decode disaggregation: skipped
-  (its bootstrap pairing is not faked here). SGLang's Engine API has no HTTP server and runs no
+  batch shrinks through every size and prefills mix cached and fresh requests. The coroutine logs one line
+  and never raises into SGLang (`failed` is a log line; serving goes on, compiling on first use as before).
+  Prefill/decode disaggregation: skipped (its bootstrap pairing is not faked here). SGLang's Engine API has no HTTP server and runs no
   --warmups: there this warm-up does not run.
   Compiles during the warm-up happen after the schedulers' `mark_serving_started()`, so SGLang logs them
   ("... took 1.33 s to compile after serving started") and serving_compiles counts them: the status row
