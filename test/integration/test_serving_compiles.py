@@ -108,3 +108,61 @@ def test_publish_says_what_it_does_where_triton_has_no_listener(clean, monkeypat
     monkeypatch.setattr(knobs, "compilation", object())
     sc.on_publish()
     assert hookstatus.get(sc.NAME).state == "skipped" and "no compilation listener" in hookstatus.get(sc.NAME).detail
+
+
+def test_compiles_after_the_warm_up_marker_are_counted_apart_and_a_stale_marker_is_ignored(clean, tmp_path,
+                                                                                           monkeypatch):
+    """The warm-up (kimi_eagle3) compiles after serving started too: on the H200 (run 9) 80 of them, all before the
+    server listened. Its end marker splits the count; a marker older than this scheduler is a previous launch's."""
+    import os
+    import time
+
+    from sglang_kimi_eagle3.integration import runtime_status
+
+    monkeypatch.setenv("SGLANG_KIMI_EAGLE3_STATUS_DIR", str(tmp_path))
+    stale = sc.mark_path(30111)
+    stale.write_text("{}")
+    os.utime(stale, (time.time() - 3600, time.time() - 3600))  # a previous launch on the same port
+    monkeypatch.setattr(runtime_status, "_ON_TICK", [])
+    monkeypatch.setattr(runtime_status, "_ON_PUBLISH", [])
+    sc.install()  # the plugin's install: the listener at publish, the marker poll in the status writer
+    assert runtime_status._ON_PUBLISH == [sc.on_publish] and runtime_status._ON_TICK == [sc.tick]
+    watch._serving_started = True
+    assert sc.start(30111) is None
+    knobs.compilation.listener(**_compile_event(0.5))  # during the warm-up
+    sc.tick()
+    assert not sc.warmup_ended() and not sc.AFTER
+    row = hookstatus.get(sc.NAME)
+    assert row.detail.endswith("; the kimi_eagle3 warm-up has not ended (or does not run in this launch)")
+    before = hookstatus.calls()
+    sc.mark_warmup_done(30111, "applied: 3 batches")  # what traffic_warmup's coroutine does at its end
+    assert sc.mark_path(30111).name == "warmup-port30111.json"
+    sc.tick()  # the status writer's poll: the row says so and the file is rewritten
+    assert hookstatus.calls() == before + 1
+    assert hookstatus.get(sc.NAME).detail.endswith("; after the kimi_eagle3 warm-up ended: 0 (0.0 s)")
+    sc.tick()
+    assert hookstatus.calls() == before + 1  # once
+    knobs.compilation.listener(**_compile_event(0.25))
+    assert sc.COMPILES["_fwd_kernel"] == 2 and sc.AFTER["_fwd_kernel"] == 1
+    detail = hookstatus.get(sc.NAME).detail
+    assert detail.startswith("2 uncached Triton compiles after serving started (0.8 s)")
+    assert detail.endswith("; after the kimi_eagle3 warm-up ended: 1 (0.2 s): _fwd_kernel x1 (0.2 s)"), detail
+
+
+def test_without_a_port_nothing_is_split_and_a_broken_tick_leaves_the_writer(clean, monkeypatch, caplog):
+    from sglang_kimi_eagle3.integration import runtime_status
+
+    watch._serving_started = True
+    assert sc.start() is None
+    knobs.compilation.listener(**_compile_event(0.5))
+    assert not sc.warmup_ended() and not sc.AFTER
+
+    def broken():
+        raise OSError("the status folder went away")
+
+    monkeypatch.setattr(runtime_status, "_ON_TICK", [broken, sc.tick])
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        runtime_status._run_ticks()
+        runtime_status._run_ticks()
+    assert runtime_status._ON_TICK == [sc.tick]  # dropped once, the others kept
+    assert caplog.text.count("dropped after OSError: the status folder went away") == 1

@@ -266,6 +266,9 @@ for name, argv, env in CASES:  # the launches that must not register come first:
         asyncio.run(execute_warmups("null", get_serving().warmups.split(","), tm))
         out[name]["executed"] = tm.sent
         out[name]["bounds"] = T._bounds(tm)
+        from sglang_kimi_eagle3.integration import serving_compiles as SC
+        mark = SC.mark_path(sa.port)
+        out[name]["marker"] = [mark.name, json.loads(mark.read_text())] if mark.exists() else None
     for k in env:
         os.environ.pop(k)
 print(json.dumps(out))
@@ -273,7 +276,7 @@ print(json.dumps(out))
 
 
 @pytest.fixture(scope="module")
-def launches():
+def launches(tmp_path_factory):
     eagle3 = llama_eagle3_argv(31991)
     plain = ["--model-path", str(LLAMA_8B), "--device", "cuda", "--port", "31992"]
     cases = [("plain", plain, {}), ("plain_with_names", plain + ["--warmups", "voice_chat"], {}),
@@ -281,7 +284,9 @@ def launches():
              ("workers", eagle3 + ["--tokenizer-worker-num", "2"], {}),
              ("on", eagle3, {}), ("operator", eagle3 + ["--warmups", "voice_chat"], {}),
              ("already", eagle3 + ["--warmups", "kimi_eagle3,voice_chat"], {})]
-    return run_json(f"CASES = {cases!r}\n" + CODE, timeout=600, HF_HUB_OFFLINE="1")
+    status = tmp_path_factory.mktemp("status")
+    return run_json(f"CASES = {cases!r}\n" + CODE, timeout=600, HF_HUB_OFFLINE="1",
+                    SGLANG_KIMI_EAGLE3_STATUS_DIR=str(status))
 
 
 @pytest.mark.slow
@@ -295,6 +300,9 @@ def test_an_eagle3_launch_gains_kimi_eagle3_in_warmups_and_sglangs_registry(laun
     loop = sum(len(client) for c in T.loop_levels(48) for client in T.loop_requests(c, 128256, 4095))
     assert on["executed"] == [b.size for b in T.plan(**on["bounds"])] + ["one"] * loop
     assert on["bounds"]["context_len"] == 4096
+    # at its end the warm-up leaves the marker the schedulers' serving_compiles row splits its count at
+    name, mark = on["marker"]
+    assert name == "warmup-port31991.json" and mark["detail"].startswith("applied: ") and mark["ended"] > 0
     assert on["bounds"]["max_running_requests"] == 48  # SGLang's resolved value, not the record's raw None
     assert launches["operator"]["published"] == "voice_chat,kimi_eagle3"
     assert launches["already"]["published"] == "kimi_eagle3,voice_chat"  # never twice

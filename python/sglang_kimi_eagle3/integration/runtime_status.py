@@ -46,6 +46,7 @@ FLUSH_S = 2.0
 CALL_SITES: dict[str, list[str]] = {}
 _OURS_FN: dict = {}  # hook -> our function at its sites, where it is not the one queued with the registry
 _ON_PUBLISH: list = []  # callables run in each scheduler after capture, before the table is read
+_ON_TICK: list = []  # callables the lead scheduler's status writer runs every FLUSH_S seconds
 _STATE = {"path": None, "written": -1, "writer": None}
 
 
@@ -68,6 +69,24 @@ def on_publish(fn) -> None:
         _ON_PUBLISH.append(fn)
 
 
+def on_tick(fn) -> None:
+    """Run `fn()` in the lead scheduler's status writer every FLUSH_S seconds, before it looks for new counts
+    (a poll for something outside the process: serving_compiles' warm-up marker). Idempotent; fn never raises
+    into the writer (its errors are logged once and it is dropped)."""
+    if fn not in _ON_TICK:
+        _ON_TICK.append(fn)
+
+
+def _run_ticks() -> None:
+    for fn in list(_ON_TICK):
+        try:
+            fn()
+        except Exception as exc:
+            _ON_TICK.remove(fn)
+            logger().warning("status writer: %s dropped after %s: %s", getattr(fn, "__qualname__", fn),
+                             type(exc).__name__, exc)
+
+
 def _keep_fresh() -> None:
     """The lead scheduler's status writer: rewrite the file when calls were counted since the last write.
     Ends when it is no longer the registered writer (tests replace _STATE) or the file cannot be written."""
@@ -76,6 +95,7 @@ def _keep_fresh() -> None:
         time.sleep(FLUSH_S)
         if _STATE.get("writer") is not me:
             return
+        _run_ticks()
         n = hookstatus.calls()
         if n == _STATE["written"]:
             continue

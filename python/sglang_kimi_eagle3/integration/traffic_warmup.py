@@ -263,13 +263,24 @@ async def kimi_eagle3(disaggregation_mode: str, tokenizer_manager) -> None:
     except Exception as exc:  # SGLang would stop the server's start-up: serving must go on
         log.warning("traffic warm-up (failed): %s: %s after %d batches (%d requests sent) in %.1f s; serving goes "
                     "on, compiling on first use", type(exc).__name__, exc, done, sent, time.perf_counter() - t0)
+        _mark_done(tokenizer_manager, f"failed after {done} batches")
         return
+    _mark_done(tokenizer_manager, f"applied: {done} batches, {sent} requests")
     ladder = [b.prompt_len for b in batches if b.reuse == "ladder"]
     log.info("traffic warm-up (applied): %d batches, %d requests in %.1f s (sizes %s, temperatures %s, prefix-cache "
              "hits at every size, %d single prompts of %s tokens: every MoE config bucket x token count mod 16; "
              "closed loop at c %s)", done, sent, time.perf_counter() - t0, sorted({b.size for b in batches}),
              list(TEMPERATURES), len(ladder), f"{ladder[0]}-{ladder[-1]}" if ladder else "no",
              ",".join(map(str, levels)) or "none")
+
+
+def _mark_done(tokenizer_manager, detail: str) -> None:
+    """The marker the schedulers' serving_compiles row splits its count at (compiles after the warm-up)."""
+    from . import serving_compiles
+
+    port = getattr(getattr(tokenizer_manager, "server_args", None), "port", None)
+    if port is not None:
+        serving_compiles.mark_warmup_done(port, detail)
 
 
 # ---- the launch step's part and the status row ----------------------------------------------------------
