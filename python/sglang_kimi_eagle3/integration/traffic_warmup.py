@@ -233,7 +233,8 @@ async def kimi_eagle3(disaggregation_mode: str, tokenizer_manager) -> None:
         from sglang.srt.managers.io_struct import GenerateReqInput
 
         vocab = int(tokenizer_manager.model_config.vocab_size)
-        batches = plan(**_bounds(tokenizer_manager))
+        bounds = _bounds(tokenizer_manager)
+        batches = plan(**bounds)
         rng, last = random.Random(SEED), {}
         for b in batches:
             req = GenerateReqInput(input_ids=prompts(b, vocab, rng, last),
@@ -243,7 +244,6 @@ async def kimi_eagle3(disaggregation_mode: str, tokenizer_manager) -> None:
             async for _ in tokenizer_manager.generate_request(req, None):
                 pass
             done += 1
-        bounds = _bounds(tokenizer_manager)
         ctx = bounds["context_len"]
         room = None if not ctx else ctx - 1
         levels = loop_levels(bounds["max_running_requests"])
