@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 from collections import Counter
@@ -129,6 +130,40 @@ def _after() -> str:
     return f"; after the kimi_eagle3 warm-up ended: {m} ({s:.1f} s){which}"
 
 
+def variant(src) -> str:
+    """What made this compile a new variant, from Triton's specialization (never raises): the pointer / int arguments
+    Triton did NOT find divisible by 16 (`not16`: an unaligned pointer, a count that is not a multiple of 16), those it
+    did (`div16`), and the constexprs with the ints it folded (== 1). Two compiles of one kernel differ here. Tuple
+    arguments are named per element (`sources[1]`)."""
+    try:
+        sig = dict(getattr(src, "signature", None) or {})
+        names = list(sig)
+
+        def label(path):
+            return names[path[0]] + "".join(f"[{i}]" for i in path[1:])
+
+        leaves = []  # (path, type) of every non-constexpr scalar / pointer argument, tuple elements one by one
+
+        def walk(path, t):
+            if isinstance(t, (tuple, list)):
+                for i, e in enumerate(t):
+                    walk((*path, i), e)
+            elif str(t) != "constexpr" and re.match(r"^(\*|[iu]\d)", str(t)):
+                leaves.append(path)
+
+        for i, n in enumerate(names):
+            walk((i,), sig[n])
+        div = {tuple(k) for k, v in (getattr(src, "attrs", None) or {}).items() if "tt.divisibility" in str(v)}
+        const = {tuple(k): v for k, v in (getattr(src, "constants", None) or {}).items()}
+        not16 = [label(p) for p in leaves if p not in div and p not in const]
+        short = ",".join(f"{label(k)}={v if isinstance(v, (bool, int, float)) else str(v)[:24]}"
+                         for k, v in const.items())
+        return (f"not16 {','.join(not16) or '-'}; div16 {','.join(label(p) for p in sorted(div)) or '-'}; "
+                f"const {short or '-'}")[:400]
+    except Exception as exc:  # a log detail: never in the way of a compile
+        return f"variant unknown ({type(exc).__name__})"
+
+
 def listener(*, src, metadata, metadata_group, times, cache_hit, **kw) -> None:
     """triton.knobs.compilation.listener: the previous listener first (its errors are its own), then ours."""
     prev = _STATE["prev"]
@@ -151,7 +186,8 @@ def listener(*, src, metadata, metadata_group, times, cache_hit, **kw) -> None:
                     # one line per compile, short ones too (SGLang logs only >= 1 s): its time in the server log
                     # places it against the traffic (on the H200, 2026-12-01, 70 of them came after serving started,
                     # 30 fused_moe_kernel variants of ~0.5 s each among them, none in SGLang's log)
-                    logger().info("serving-time Triton compile: %s took %.2f s (uncached)", name, secs)
+                    logger().info("serving-time Triton compile: %s took %.2f s (uncached) [%s]", name, secs,
+                                  variant(src))
                 hookstatus.record(NAME, TARGET, "applied", summary())
                 hookstatus.bump()  # the status writer rewrites the file
         except Exception as exc:  # never break a compile for a count
