@@ -29,12 +29,11 @@ def test_embedded_default_says_so_first_and_reports_the_context_decision_without
     assert "Kernel launch table for this GPU: SGLANG_KIMI_EAGLE3_KERNELS=auto; bundled sm120.draft_head.json " \
            "(compile-verified only" in " ".join(cp.stdout.split())
     # the same hook states as `status` (which binds the draft worker's lazy top-k the same way); under auto the
-    # draft-head hooks install only where the table in effect on this machine's GPU lists a win: the H200's does,
-    # and without a GPU there is none (test/integration/test_auto_gate.py)
-    import torch
-
-    on_h200 = torch.cuda.is_available() and torch.cuda.get_device_name() == "NVIDIA H200"
-    assert f"draft_worker_topk={'applied' if on_h200 else 'skipped'}" in "".join(cp.stdout.split()), cp.stdout
+    # draft-head hooks install only where the table in effect on this machine's GPU lists a win: none without a GPU,
+    # and none on the H200 either (its bundled draft-head table keeps its GPU-time wins as `graph_wins` only, since
+    # they lost end to end; the H200 suite of 2026-12-02 caught this test still expecting `applied` there).
+    # test/integration/test_auto_gate.py has the per-device cases.
+    assert "draft_worker_topk=skipped" in "".join(cp.stdout.split()), cp.stdout
     assert "Traceback" not in cp.stderr
 
 
