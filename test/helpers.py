@@ -88,3 +88,20 @@ def edited_copy(src: Path, dst_dir: Path, **changes) -> Path:
     dst_dir.mkdir(parents=True, exist_ok=True)
     (dst_dir / "config.json").write_text(json.dumps(data, indent=1))
     return dst_dir
+
+
+def triton_source(kernel, *args):
+    """The ASTSource `triton.compile` gets for a launch of `kernel` with these arguments: Triton's own binder and
+    argument packing for the H200's target (sm_90), on CPU tensors (only their data pointers, dtypes and ints
+    matter to the specialization). Under TRITON_INTERPRET=1 (the CPU run) the same function as a JITFunction."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource, make_backend
+    from triton.runtime.jit import create_function_from_signature
+
+    if not hasattr(kernel, "signature"):
+        kernel = triton.runtime.jit.JITFunction(kernel.fn, **kernel.kwargs)
+    backend = make_backend(GPUTarget("cuda", 90, 32))
+    bound, spec, opts = create_function_from_signature(kernel.signature, kernel.params, backend)(*args)
+    _, signature, constexprs, attrs = kernel._pack_args(backend, {}, bound, spec, opts)
+    return ASTSource(kernel, signature, constexprs, attrs)

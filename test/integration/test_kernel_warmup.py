@@ -8,7 +8,7 @@ import json
 import pytest
 import torch
 
-from helpers import LLAMA_8B, llama_eagle3_argv, run_json
+from helpers import LLAMA_8B, llama_eagle3_argv, run_json, triton_source
 from kernel_device import ON_GPU, device
 from sglang_kimi_eagle3.ops import arch, tables
 from sglang_kimi_eagle3.ops import warmup as W
@@ -239,6 +239,30 @@ def test_an_outgrown_counter_buffer_stays_alive_for_graphs_captured_before():
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="compiles for a CUDA GPU (the H200 suite run)")
+# what the H200 compiled of SGLang's assign_req_to_token_pool in run 10 (2026-12-02, the serving_compiles log lines of
+# one server: 13 in its traffic warm-up, the 14th, (16, not16), in the first pass at c 16), --max-running-requests 64
+def _h200_line(bs_upper, aligned):
+    args = "req_pool_indices,req_to_token,start_offset,end_offset"
+    return (f"not16 -; div16 {args},out_cache_loc; " if aligned else f"not16 out_cache_loc; div16 {args}; ") + \
+        f"const pool_len=8200,bs_upper={bs_upper}"
+
+
+def test_the_token_pool_warm_up_compiles_the_variants_the_h200_compiled_on_first_traffic():
+    """The arguments the warm-up compiles SGLang's assign_req_to_token_pool with, through Triton's own binder: exactly
+    the 14 specializations a decode batch of 1..64 reaches (next power of two x free-list alignment)."""
+    allocation = pytest.importorskip("sglang.srt.mem_cache.allocation")
+    from sglang_kimi_eagle3.integration import kernel_warmup as kw
+    from sglang_kimi_eagle3.integration.serving_compiles import variant
+
+    assert kw.token_pool_variants(64) == [(u, a) for u in (1, 2, 4, 8, 16, 32, 64) for a in (True, False)]
+    assert kw.token_pool_variants(1) == [(1, True), (1, False)] and len(kw.token_pool_variants(65)) == 16
+    table = torch.zeros(3, 8200, dtype=torch.int32)  # the H200 run's pool rows: context 8192 + 8
+    got = {variant(triton_source(allocation.assign_req_to_token_pool, *kw.token_pool_args(torch, table, u, a, "cpu")))
+           for u, a in kw.token_pool_variants(64)}
+    assert got == {_h200_line(u, a) for u in (1, 2, 4, 8, 16, 32, 64) for a in (True, False)}, sorted(got)
+    assert kw.warm_token_pool(table, 64, torch.device("cpu")) == 0  # compiles on CUDA only
+
+
 def test_on_the_gpu_a_second_pass_compiles_nothing_and_sglangs_jit_modules_build(monkeypatch):
     """What the scheduler's warm-up buys: after one pass over the plan, the same launches compile nothing."""
     monkeypatch.setenv("SGLANG_KIMI_EAGLE3_KERNELS", "ours")
@@ -253,3 +277,18 @@ def test_on_the_gpu_a_second_pass_compiles_nothing_and_sglangs_jit_modules_build
     from sglang_kimi_eagle3.integration.kernel_warmup import warm_sglang
 
     assert len(warm_sglang(s, dev)) == 2
+    # SGLang's assign_req_to_token_pool: after the warm-up, SGLang's own call at a batch of 5 with an unaligned
+    # out_cache_loc (a free-list slice at an odd element) finds its variant compiled
+    from sglang.srt.mem_cache.allocation import assign_req_to_token_pool, assign_req_to_token_pool_func
+
+    from sglang_kimi_eagle3.integration.kernel_warmup import warm_token_pool
+
+    table = torch.zeros(8, 8200, dtype=torch.int32, device=dev)
+    assert warm_token_pool(table, 8, dev) == 8
+    cache = assign_req_to_token_pool.device_caches[dev.index][0]
+    before = len(cache)
+    lens = torch.arange(5, dtype=torch.int32, device=dev)
+    free = torch.arange(1, 40, dtype=torch.int64, device=dev)
+    assign_req_to_token_pool_func(torch.arange(5, device=dev), table, lens, lens + 1, free[1:6], 5)
+    torch.cuda.synchronize(dev)
+    assert len(cache) == before, "SGLang's own launch compiled a variant the warm-up did not"

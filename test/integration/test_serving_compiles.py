@@ -15,6 +15,7 @@ import triton.knobs as knobs
 import triton.language as tl
 from triton.compiler import ASTSource
 
+from helpers import triton_source
 from sglang_kimi_eagle3 import hookstatus
 from sglang_kimi_eagle3.base import logger
 from sglang_kimi_eagle3.integration import serving_compiles as sc
@@ -77,21 +78,6 @@ def test_counts_after_serving_started_and_keeps_sglangs_listener_installed_after
     assert hookstatus.calls() == before + 3  # each event has the status file rewritten
 
 
-def _real_source(kernel, *args):
-    """The ASTSource `triton.compile` gets for these arguments: Triton's own binder and argument packing (the H200's
-    target), on CPU tensors (only their data pointers and ints matter to the specialization)."""
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import make_backend
-    from triton.runtime.jit import create_function_from_signature
-
-    if not hasattr(kernel, "signature"):  # TRITON_INTERPRET=1 (the CPU run): the same function as a JITFunction
-        kernel = triton.runtime.jit.JITFunction(kernel.fn, **kernel.kwargs)
-    backend = make_backend(GPUTarget("cuda", 90, 32))
-    bound, spec, opts = create_function_from_signature(kernel.signature, kernel.params, backend)(*args)
-    _, signature, constexprs, attrs = kernel._pack_args(backend, {}, bound, spec, opts)
-    return ASTSource(kernel, signature, constexprs, attrs)
-
-
 def test_the_log_line_names_the_argument_that_made_a_new_variant(clean, caplog):
     """SGLang's `write_req_to_token_pool_triton` (one of the three small kernels the first traffic at c 4 / 16 still
     compiled on the H200, run 9): an int64 `out_cache_loc` sliced from the allocator's free list at an odd offset is
@@ -102,20 +88,20 @@ def test_the_log_line_names_the_argument_that_made_a_new_variant(clean, caplog):
     small = pytest.importorskip("sglang.kernels.ops.memory.small_copy")
     a, table = torch.arange(64, dtype=torch.int64), torch.zeros(4, 4096, dtype=torch.int32)
     w = common.write_req_to_token_pool_triton
-    aligned = sc.variant(_real_source(w, table, a[:2], a[2:4], a[4:6], a[6:8], a[8:10], a[10:20], 4096))
-    odd = sc.variant(_real_source(w, table, a[:2], a[2:4], a[4:6], a[6:8], a[8:10], a[11:20], 4096))
+    aligned = sc.variant(triton_source(w, table, a[:2], a[2:4], a[4:6], a[6:8], a[8:10], a[10:20], 4096))
+    odd = sc.variant(triton_source(w, table, a[:2], a[2:4], a[4:6], a[6:8], a[8:10], a[11:20], 4096))
     assert aligned.startswith("not16 -; div16 req_to_token_ptr,req_pool_indices,prefix_tensors,pre_lens,seq_lens,"
                               "extend_lens,out_cache_loc; const req_to_token_ptr_stride=4096"), aligned
     assert odd.startswith("not16 out_cache_loc; div16 req_to_token_ptr,req_pool_indices,prefix_tensors,pre_lens,"
                           "seq_lens,extend_lens; "), odd
-    copy = sc.variant(_real_source(small._small_copy_kernel, (a[:4], a[1:5]), (a[8:12], a[20:24]), (4, 4), (4, 4),
+    copy = sc.variant(triton_source(small._small_copy_kernel, (a[:4], a[1:5]), (a[8:12], a[20:24]), (4, 4), (4, 4),
                                    ((0, 1), (0, 1)), ((0, 1), (0, 1)), (64, 64), 256))
     assert copy.startswith("not16 sources[1],sizes[0],sizes[1],cols[0],cols[1]; div16 sources[0],destinations[0],"
                            "destinations[1],"), copy
     watch._serving_started = True
     sc.start()
     event = _compile_event(0.2)
-    event["src"] = _real_source(w, table, a[:2], a[2:4], a[4:6], a[6:8], a[8:10], a[11:20], 4096)
+    event["src"] = triton_source(w, table, a[:2], a[2:4], a[4:6], a[6:8], a[8:10], a[11:20], 4096)
     with caplog.at_level(logging.INFO, logger=LOGGER):
         knobs.compilation.listener(**event)
     assert f"write_req_to_token_pool_triton took 0.20 s (uncached) [{odd}]" in caplog.text

@@ -17,9 +17,11 @@ How: read the launch's shapes from the worker (batch bound, N, topk, steps, targ
   rank's draft lm_head shard and its output form), `ops.warmup.plan` the variants the kernel switch gives
   to our kernels at those shapes (only for kernel hooks installed here), launch each once on dummy inputs
   on this scheduler's GPU, then call SGLang's two JIT-module kernels once on a valid one-request tree
-  (the unwrapped originals: no hook counts them). Each scheduler does it on its own GPU (TP ranks
-  compile in their own processes; the Triton disk cache makes a restart cheap). The row says how long
-  it took and how many variants; `failed` never stops the launch (serving then compiles on first use).
+  (the unwrapped originals: no hook counts them), and compile every variant of SGLang's per-decode-step
+  Triton kernel `assign_req_to_token_pool` (token_pool_variants: batch bound x free-list alignment). Each
+  scheduler does it on its own GPU (TP ranks compile in their own processes; the Triton disk cache makes a
+  restart cheap). The row says how long it took and how many variants; `failed` never stops the launch
+  (serving then compiles on first use).
   SGLang's model forward outside its CUDA graphs (batches above --cuda-graph-max-bs-decode, every
   prefill when prefill graphs are off) also compiles per new shape (Triton attention, fused MoE): that
   is SGLang's, not warmed here; the row names the eager range and the flag that closes it.
@@ -170,6 +172,43 @@ def warm_sglang(shapes, device) -> list[str]:
     return done
 
 
+def token_pool_variants(max_bs: int) -> list[tuple[int, bool]]:
+    """(bs_upper, out_cache_loc 16-byte aligned) of every variant of SGLang's `assign_req_to_token_pool` Triton kernel a
+    speculative decode batch of 1..max_bs can launch (pure). sglang 0.5.23's alloc_for_spec_decode
+    (mem_cache/allocation.py) launches it at every decode step with `bs_upper` = the batch size's next power of two
+    (a constexpr) and `out_cache_loc` a slice of the token allocator's free list, which starts at an odd int64
+    element after an odd-sized allocation: Triton then finds it not divisible by 16, another variant. On the H200
+    (2026-12-02) 13 of these 14 compiled during the traffic warm-up and the 14th (16, unaligned) in the first pass at
+    c 16, 0.08 s of it."""
+    ups = sorted({1 << (b - 1).bit_length() for b in range(1, max(1, max_bs) + 1)})
+    return [(u, aligned) for u in ups for aligned in (True, False)]
+
+
+def token_pool_args(torch, req_to_token, bs_upper: int, aligned: bool, device):
+    """Arguments of one `assign_req_to_token_pool` variant, dtypes as SGLang passes them (req_pool_indices int64, the
+    kv lengths int32, out_cache_loc int64, the pool's own req_to_token: its row length is the `pool_len` constexpr)."""
+    loc = torch.zeros(bs_upper + 1, dtype=torch.int64, device=device)
+    lens = torch.zeros(bs_upper, dtype=torch.int32, device=device)
+    return (torch.zeros(bs_upper, dtype=torch.int64, device=device), req_to_token, lens, torch.zeros_like(lens),
+            loc[:-1] if aligned else loc[1:], int(req_to_token.shape[1]), bs_upper)
+
+
+def warm_token_pool(req_to_token, max_bs: int, device) -> int:
+    """Compile (Triton's `warmup`: nothing launched, nothing written) every token_pool_variants entry; returns how
+    many. Only on CUDA."""
+    import torch
+
+    if device.type != "cuda" or req_to_token is None:
+        return 0
+    from sglang.srt.mem_cache.allocation import assign_req_to_token_pool
+
+    done = 0
+    for bs_upper, aligned in token_pool_variants(max_bs):
+        assign_req_to_token_pool.warmup(*token_pool_args(torch, req_to_token, bs_upper, aligned, device), grid=(1,))
+        done += 1
+    return done
+
+
 # ---- the hook ---------------------------------------------------------------------------------------
 
 
@@ -198,6 +237,15 @@ def warm(worker) -> dict:
             sglang = warm_sglang(shapes, device)
         except Exception as exc:
             sglang_error = f"SGLang's JIT modules: {type(exc).__name__}: {exc}"[:300]
+    if not res.error:  # SGLang's per-decode-step Triton kernel; a failure here is a note, not a failed warm-up
+        try:
+            pool = getattr(getattr(getattr(worker, "_target_worker", None), "model_runner", None), "req_to_token_pool",
+                           None)
+            n = warm_token_pool(getattr(pool, "req_to_token", None), shapes.max_bs, device)
+            if n:
+                sglang.append(f"assign_req_to_token_pool ({n} variants)")
+        except Exception as exc:
+            notes.append(f"SGLang's assign_req_to_token_pool not warmed ({type(exc).__name__}: {exc})"[:300])
     if device.type == "cuda":
         torch.cuda.empty_cache()
     out = {"seconds": time.perf_counter() - t0, "mode": mode, "shapes": {k: getattr(shapes, k) for k in shapes.__slots__},
