@@ -238,7 +238,6 @@ def test_an_outgrown_counter_buffer_stays_alive_for_graphs_captured_before():
     op._SEMS.pop(op._device_key(dev), None)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="compiles for a CUDA GPU (the H200 suite run)")
 # what the H200 compiled of SGLang's assign_req_to_token_pool in run 10 (2026-12-02, the serving_compiles log lines of
 # one server: 13 in its traffic warm-up, the 14th, (16, not16), in the first pass at c 16), --max-running-requests 64
 def _h200_line(bs_upper, aligned):
@@ -263,6 +262,7 @@ def test_the_token_pool_warm_up_compiles_the_variants_the_h200_compiled_on_first
     assert kw.warm_token_pool(table, 64, torch.device("cpu")) == 0  # compiles on CUDA only
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="compiles for a CUDA GPU (the H200 suite run)")
 def test_on_the_gpu_a_second_pass_compiles_nothing_and_sglangs_jit_modules_build(monkeypatch):
     """What the scheduler's warm-up buys: after one pass over the plan, the same launches compile nothing."""
     monkeypatch.setenv("SGLANG_KIMI_EAGLE3_KERNELS", "ours")
