@@ -117,6 +117,9 @@ for name, port, kernels, warm in servers:
     cache = f"{w}/cache/shared" if os.environ.get("SHARED_CACHES") == "1" else f"{w}/cache/{name}"
     env = {"TRITON_CACHE_DIR": f"{cache}/triton", "SGLANG_JIT_CACHE_DIR": f"{cache}/jit",
            "TORCHINDUCTOR_CACHE_DIR": f"{cache}/inductor", "XDG_CACHE_HOME": f"{cache}/xdg",
+           # FlashInfer's JIT workspace is under $HOME, not XDG_CACHE_HOME: in run 10 (2026-12-02) two servers built
+           # its sampling module under one lock, and the one that waited ended its stall with the builder's
+           "FLASHINFER_WORKSPACE_BASE": f"{cache}/flashinfer",
            "SGLANG_KIMI_EAGLE3_STATUS_DIR": f"{w}/status", "SGLANG_KIMI_EAGLE3_WARMUP": warm}
     if kernels:
         env["SGLANG_KIMI_EAGLE3_KERNELS"] = kernels

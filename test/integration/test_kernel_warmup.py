@@ -238,6 +238,28 @@ def test_an_outgrown_counter_buffer_stays_alive_for_graphs_captured_before():
     op._SEMS.pop(op._device_key(dev), None)
 
 
+def test_the_flashinfer_warm_up_calls_what_sglangs_mixed_batch_verify_calls():
+    """The renorms the warm-up calls are the ones SGLang's verify imports for a mixed greedy / sampled batch, and on
+    CUDA they are FlashInfer's JIT-built sampling kernels (read in the installed SGLang's source: this box has no
+    CUDA, where both names are None and the warm-up builds nothing)."""
+    import inspect
+
+    eagle_utils = pytest.importorskip("sglang.srt.speculative.eagle_utils")
+    from sglang.kernels.ops.sampling import renorm
+
+    from sglang_kimi_eagle3.integration.kernel_warmup import warm_flashinfer_sampling
+
+    assert eagle_utils.top_k_renorm_prob is renorm.top_k_renorm_prob
+    assert eagle_utils.top_p_renorm_prob is renorm.top_p_renorm_prob
+    verify = inspect.getsource(eagle_utils)
+    assert "if sampling_info.need_top_k_sampling:\n            target_probs = top_k_renorm_prob(" in verify
+    src = inspect.getsource(renorm)
+    assert 'top_k_renorm_prob = LazyImport("flashinfer.sampling", "top_k_renorm_probs")' in src
+    assert 'top_p_renorm_prob = LazyImport("flashinfer.sampling", "top_p_renorm_probs")' in src
+    assert warm_flashinfer_sampling(W.LaunchShapes(max_bs=1, topk=1, num_steps=1, num_draft_tokens=2, target_vocab=8,
+                                                   draft_vocab=8), torch.device("cpu")) is None
+
+
 # what the H200 compiled of SGLang's assign_req_to_token_pool in run 10 (2026-12-02, the serving_compiles log lines of
 # one server: 13 in its traffic warm-up, the 14th, (16, not16), in the first pass at c 16), --max-running-requests 64
 def _h200_line(bs_upper, aligned):
@@ -277,6 +299,9 @@ def test_on_the_gpu_a_second_pass_compiles_nothing_and_sglangs_jit_modules_build
     from sglang_kimi_eagle3.integration.kernel_warmup import warm_sglang
 
     assert len(warm_sglang(s, dev)) == 2
+    from sglang_kimi_eagle3.integration.kernel_warmup import warm_flashinfer_sampling
+
+    assert warm_flashinfer_sampling(s, dev) == "FlashInfer sampling (top-k / top-p renorm)"
     # SGLang's assign_req_to_token_pool: after the warm-up, SGLang's own call at a batch of 5 with an unaligned
     # out_cache_loc (a free-list slice at an odd element) finds its variant compiled
     from sglang.srt.mem_cache.allocation import assign_req_to_token_pool, assign_req_to_token_pool_func

@@ -17,11 +17,12 @@ How: read the launch's shapes from the worker (batch bound, N, topk, steps, targ
   rank's draft lm_head shard and its output form), `ops.warmup.plan` the variants the kernel switch gives
   to our kernels at those shapes (only for kernel hooks installed here), launch each once on dummy inputs
   on this scheduler's GPU, then call SGLang's two JIT-module kernels once on a valid one-request tree
-  (the unwrapped originals: no hook counts them), and compile every variant of SGLang's per-decode-step
-  Triton kernel `assign_req_to_token_pool` (token_pool_variants: batch bound x free-list alignment). Each
-  scheduler does it on its own GPU (TP ranks compile in their own processes; the Triton disk cache makes a
-  restart cheap). The row says how long it took and how many variants; `failed` never stops the launch
-  (serving then compiles on first use).
+  (the unwrapped originals: no hook counts them) and FlashInfer's sampling module (the top-k / top-p
+  renorm of a batch that mixes greedy and sampled requests: an 84-s nvcc build on first use), and compile
+  every variant of SGLang's per-decode-step Triton kernel `assign_req_to_token_pool` (token_pool_variants:
+  batch bound x free-list alignment). Each scheduler does it on its own GPU (TP ranks compile in their own
+  processes; the Triton disk cache makes a restart cheap). The row says how long it took and how many
+  variants; `failed` never stops the launch (serving then compiles on first use).
   SGLang's model forward outside its CUDA graphs (batches above --cuda-graph-max-bs-decode, every
   prefill when prefill graphs are off) also compiles per new shape (Triton attention, fused MoE): that
   is SGLang's, not warmed here; the row names the eager range and the flag that closes it.
@@ -172,6 +173,29 @@ def warm_sglang(shapes, device) -> list[str]:
     return done
 
 
+def warm_flashinfer_sampling(shapes, device) -> str | None:
+    """FlashInfer's sampling JIT module (one nvcc build: every sampling kernel of it), built by one call each of the
+    top-k and top-p renorm SGLang's verify calls for a batch that mixes greedy and sampled requests (sglang 0.5.23
+    speculative/eagle_utils.py: a greedy request's top_k 1 sets `need_top_k_sampling`; the renorms come from
+    flashinfer.sampling on CUDA). Returns what was built, None where SGLang has no such kernel here. On the H200
+    (2026-12-02) its first use in the traffic warm-up's closed loop held the scheduler 84.7 s, with a flashinfer
+    wheel that ships no prebuilt module: served traffic would have stalled there."""
+    import torch
+
+    if device.type != "cuda":
+        return None
+    from sglang.kernels.ops.sampling import renorm
+
+    if renorm.top_k_renorm_prob is None or renorm.top_p_renorm_prob is None:
+        return None
+    v = max(2, int(shapes.target_vocab))
+    probs = torch.full((2, v), 1.0 / v, dtype=torch.float32, device=device)
+    renorm.top_k_renorm_prob(probs, torch.tensor([1, v], dtype=torch.int32, device=device))
+    renorm.top_p_renorm_prob(probs, torch.tensor([0.5, 1.0], dtype=torch.float32, device=device))
+    torch.cuda.synchronize(device)
+    return "FlashInfer sampling (top-k / top-p renorm)"
+
+
 def token_pool_variants(max_bs: int) -> list[tuple[int, bool]]:
     """(bs_upper, out_cache_loc 16-byte aligned) of every variant of SGLang's `assign_req_to_token_pool` Triton kernel a
     speculative decode batch of 1..max_bs can launch (pure). sglang 0.5.23's alloc_for_spec_decode
@@ -237,6 +261,13 @@ def warm(worker) -> dict:
             sglang = warm_sglang(shapes, device)
         except Exception as exc:
             sglang_error = f"SGLang's JIT modules: {type(exc).__name__}: {exc}"[:300]
+    if not res.error:  # SGLang's first mixed greedy / sampled batch; a failure here is a note, as below
+        try:
+            if (built := warm_flashinfer_sampling(shapes, device)) is not None:
+                sglang.append(built)
+        except Exception as exc:
+            notes.append(f"FlashInfer's sampling module not built ({type(exc).__name__}: {exc}): the first batch "
+                         "that mixes greedy and sampled requests builds it"[:300])
     if not res.error:  # SGLang's per-decode-step Triton kernel; a failure here is a note, not a failed warm-up
         try:
             pool = getattr(getattr(getattr(worker, "_target_worker", None), "model_runner", None), "req_to_token_pool",
