@@ -28,6 +28,8 @@
 # /health; concurrent cold starts of the tiny servers took up to 223 s on an H200), BUDGET_S (everything ends by then;
 # default: the time spent before the servers started + STARTUP_S + 120 s of traffic + ANATOMY_S, at least 550 and at
 # most 590, so that one 10-minute device call holds it; set it to go past), ANATOMY_S (90: kept for step 4).
+# TP (1): --tp-size of every server (2 on nvidia-h200-x2: the decode-step anatomy at TP 2 against TP 1; with
+# --enforce-disable-flashinfer-allreduce-fusion, whose JIT build alone took 206 s there).
 set -uo pipefail
 T0=$(date +%s)
 eval "$(benchmark/live/device.sh env)"
@@ -94,7 +96,10 @@ w, target, draft = sys.argv[1:4]
 maxrun, memf = os.environ.get("MAXRUN", "64"), float(os.environ.get("MEMF", "0.7"))
 shape = os.environ.get("SPEC_SHAPE", "chain")
 def args(port, spec):
-    a = base_args(target, mem_fraction=memf)
+    tp = int(os.environ.get("TP", "1"))
+    a = base_args(target, tp=tp, mem_fraction=memf)
+    if tp > 1:  # SGLang auto-enables FlashInfer's all-reduce fusion at TP > 1 on SM90: a 206-s JIT build (2026-11-30)
+        a.append("--enforce-disable-flashinfer-allreduce-fusion")
     for flag in ("--max-running-requests", "--cuda-graph-max-bs-decode"):
         a[a.index(flag) + 1] = maxrun
     # --sleep-on-idle: an idle scheduler otherwise busy-polls a CPU core while another server is measured
