@@ -198,13 +198,15 @@ def warm_flashinfer_sampling(shapes, device) -> str | None:
 
 def token_pool_variants(max_bs: int) -> list[tuple[int, bool]]:
     """(bs_upper, out_cache_loc 16-byte aligned) of every variant of SGLang's `assign_req_to_token_pool` Triton kernel a
-    speculative decode batch of 1..max_bs can launch (pure). sglang 0.5.23's alloc_for_spec_decode
+    speculative decode batch of 1..max_bs can launch. sglang 0.5.23's alloc_for_spec_decode
     (mem_cache/allocation.py) launches it at every decode step with `bs_upper` = the batch size's next power of two
     (a constexpr) and `out_cache_loc` a slice of the token allocator's free list, which starts at an odd int64
     element after an odd-sized allocation: Triton then finds it not divisible by 16, another variant. On the H200
     (2026-12-02) 13 of these 14 compiled during the traffic warm-up and the 14th (16, unaligned) in the first pass at
     c 16, 0.08 s of it."""
-    ups = sorted({1 << (b - 1).bit_length() for b in range(1, max(1, max_bs) + 1)})
+    from sglang.srt.mem_cache.allocation import next_power_of_2  # the one SGLang's launch computes bs_upper with
+
+    ups = sorted({next_power_of_2(b) for b in range(1, max(1, max_bs) + 1)})
     return [(u, aligned) for u in ups for aligned in (True, False)]
 
 
@@ -261,14 +263,14 @@ def warm(worker) -> dict:
             sglang = warm_sglang(shapes, device)
         except Exception as exc:
             sglang_error = f"SGLang's JIT modules: {type(exc).__name__}: {exc}"[:300]
-    if not res.error:  # SGLang's first mixed greedy / sampled batch; a failure here is a note, as below
+        # SGLang's first mixed greedy / sampled batch, and its per-decode-step Triton kernel: a failure of either is a
+        # note in the row's detail, not a failed warm-up
         try:
             if (built := warm_flashinfer_sampling(shapes, device)) is not None:
                 sglang.append(built)
         except Exception as exc:
             notes.append(f"FlashInfer's sampling module not built ({type(exc).__name__}: {exc}): the first batch "
                          "that mixes greedy and sampled requests builds it"[:300])
-    if not res.error:  # SGLang's per-decode-step Triton kernel; a failure here is a note, not a failed warm-up
         try:
             pool = getattr(getattr(getattr(worker, "_target_worker", None), "model_runner", None), "req_to_token_pool",
                            None)

@@ -142,7 +142,7 @@ def variant(src) -> str:
         def label(path):
             return names[path[0]] + "".join(f"[{i}]" for i in path[1:])
 
-        leaves = []  # (path, type) of every non-constexpr scalar / pointer argument, tuple elements one by one
+        leaves = []  # the path of every non-constexpr scalar / pointer argument, tuple elements one by one
 
         def walk(path, t):
             if isinstance(t, (tuple, list)):
