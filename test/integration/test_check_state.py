@@ -1,10 +1,9 @@
-"""`check` keeps no module state (issue 10, point 4): one public function, `check_cmd.check_launch`, used by
+"""`check` keeps no module state (issue 10, point 4): one public function, `commands/check.check_launch`, used by
 the CLI and benchmark/preflight/bench_check.py; the launch step collects into a ContextVar box that is
 reset on every exit path - after unusable input (UserError) the next resolution in the same process is a
 real launch again, and two checks in a row do not leak labels or findings into each other."""
 
 import pytest
-
 from helpers import run_json
 
 pytestmark = pytest.mark.slow
@@ -15,8 +14,8 @@ warnings.filterwarnings("ignore")
 from sglang.srt.plugins import load_plugins
 load_plugins()
 from sglang_kimi_eagle3.errors import UserError
-from sglang_kimi_eagle3.integration import preflight_launch
-from sglang_kimi_eagle3.integration.check_cmd import check_launch, parse_gpu, resolve_model_paths
+from sglang_kimi_eagle3.integration.preflight import launch as preflight_launch
+from sglang_kimi_eagle3.commands.check import check_launch, parse_gpu, resolve_model_paths
 out = {}
 gpu = parse_gpu("sm90", "test")
 base = ["--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
@@ -64,7 +63,7 @@ import contextlib, io, json, sys, warnings
 warnings.filterwarnings("ignore")
 import torch
 from sglang_kimi_eagle3.cli import main
-from sglang_kimi_eagle3.integration import gpu_memory, sglang_facts
+from sglang_kimi_eagle3.integration.preflight import gpu_memory, sglang_facts
 from sglang.srt.runtime_context import get_parallel
 import importlib
 readers = {n: importlib.import_module(n) for n in gpu_memory._READERS}

@@ -10,7 +10,6 @@ the attributes its own EAGLE-3 methods read - those methods are SGLang's, unmodi
 """
 
 import pytest
-
 from helpers import KIMI_K25, run_json
 
 pytestmark = pytest.mark.slow
@@ -24,8 +23,8 @@ from sglang.srt.plugins import load_plugins
 load_plugins()
 from sglang.srt.models.kimi_k25 import KimiK25ForConditionalGeneration as Kimi
 from sglang.srt.models.deepseek_v2 import DeepseekV3ForCausalLM
-from sglang_kimi_eagle3 import hookstatus
-from sglang_kimi_eagle3.integration.delegation import DELEGATES, METHODS, ensure_delegation
+from sglang_kimi_eagle3.status import hookstatus
+from sglang_kimi_eagle3.integration.hooks.delegation import DELEGATES, METHODS, ensure_delegation
 out = {}
 
 # 1. sglang 0.5.23 has all three: left alone, identity preserved

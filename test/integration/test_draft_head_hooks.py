@@ -11,7 +11,6 @@ from concurrent.futures import ThreadPoolExecutor
 from types import SimpleNamespace
 
 import pytest
-
 from helpers import AQ_K2_DRAFT, KIMI_K25, run_json
 
 pytest.importorskip("sglang")
@@ -26,8 +25,9 @@ import sglang.srt.speculative.spec_utils as su
 import sglang.srt.utils as utils
 import sglang.srt.utils.common as common
 import sglang.srt.speculative.eagle_worker_v2 as worker
-from sglang_kimi_eagle3 import hookstatus
-from sglang_kimi_eagle3.integration import draft_head_kernels as d, refresh_status
+from sglang_kimi_eagle3.status import hookstatus
+from sglang_kimi_eagle3.integration.hooks import draft_head_kernels as d
+from sglang_kimi_eagle3.integration import refresh_status
 from sglang_kimi_eagle3.integration.registry import _chain_contains
 refresh_status()
 res = {
@@ -103,7 +103,7 @@ def _processor(config_dir):
 
 
 def test_lm_head_hook_detects_only_the_draft():
-    from sglang_kimi_eagle3.integration.draft_head_kernels import is_draft_processor
+    from sglang_kimi_eagle3.integration.hooks.draft_head_kernels import is_draft_processor
 
     assert is_draft_processor(_processor(AQ_K2_DRAFT))
     assert not is_draft_processor(_processor(KIMI_K25))
@@ -111,7 +111,7 @@ def test_lm_head_hook_detects_only_the_draft():
 
 def test_lm_head_hook_passes_the_target_through():
     torch = pytest.importorskip("torch")
-    from sglang_kimi_eagle3.integration.draft_head_kernels import _compute_lm_head
+    from sglang_kimi_eagle3.integration.hooks.draft_head_kernels import _compute_lm_head
 
     calls = []
 

@@ -7,11 +7,10 @@ import json
 
 import pytest
 import torch
-
 from helpers import LLAMA_8B, llama_eagle3_argv, run_json, triton_source
 from kernel_device import ON_GPU, device
-from sglang_kimi_eagle3.ops import arch, tables
-from sglang_kimi_eagle3.ops import warmup as W
+
+from sglang_kimi_eagle3.ops import arch, tables, warmup as W
 
 H200 = tables.load_table("NVIDIA H200", (9, 0))  # the bundled H200 tables (their wins: ops/configs/NVIDIA_H200.*.json)
 # the same with the GPU-time wins put back (graph_wins: the table before 2026-12-01), so that the row
@@ -79,8 +78,8 @@ def test_ours_warms_every_reachable_row_and_upstream_or_missing_hooks_nothing():
 def test_a_bucket_is_not_one_compile():
     """Why every row count is warmed: within the bs 32 bucket argmax_verify's launch parameters change
     (the pow2 of the split count is a constexpr of the verify kernel, EVEN of the argmax)."""
-    from sglang_kimi_eagle3.ops.argmax_verify import argmax_plan
     from sglang_kimi_eagle3.ops._tree import pow2
+    from sglang_kimi_eagle3.ops.argmax_verify import argmax_plan
 
     cfg = arch.op_config("argmax_verify", {"n": 4}, H200)
     keys = {(pow2(argmax_plan(bs * 4, 163840, cfg)[3], 1), argmax_plan(bs * 4, 163840, cfg)[5]) for bs in range(9, 33)}
@@ -126,7 +125,7 @@ import json, multiprocessing as mp, sys, warnings
 warnings.filterwarnings("ignore")
 sys.path.insert(0, "test")
 from warmup_path import scheduler_with_warmup
-from sglang_kimi_eagle3.integration.check_cmd import platform_facts
+from sglang_kimi_eagle3.commands.check import platform_facts
 from sglang.srt.plugins import load_plugins
 load_plugins()
 from sglang.srt.server_args import prepare_server_args
@@ -200,9 +199,9 @@ warnings.filterwarnings("ignore")
 from sglang.srt.plugins import load_plugins
 from sglang.srt.plugins.hook_registry import HookRegistry
 load_plugins()
-from sglang_kimi_eagle3 import hookstatus
+from sglang_kimi_eagle3.status import hookstatus
 from sglang_kimi_eagle3.base import env_errors
-from sglang_kimi_eagle3.integration import kernel_warmup as kw
+from sglang_kimi_eagle3.integration.hooks import kernel_warmup as kw
 hooks = HookRegistry._hooks.get(kw.TARGET, [])
 print(json.dumps({"queued": sum(h is kw._after_cuda_graphs for _t, h, _s in hooks), "row": hookstatus.as_dicts(),
                   "errors": env_errors()}))
@@ -247,7 +246,7 @@ def test_the_flashinfer_warm_up_calls_what_sglangs_mixed_batch_verify_calls():
     eagle_utils = pytest.importorskip("sglang.srt.speculative.eagle_utils")
     from sglang.kernels.ops.sampling import renorm
 
-    from sglang_kimi_eagle3.integration.kernel_warmup import warm_flashinfer_sampling
+    from sglang_kimi_eagle3.integration.hooks.kernel_warmup import warm_flashinfer_sampling
 
     assert eagle_utils.top_k_renorm_prob is renorm.top_k_renorm_prob
     assert eagle_utils.top_p_renorm_prob is renorm.top_p_renorm_prob
@@ -272,8 +271,8 @@ def test_the_token_pool_warm_up_compiles_the_variants_the_h200_compiled_on_first
     """The arguments the warm-up compiles SGLang's assign_req_to_token_pool with, through Triton's own binder: exactly
     the 14 specializations a decode batch of 1..64 reaches (next power of two x free-list alignment)."""
     allocation = pytest.importorskip("sglang.srt.mem_cache.allocation")
-    from sglang_kimi_eagle3.integration import kernel_warmup as kw
-    from sglang_kimi_eagle3.integration.serving_compiles import variant
+    from sglang_kimi_eagle3.integration.hooks import kernel_warmup as kw
+    from sglang_kimi_eagle3.integration.hooks.serving_compiles import variant
 
     assert kw.token_pool_variants(64) == [(u, a) for u in (1, 2, 4, 8, 16, 32, 64) for a in (True, False)]
     assert kw.token_pool_variants(1) == [(1, True), (1, False)] and len(kw.token_pool_variants(65)) == 16
@@ -296,17 +295,17 @@ def test_on_the_gpu_a_second_pass_compiles_nothing_and_sglangs_jit_modules_build
     assert first.error == "" and first.launches == len(vs) and first.compiled is not None
     again = W.run(vs, s, dev)
     assert again.error == "" and again.compiled == 0, again
-    from sglang_kimi_eagle3.integration.kernel_warmup import warm_sglang
+    from sglang_kimi_eagle3.integration.hooks.kernel_warmup import warm_sglang
 
     assert len(warm_sglang(s, dev)) == 2
-    from sglang_kimi_eagle3.integration.kernel_warmup import warm_flashinfer_sampling
+    from sglang_kimi_eagle3.integration.hooks.kernel_warmup import warm_flashinfer_sampling
 
     assert warm_flashinfer_sampling(s, dev) == "FlashInfer sampling (top-k / top-p renorm)"
     # SGLang's assign_req_to_token_pool: after the warm-up, SGLang's own call at a batch of 5 with an unaligned
     # out_cache_loc (a free-list slice at an odd element) finds its variant compiled
     from sglang.srt.mem_cache.allocation import assign_req_to_token_pool, assign_req_to_token_pool_func
 
-    from sglang_kimi_eagle3.integration.kernel_warmup import warm_token_pool
+    from sglang_kimi_eagle3.integration.hooks.kernel_warmup import warm_token_pool
 
     table = torch.zeros(8, 8200, dtype=torch.int32, device=dev)
     assert warm_token_pool(table, 8, dev) == 8

@@ -4,7 +4,6 @@ SGLang's own /metrics route (add_prometheus_middleware: prometheus_client's Mult
 exporter's own row in the status table the scheduler published: applied / skipped / failed."""
 
 import pytest
-
 from helpers import llama_eagle3_argv, run_json
 
 pytestmark = pytest.mark.slow
@@ -23,7 +22,7 @@ for name, extra, folder in (("metrics_on", ["--enable-metrics"], True), ("metric
     if folder:
         set_prometheus_multiproc_dir()  # what SGLang's engine does with --enable-metrics, before the schedulers
     from metrics_path import metrics_child
-    from sglang_kimi_eagle3.integration.check_cmd import platform_facts
+    from sglang_kimi_eagle3.commands.check import platform_facts
     from sglang.srt.plugins import load_plugins
     load_plugins()
     from sglang.srt.server_args import prepare_server_args

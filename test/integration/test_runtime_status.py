@@ -11,8 +11,7 @@ whose AFTER hook writes the status file. One child has a stale call-site binding
 import json
 
 import pytest
-
-from helpers import llama_eagle3_argv, clean_env, run_json, python
+from helpers import clean_env, llama_eagle3_argv, python, run_json
 
 pytestmark = pytest.mark.slow
 
@@ -23,7 +22,7 @@ import json, multiprocessing as mp, sys, warnings
 warnings.filterwarnings("ignore")
 sys.path.insert(0, "test")
 from worker_path import scheduler_like
-from sglang_kimi_eagle3.integration.check_cmd import platform_facts
+from sglang_kimi_eagle3.commands.check import platform_facts
 from sglang.srt.plugins import load_plugins
 load_plugins()
 from sglang.srt.server_args import prepare_server_args

@@ -13,12 +13,12 @@ import pytest
 import triton
 import triton.knobs as knobs
 import triton.language as tl
+from helpers import triton_source
 from triton.compiler import ASTSource
 
-from helpers import triton_source
-from sglang_kimi_eagle3 import hookstatus
 from sglang_kimi_eagle3.base import logger
-from sglang_kimi_eagle3.integration import serving_compiles as sc
+from sglang_kimi_eagle3.integration.hooks import serving_compiles as sc
+from sglang_kimi_eagle3.status import hookstatus
 
 LOGGER = logger().name
 
@@ -150,7 +150,7 @@ def test_compiles_after_the_warm_up_marker_are_counted_apart_and_a_stale_marker_
     import os
     import time
 
-    from sglang_kimi_eagle3.integration import runtime_status
+    from sglang_kimi_eagle3.integration.hooks import runtime_status
 
     monkeypatch.setenv("SGLANG_KIMI_EAGLE3_STATUS_DIR", str(tmp_path))
     stale = sc.mark_path(30111)
@@ -183,7 +183,7 @@ def test_compiles_after_the_warm_up_marker_are_counted_apart_and_a_stale_marker_
 
 
 def test_without_a_port_nothing_is_split_and_a_broken_tick_leaves_the_writer(clean, monkeypatch, caplog):
-    from sglang_kimi_eagle3.integration import runtime_status
+    from sglang_kimi_eagle3.integration.hooks import runtime_status
 
     watch._serving_started = True
     assert sc.start() is None

@@ -3,7 +3,7 @@ verification and this process's counters together, so `applied` alone can never 
 
 import pytest
 
-from sglang_kimi_eagle3 import hookstatus
+from sglang_kimi_eagle3.status import hookstatus
 
 
 @pytest.fixture(autouse=True)

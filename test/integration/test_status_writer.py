@@ -12,8 +12,9 @@ import time
 
 import pytest
 
-from sglang_kimi_eagle3 import hookstatus
-from sglang_kimi_eagle3.integration import launch_record, runtime_status as rs
+from sglang_kimi_eagle3.integration import launch_record
+from sglang_kimi_eagle3.integration.hooks import runtime_status as rs
+from sglang_kimi_eagle3.status import hookstatus
 
 
 @pytest.fixture

@@ -9,9 +9,9 @@ import asyncio
 from types import SimpleNamespace
 
 import pytest
-
 from helpers import LLAMA_8B, llama_eagle3_argv, run_json
-from sglang_kimi_eagle3.integration import traffic_warmup as T
+
+from sglang_kimi_eagle3.integration.hooks import traffic_warmup as T
 
 # ---- the plan (pure) --------------------------------------------------------------------------------------
 
@@ -41,12 +41,14 @@ def test_plan_covers_tritons_int_specializations_and_the_concurrency_ladder():
 def test_the_ladder_gives_the_fused_moe_every_config_bucket_and_token_count_mod_16():
     """Every prefill of M tokens (one request up to the chunk size, or a batch) meets a (config, M mod 16) variant
     of SGLang's fused MoE that some ladder prompt compiled first."""
-    from sglang.srt.layers.moe.moe_runner.triton_utils import fused_moe_triton_config as cfg
     import inspect
 
     # the grid is the one SGLang's shipped tables are keyed by (the H200 table for 8 experts, N 2048: the
     # Kimi-width pair's), and its lookup is the nearest key, ties to the smaller
-    import json, pathlib
+    import json
+    import pathlib
+
+    from sglang.srt.layers.moe.moe_runner.triton_utils import fused_moe_triton_config as cfg
     table = pathlib.Path(cfg.__file__).parent / "configs" / "triton_3_1_0" / "E=8,N=2048,device_name=NVIDIA_H200.json"
     assert tuple(sorted(int(k) for k in json.loads(table.read_text()))) == T.MOE_GRID
     assert "min(configs.keys(), key=lambda x: abs(x - M))" in inspect.getsource(cfg.try_get_optimal_moe_config)
@@ -233,9 +235,9 @@ from sglang.srt.server_args import prepare_server_args
 from sglang.srt.arg_groups.overrides import resolution_result
 from sglang.srt.entrypoints.warmup import _warmup_registry
 from sglang.srt.runtime_context import override_platform, publish, get_serving
-from sglang_kimi_eagle3 import hookstatus
-from sglang_kimi_eagle3.integration import traffic_warmup as T
-from sglang_kimi_eagle3.integration.check_cmd import platform_facts
+from sglang_kimi_eagle3.status import hookstatus
+from sglang_kimi_eagle3.integration.hooks import traffic_warmup as T
+from sglang_kimi_eagle3.commands.check import platform_facts
 
 out = {}
 for name, argv, env in CASES:  # the launches that must not register come first: the registry is per process
@@ -266,7 +268,7 @@ for name, argv, env in CASES:  # the launches that must not register come first:
         asyncio.run(execute_warmups("null", get_serving().warmups.split(","), tm))
         out[name]["executed"] = tm.sent
         out[name]["bounds"] = T._bounds(tm)
-        from sglang_kimi_eagle3.integration import serving_compiles as SC
+        from sglang_kimi_eagle3.integration.hooks import serving_compiles as SC
         mark = SC.mark_path(sa.port)
         out[name]["marker"] = [mark.name, json.loads(mark.read_text())] if mark.exists() else None
     for k in env:

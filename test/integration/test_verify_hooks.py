@@ -14,7 +14,6 @@ After `sglang.srt.plugins.load_plugins()` (which runs our entry point and HookRe
 """
 
 import pytest
-
 from helpers import run_json
 
 pytestmark = pytest.mark.slow
@@ -36,8 +35,9 @@ import json, random
 import torch
 import sglang.srt.plugins as plugins
 plugins.load_plugins()
-from sglang_kimi_eagle3 import hookstatus
-from sglang_kimi_eagle3.integration import refresh_status, registry, verify_kernels as vk
+from sglang_kimi_eagle3.status import hookstatus
+from sglang_kimi_eagle3.integration import refresh_status, registry
+from sglang_kimi_eagle3.integration.hooks import verify_kernels as vk
 refresh_status()
 from sglang.srt.speculative import eagle_utils
 import sglang.srt.speculative.eagle_worker_common as ewc
@@ -174,7 +174,7 @@ def test_auto_with_a_table_win_hooks_and_falls_through_off_cuda(tmp_path):
 
 
 def test_auto_uses_ours_exactly_where_the_table_records_a_win():
-    from sglang_kimi_eagle3.integration.verify_kernels import shape_key
+    from sglang_kimi_eagle3.integration.hooks.verify_kernels import shape_key
     from sglang_kimi_eagle3.ops.arch import use_ours
     from sglang_kimi_eagle3.ops.tables import load_table
 

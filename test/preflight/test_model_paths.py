@@ -4,11 +4,11 @@ bundled profile name; and SGLang's own refusal reported as one finding among the
 import shutil
 
 import pytest
-
 from helpers import AQ_K2_DRAFT, KIMI_K25
+
 from sglang_kimi_eagle3.configs import read_config
 from sglang_kimi_eagle3.errors import UserError
-from sglang_kimi_eagle3.integration.preflight_inputs import local_config_dir
+from sglang_kimi_eagle3.integration.preflight.inputs import local_config_dir
 from sglang_kimi_eagle3.preflight import Deployment
 from sglang_kimi_eagle3.preflight.checks_launch import check_sglang_error
 from sglang_kimi_eagle3.profiles import PROFILES, profile_path

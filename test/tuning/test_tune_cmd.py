@@ -48,7 +48,7 @@ def test_bad_tune_flags_exit_2(capsys):
 
 def test_dry_run_where_sglangs_server_stack_does_not_import(capsys, monkeypatch):
     """As on the lent GPU box (SGLang's kernels, not its server): the flags are read directly."""
-    from sglang_kimi_eagle3.integration import tune_cmd
+    from sglang_kimi_eagle3.commands import tune as tune_cmd
 
     monkeypatch.setattr(tune_cmd, "_parsed_by_sglang", lambda argv: None)
     assert main(["tune", "--dry-run", "--quick", "--model-path", "kimi-k2.5", "--speculative-draft-model-path",

@@ -7,7 +7,7 @@ import types
 
 import pytest
 
-from sglang_kimi_eagle3.integration import tune_cmd
+from sglang_kimi_eagle3.commands import tune as tune_cmd
 from sglang_kimi_eagle3.integration.upstream_kernels import spec_ops
 from sglang_kimi_eagle3.ops import arch, tables
 from sglang_kimi_eagle3.tuning import run as tune_run

@@ -12,15 +12,15 @@ import signal
 import sys
 import threading
 
+from ..bench import client, document, outputs, prompts as P
+from ..bench.prompt_file import load_file
+from ..bench.report import print_report
+from ..bench.runner import SweepConfig, new_document, sweep
+from ..bench.stats import latency_ratio, speedup
+from ..bench.step_costs import merge_plain
 from ..errors import UserError
 from ..terminal import HelpFormatter
 from ..validate import ArgParser, check_output_dir, check_output_file, float_flag, int_list_flag, url_flag
-from . import client, document, outputs, prompts as P
-from .prompt_file import load_file
-from .report import print_report
-from .runner import SweepConfig, new_document, sweep
-from .stats import latency_ratio, speedup
-from .step_costs import merge_plain
 
 EPILOG = """examples:
   sglang-kimi-eagle3 bench --url http://127.0.0.1:30000 --json spec.json
@@ -221,7 +221,7 @@ def main(argv: list[str]) -> int:
     if doc["status"] == "failed":
         return 1
     if a.plots:
-        from .plots import plot_bench
+        from ..bench.plots import plot_bench
 
         for line in plot_bench(doc, a.plots, a.caption):
             print(line if line.startswith("skipped") else f"wrote {line}", file=sys.stderr if line.startswith("skipped") else sys.stdout)

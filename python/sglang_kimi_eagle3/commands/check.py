@@ -4,7 +4,7 @@ The flags are parsed by SGLang's own `prepare_server_args` (so they can never dr
 launch_server's) after SGLang's `load_plugins()` (so this plugin's hooks are in place exactly as at
 launch), then resolved by SGLang's own `resolve_once()` as it would be on the *target* GPU - via
 SGLang's `override_platform(...)` - and checked by the same resolution-step hook that guards a real
-launch (launch_step.py -> preflight_launch.report), which here collects instead of raising.
+launch (integration/hooks/launch_step.py -> integration/preflight/launch.report), which here collects instead of raising.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ import time
 import warnings
 
 from ..errors import UserError
+from ..integration.launch_flags import parse_with_sglang, refuse_nonpositive
 from ..preflight import GpuTarget, has_errors, run_checks
 from ..profiles import DEFAULT_ARGV, DEFAULT_DEPLOYMENT_NAME, DEFAULT_GPU, profile_path
-from .launch_flags import parse_with_sglang, refuse_nonpositive
 
 MODEL_FLAGS = ("--model-path", "--model", "--speculative-draft-model-path", "--speculative-draft-model")
 
@@ -52,7 +52,7 @@ Model paths may be local folders, Hugging Face repo ids in the local cache, or b
 
 def parse_gpu(value: str | None, how: str) -> GpuTarget:
     if value is None:
-        from .preflight_launch import local_gpu
+        from ..integration.preflight.launch import local_gpu
 
         return local_gpu("assumed: no local GPU and no --for-gpu")
     v = value.strip().lower()
@@ -121,7 +121,7 @@ def resolve_model_paths(argv: list[str]) -> tuple[list[str], dict[str, str]]:
     """Bundled profile names -> their folders; folders and cached repo ids checked now (exit 2 early).
     Returns (argv with folders, {folder: the name the operator typed})."""
     from ..configs import read_config
-    from .preflight_inputs import local_config_dir
+    from ..integration.preflight.inputs import local_config_dir
 
     out, labels, i = [], {}, 0
     while i < len(argv):
@@ -153,9 +153,9 @@ def check_launch(argv: list[str], gpu: GpuTarget, labels: dict[str, str] | None 
     """
     from sglang.srt.runtime_context import override_platform
 
-    from .gpu_memory import gpu_memory, sglang_sees_gpu_memory
-    from .preflight_inputs import build_deployment
-    from .preflight_launch import collecting
+    from ..integration.preflight.gpu_memory import gpu_memory, sglang_sees_gpu_memory
+    from ..integration.preflight.inputs import build_deployment
+    from ..integration.preflight.launch import collecting
 
     server_args = parse_with_sglang(argv)
     sglang_error = None
@@ -217,7 +217,7 @@ def run(argv: list[str]) -> dict:
     t0 = time.perf_counter()
     from sglang.srt.plugins import load_plugins
 
-    from .registry import refresh
+    from ..integration.registry import refresh
 
     if not ours["verbose"]:
         logging.getLogger("sglang_kimi_eagle3").setLevel(logging.WARNING)
@@ -232,9 +232,9 @@ def run(argv: list[str]) -> dict:
     res["findings"] = res["findings"] + check_expected_speedup(res["deployment"])  # a prediction: check only
     t_check = time.perf_counter() - t1
     from ..base import enabled
-    from .delegation import ensure_for_architectures
-    from .draft_head_kernels import bind_worker_topk_outside_a_server
-    from .runtime_status import table_in_effect
+    from ..integration.hooks.delegation import ensure_for_architectures
+    from ..integration.hooks.draft_head_kernels import bind_worker_topk_outside_a_server
+    from ..integration.hooks.runtime_status import table_in_effect
 
     if enabled() and res["deployment"] is not None:  # as the scheduler's hook does for the target's class
         ensure_for_architectures([res["deployment"].target.arch])

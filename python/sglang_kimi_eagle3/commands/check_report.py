@@ -54,7 +54,7 @@ def _table(con, findings) -> None:
 
 
 def print_check(res: dict, verdict: str, verbose: bool, note: str | None = None, console=None) -> None:
-    """res: check_cmd.run()'s result; verdict: the last line's ending (who, what launch_server would do)."""
+    """res: commands/check.run()'s result; verdict: the last line's ending (who, what launch_server would do)."""
     from ..terminal import console as make_console
 
     con = console or make_console()

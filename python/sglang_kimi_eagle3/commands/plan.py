@@ -7,6 +7,9 @@ import sys
 
 from ..documents import read_document
 from ..errors import UserError
+from ..planner import adaptive, capacity, costs, measured, profiles, sources
+from ..planner.acceptance import expected_tokens
+from ..planner.model import search, settings
 from ..terminal import HelpFormatter, echo, fill, shell
 from ..validate import (
     ArgParser,
@@ -18,9 +21,6 @@ from ..validate import (
     int_list_flag,
     read_json_object,
 )
-from . import adaptive, capacity, costs, measured, profiles, sources
-from .acceptance import expected_tokens
-from .model import search, settings
 
 EPILOG = """examples:
   sglang-kimi-eagle3 plan                                   # bundled default profile + its published acceptance
@@ -227,7 +227,7 @@ def main(argv: list[str]) -> int:
 
         loader = sglang_loader()
     path = adaptive.write(cfg, a.output, loader)
-    from .report import print_plan
+    from ..planner.report import print_plan
 
     print_plan(plan, cfg, acc, cost, profile if cost.name.startswith("profile") else None, skipped, a.explain)
     echo("\n".join(capacity.lines(cap)))
@@ -254,7 +254,7 @@ def main(argv: list[str]) -> int:
         _write_json(doc, a.json)
         echo(f"wrote {a.json}")
     if a.plot:
-        from .plot import plot_plan
+        from ..planner.plot import plot_plan
 
         msg = plot_plan(plan, a.plot, f"{cost.name}\n{acc.source}")
         echo(msg, file=sys.stderr if msg.startswith("skipped") else sys.stdout)

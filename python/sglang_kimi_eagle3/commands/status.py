@@ -11,7 +11,8 @@ import json
 import sys
 import warnings
 
-from .. import TESTED_SGLANG, __version__, hookstatus
+from .. import TESTED_SGLANG, __version__
+from ..status import hookstatus
 
 
 def collect(check_model_class: bool = True) -> list[hookstatus.HookStatus]:
@@ -20,16 +21,16 @@ def collect(check_model_class: bool = True) -> list[hookstatus.HookStatus]:
     from sglang.srt.plugins import load_plugins
 
     from .. import enabled
-    from .registry import refresh
+    from ..integration.registry import refresh
 
     logging.getLogger("sglang_kimi_eagle3").setLevel(logging.WARNING)
     load_plugins()
     if check_model_class and enabled() and hookstatus.get("delegation") is not None:
-        from .delegation import ensure_for_installed_sglang
+        from ..integration.hooks.delegation import ensure_for_installed_sglang
 
         ensure_for_installed_sglang()
     if check_model_class:
-        from .draft_head_kernels import bind_worker_topk_outside_a_server
+        from ..integration.hooks.draft_head_kernels import bind_worker_topk_outside_a_server
 
         bind_worker_topk_outside_a_server()
     return refresh()
@@ -65,7 +66,7 @@ def main(argv: list[str]) -> int:
     from importlib.metadata import version
 
     sglang_version = version("sglang")
-    from .runtime_status import status_rows, table_in_effect
+    from ..integration.hooks.runtime_status import status_rows, table_in_effect
 
     words = {r["name"]: r["status"] for r in status_rows(import_modules="--no-model-class" not in argv)}
     if "--json" in argv:
@@ -104,13 +105,13 @@ def main(argv: list[str]) -> int:
 
 
 def show_running(argv: list[str]) -> int:
-    """Print the status file a serving TP-0 scheduler wrote (runtime_status.py). No sglang import.
-    The file is read and checked in full (status_snapshot.load) before anything is printed."""
+    """Print the status file a serving TP-0 scheduler wrote (integration/hooks/runtime_status.py). No sglang import.
+    The file is read and checked in full (status/snapshot.load) before anything is printed."""
     from pathlib import Path
 
     from ..errors import UserError
-    from ..status_snapshot import load
-    from .runtime_status import format_snapshot, status_dir
+    from ..integration.hooks.runtime_status import format_snapshot, status_dir
+    from ..status.snapshot import load
 
     unknown = [a for a in argv if a.startswith("-") and a != "--json"]
     if unknown:

@@ -18,11 +18,11 @@ import warnings
 from pathlib import Path
 
 from ..errors import UserError
+from ..integration.launch_flags import flag_value, int_flag_value, parse_with_sglang, refuse_nonpositive
 from ..ops import tables
 from ..terminal import echo
 from ..tuning import run as tune_run
 from ..tuning.shapes import ALL_OPS, OPS, TuneShapes, from_configs, measurements
-from .launch_flags import flag_value, int_flag_value, parse_with_sglang, refuse_nonpositive
 
 HELP = """usage: sglang-kimi-eagle3 tune [--dry-run] [--quick] [--cache-dir DIR] [--ignore-bundled] [--ops OP,...] \
 [launch_server flags ...]
@@ -103,7 +103,7 @@ def deployment_shapes(rest: list[str], quick: bool) -> tuple[TuneShapes, str, st
     """(shapes, title, how the flags were read) for launch_server flags (none: the embedded default)."""
     from ..configs import read_config
     from ..profiles import DEFAULT_ARGV, DEFAULT_DEPLOYMENT_NAME
-    from .check_cmd import resolve_model_paths
+    from .check import resolve_model_paths
 
     embedded = not rest
     title = f"the embedded default: {DEFAULT_DEPLOYMENT_NAME}" if embedded else "launch_server " + " ".join(rest)
@@ -153,7 +153,7 @@ def main(argv: list[str]) -> int:
             echo(f"  {m['op']:14s} {tune_run.shape_text(m['shape']):32s} key {m['key']}")
         echo(f"Table would be written to {tables.cache_dir(ours['cache_dir'])}/<GPU name>.json")
         return 0
-    from .upstream_kernels import spec_ops
+    from ..integration.upstream_kernels import spec_ops
 
     return tune_run.run(shapes, todo, title, ours, " ".join(["sglang-kimi-eagle3", "tune"] + argv), spec_ops())
 

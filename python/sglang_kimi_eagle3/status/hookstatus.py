@@ -45,7 +45,7 @@ _TABLE: dict[str, HookStatus] = {}
 # (hook, "ours" | "sglang", shape bucket, reason) -> calls
 _COUNTS: Counter = Counter()
 _CALLS = [0]  # calls counted so far in this process (the status writer rewrites its file when it grows)
-_LISTENERS: list = []  # fn(hook, who, bucket, reason) per counted call (integration/metrics.py)
+_LISTENERS: list = []  # fn(hook, who, bucket, reason) per counted call (integration/hooks/metrics.py)
 
 
 def record(name: str, target: str, state: str, detail: str = "") -> HookStatus:

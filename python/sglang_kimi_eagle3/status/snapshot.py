@@ -2,7 +2,7 @@
 Pure: every field the reader uses is checked before anything is printed, so a foreign or damaged file is
 one exit-2 line ("not a status file: ...") and never a traceback after the header.
 
-Format (written by integration/runtime_status.snapshot):
+Format (written by integration/hooks/runtime_status.snapshot):
   {"plugin": str, "pid": int, "time": str, "table_in_effect": str,
    "hooks": [{"name": str, "status": str, "state": str?, "target": str?, "detail": str?,
               "sites": {"bound": [str], "unbound": [str], ...} | {},
@@ -12,9 +12,9 @@ Format (written by integration/runtime_status.snapshot):
 
 from __future__ import annotations
 
-from .documents import read_document, require_object
-from .errors import UserError
-from .validate import check_int, dict_field, list_field, show, str_field
+from ..documents import read_document, require_object
+from ..errors import UserError
+from ..validate import check_int, dict_field, list_field, show, str_field
 
 KIND = "status"
 

@@ -35,11 +35,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .. import hookstatus
-from ..base import env_flag, logger
-from ..policy.context import FLAG, POLICIES, ContextDecision, decide, resolve_policy, spec_rope_margin
-from . import registry, runtime_status, upstream_has
-from .launch_record import our_launch, policy_of, raw_input, set_policy
+from ...base import env_flag, logger
+from ...policy.context import FLAG, POLICIES, ContextDecision, decide, resolve_policy, spec_rope_margin
+from ...status import hookstatus
+from .. import registry, upstream_has
+from ..launch_record import our_launch, policy_of, raw_input, set_policy
+from . import runtime_status
 
 NAME = "context_policy"
 TARGET = "sglang.srt.configs.model_config.ModelConfig._derive_context_length"
@@ -111,8 +112,8 @@ def launch_decision(server_args) -> ContextDecision | None:
     Reads both config.json files (UserError when they cannot be read)."""
     from sglang.srt.arg_groups.overrides import resolving_view
 
-    from ..configs import read_config
-    from .preflight_inputs import local_config_dir
+    from ...configs import read_config
+    from ..preflight.inputs import local_config_dir
 
     cfg = resolving_view(server_args)
     draft_path = raw_input(server_args, "speculative_draft_model_path")
@@ -206,8 +207,8 @@ def decision_for(model_config, context_length: int) -> ContextDecision:
     """The decision for a draft ModelConfig under construction (no side effects)."""
     from sglang.srt.utils.hf_transformers.common import get_context_length
 
-    from ..configs import KNOWN_ROPE_TYPES, read_config, require_draft_context
-    from ..errors import UserError
+    from ...configs import KNOWN_ROPE_TYPES, read_config, require_draft_context
+    from ...errors import UserError
 
     hf = model_config.hf_text_config
     folder = Path(str(model_config.model_path))

@@ -18,9 +18,10 @@ Remove when: the oldest supported SGLang has PR #19689 (0.5.23 does; kept for ol
 
 from __future__ import annotations
 
-from .. import hookstatus
-from . import registry, runtime_status
-from .launch_record import our_launch
+from ...status import hookstatus
+from .. import registry
+from ..launch_record import our_launch
+from . import runtime_status
 
 NAME = "delegation"
 PROBE = "delegation_probe"

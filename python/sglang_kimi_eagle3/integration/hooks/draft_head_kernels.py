@@ -51,11 +51,12 @@ from __future__ import annotations
 import sys
 import weakref
 
-from .. import hookstatus
-from ..ops import tables
-from ..ops.arch import ENV_KERNELS, kernels_mode
-from . import registry, runtime_status, upstream_has
-from .dispatch import KERNEL_OPS, call
+from ...ops import tables
+from ...ops.arch import ENV_KERNELS, kernels_mode
+from ...status import hookstatus
+from .. import registry, upstream_has
+from ..dispatch import KERNEL_OPS, call
+from . import runtime_status
 
 LM_HEAD = ("draft_lm_head", "sglang.srt.layers.logits_processor.LogitsProcessor._compute_lm_head")
 TOPK1 = ("draft_topk1", "sglang.kernels.ops.speculative.topk1.draft_topk1_postprocess")
@@ -145,7 +146,7 @@ def _compute_lm_head(original, self, hidden_states, lm_head, embedding_bias=None
     if not is_draft_processor(self):
         return original(self, hidden_states, lm_head, embedding_bias, out=out)
     w = _plain_weight(self, hidden_states, lm_head, embedding_bias)
-    from ..ops import lm_head_gemv as op
+    from ...ops import lm_head_gemv as op
 
     bs = hidden_states.shape[0]
     bucket = op.shape_key(bs, w.shape[0], w.shape[1]) if w is not None else f"bs{op.bs_bucket(bs)}"
@@ -173,7 +174,7 @@ def _draft_topk1_postprocess(original, next_token_logits, positions, draft_token
     """[sglang-kimi-eagle3] SGLang's draft top-1 in one launch (ops.draft_topk.draft_topk1)."""
     import torch
 
-    from ..ops import draft_topk as op
+    from ...ops import draft_topk as op
 
     x = next_token_logits
     bucket = op.shape_key(x.shape[0], x.shape[-1], 1)
@@ -248,7 +249,7 @@ def _fast_topk(values, topk, dim):
     """[sglang-kimi-eagle3] torch.topk/torch.max contract; ours only on the draft probabilities."""
     import torch
 
-    from ..ops import draft_topk as op
+    from ...ops import draft_topk as op
 
     ref = _LAST_PROBS[0]
     bucket = op.shape_key(values.shape[0], values.shape[-1], topk) if values.ndim == 2 else "other"

@@ -35,8 +35,8 @@ from __future__ import annotations
 import math
 import time
 
-from .. import hookstatus
-from ..base import ENV_WARMUP, env_choice, logger
+from ...base import ENV_WARMUP, env_choice, logger
+from ...status import hookstatus
 
 NAME = "kernel_warmup"
 TARGET = "sglang.srt.speculative.base_spec_worker.BaseSpecWorker.init_cuda_graphs"
@@ -96,7 +96,7 @@ def launch_shapes(worker):
     """(LaunchShapes, weight, device, notes) from an EAGLEWorkerV2 (attribute names of sglang 0.5.23)."""
     import torch
 
-    from ..ops.warmup import LaunchShapes
+    from ...ops.warmup import LaunchShapes
 
     draft = getattr(worker, "_draft_worker", None)
     target = getattr(worker, "_target_worker", None)
@@ -126,7 +126,7 @@ def launch_shapes(worker):
 
 def _installed_hooks() -> set[str]:
     """Kernel hooks in effect here (refreshed against the live attributes: one SGLang failed to apply is left out)."""
-    from .registry import refresh
+    from ..registry import refresh
 
     refresh()
     return {r.name for r in hookstatus.rows() if r.state in ("registered", "applied")}
@@ -151,7 +151,7 @@ def warm_sglang(shapes, device) -> list[str]:
         return []
     from sglang.kernels.ops.speculative import sampling, tree
 
-    from ..ops.warmup import _trees
+    from ...ops.warmup import _trees
 
     n, depth, v = shapes.num_draft_tokens, shapes.num_steps + 1, shapes.target_vocab
     ridx, nxt, sib = _trees(torch, 1, shapes, device)
@@ -242,7 +242,7 @@ def warm(worker) -> dict:
     """Plan and run the warm-up for one scheduler; returns what happened (also kept in _LAST)."""
     import torch
 
-    from ..ops import arch, tables, warmup as W
+    from ...ops import arch, tables, warmup as W
 
     t0 = time.perf_counter()
     shapes, weight, device, notes = launch_shapes(worker)
@@ -305,7 +305,7 @@ def describe(out: dict) -> str:
 
 def _after_cuda_graphs(result, worker=None, *args, **kwargs):
     try:
-        from .launch_record import our_launch
+        from ..launch_record import our_launch
 
         if our_launch() is not True:
             hookstatus.record(NAME, TARGET, "skipped", "not an EAGLE/EAGLE3 launch with a draft model: nothing warmed")

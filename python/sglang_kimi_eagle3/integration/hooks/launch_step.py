@@ -30,11 +30,11 @@ from __future__ import annotations
 import os
 import sys
 
-from .. import hookstatus
-from ..base import env_errors
-from ..errors import UserError
+from ...base import env_errors
+from ...errors import UserError
+from ...status import hookstatus
+from ..launch_record import is_our_launch, mark, mark_of
 from . import runtime_status, traffic_warmup
-from .launch_record import is_our_launch, mark, mark_of
 
 NAME = "launch_step"
 STEP = "handle_speculative_decoding"
@@ -87,7 +87,8 @@ def _step(server_args, previous) -> None:
     bad = env_errors()
     if bad:
         raise _without_traceback(UserError(bad[0] if len(bad) == 1 else "; ".join(bad)))
-    from . import context_policy, preflight_launch
+    from ..preflight import launch as preflight_launch
+    from . import context_policy
 
     try:
         if sglang_error is None:

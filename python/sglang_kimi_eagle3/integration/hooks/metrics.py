@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import os
 
-from .. import hookstatus
-from ..base import logger
+from ...base import logger
+from ...status import hookstatus
 
 NAME = "metrics"
 TARGET = "sglang.srt.speculative.base_spec_worker.BaseSpecWorker.init_cuda_graphs"  # runs in runtime_status's hook
@@ -101,7 +101,7 @@ def on_publish() -> None:
             hookstatus.record(NAME, TARGET, "skipped", f"TP rank {rank}: only the TP-0 scheduler exports, as SGLang's "
                               "scheduler metrics (--enable-metrics-for-all-schedulers exports every rank)")
             return
-        from .registry import refresh
+        from ..registry import refresh
 
         refresh()  # queued rows -> applied / failed, as the status table reads them
         if not start(rank):

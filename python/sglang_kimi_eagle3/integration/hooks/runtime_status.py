@@ -30,12 +30,12 @@ import threading
 import time
 from pathlib import Path
 
-from .. import hookstatus
-from ..atomic import write_atomic
-from ..base import ENV_STATUS_DIR, __version__, logger
-from . import registry
-from .dispatch import KERNEL_HOOKS, KERNEL_OPS
-from .launch_record import our_launch
+from ...atomic import write_atomic
+from ...base import ENV_STATUS_DIR, __version__, logger
+from ...status import hookstatus
+from .. import registry
+from ..dispatch import KERNEL_HOOKS, KERNEL_OPS
+from ..launch_record import our_launch
 
 NAME = "runtime_status"
 TARGET = "sglang.srt.speculative.base_spec_worker.BaseSpecWorker.init_cuda_graphs"
@@ -169,7 +169,7 @@ def verify_sites(hook: str, import_modules: bool = False) -> dict:
 def table_in_effect(device: tuple | None = None) -> str:
     """The kernel switch and the launch table `auto` reads on `device` ((name, (major, minor)); default:
     this machine's GPU) - which files, bundled or user-tuned, measured where and when."""
-    from ..ops import arch, tables
+    from ...ops import arch, tables
 
     try:
         mode = arch.kernels_mode()
@@ -184,7 +184,7 @@ def table_in_effect(device: tuple | None = None) -> str:
 
 def table_wins(op: str) -> list[str]:
     """Shape keys our kernel takes for `op` on this device: ["*"] under `ours`, the table's wins under `auto`."""
-    from ..ops import arch, tables
+    from ...ops import arch, tables
 
     try:
         mode = arch.kernels_mode()
@@ -213,8 +213,8 @@ def status_rows(import_modules: bool = False) -> list[dict]:
 
 
 def snapshot(import_modules: bool = False) -> dict:
-    from ..base import TESTED_SGLANG
-    from ..versions import installed_sglang
+    from ...base import TESTED_SGLANG
+    from ...versions import installed_sglang
 
     return {"plugin": __version__, "sglang": installed_sglang(), "tested_sglang": TESTED_SGLANG, "pid": os.getpid(),
             "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -224,7 +224,7 @@ def snapshot(import_modules: bool = False) -> dict:
 def format_snapshot(snap: dict) -> str:
     lines = [f"runtime status (pid {snap['pid']}, {snap['time']}; {snap['table_in_effect']}):"]
     if snap.get("sglang") and snap.get("tested_sglang") and snap["sglang"] != snap["tested_sglang"]:
-        from ..versions import version_note
+        from ...versions import version_note
 
         lines.append(f"  note: {version_note(snap['sglang'])}")
     w = max((len(h["name"]) for h in snap["hooks"]), default=4)
@@ -244,7 +244,7 @@ def format_snapshot(snap: dict) -> str:
 
 
 def status_dir() -> Path:
-    from ..base import user_cache_dir
+    from ...base import user_cache_dir
 
     return Path(os.environ.get(ENV_STATUS_DIR) or user_cache_dir("run"))
 

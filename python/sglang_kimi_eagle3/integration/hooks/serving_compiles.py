@@ -36,8 +36,8 @@ import sys
 import time
 from collections import Counter
 
-from .. import hookstatus
-from ..base import logger
+from ...base import logger
+from ...status import hookstatus
 
 NAME = "serving_compiles"
 TARGET = "triton.knobs.compilation.listener"
@@ -60,7 +60,7 @@ def mark_path(port):
 def mark_warmup_done(port, detail: str = "") -> None:
     """The HTTP server, at the end of `kimi_eagle3`: leave the marker its schedulers look for. Never raises."""
     try:
-        from ..atomic import write_atomic
+        from ...atomic import write_atomic
 
         write_atomic(mark_path(port), json.dumps({"pid": os.getpid(), "ended": time.time(), "detail": detail[:300]})
                      + "\n", mkdir=True)

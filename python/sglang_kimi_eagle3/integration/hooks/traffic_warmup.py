@@ -47,8 +47,8 @@ import random
 import time
 from dataclasses import dataclass
 
-from .. import hookstatus
-from ..base import ENV_WARMUP, env_choice, logger
+from ...base import ENV_WARMUP, env_choice, logger
+from ...status import hookstatus
 
 NAME = "traffic_warmup"
 WARMUP = "kimi_eagle3"

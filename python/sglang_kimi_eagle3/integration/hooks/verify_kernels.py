@@ -14,10 +14,11 @@ All three are CUDA-graph safe: no host sync, allocations depend on shapes only.
 
 from __future__ import annotations
 
-from .. import hookstatus
-from ..ops import arch, tables
-from . import runtime_status, upstream_has
-from .dispatch import call
+from ...ops import arch, tables
+from ...status import hookstatus
+from .. import upstream_has
+from ..dispatch import call
+from . import runtime_status
 
 shape_key = arch.tree_shape_key  # the key the launch tables and `tune` file wins under
 
@@ -64,7 +65,7 @@ def eagle_sample_hook(orig, verify_input, batch, logits_output, grammar_mask=Non
     def ours():  # our guards run before any launch: a layout we do not take goes to SGLang untouched
         from sglang.srt.utils.async_probe import sanitize_nan_logits
 
-        from ..ops.argmax_verify import argmax_verify_greedy
+        from ...ops.argmax_verify import argmax_verify_greedy
 
         sanitize_nan_logits(logits, "verify: target model logits")
         device = batch.device
@@ -96,7 +97,7 @@ def verify_tree_greedy_hook(orig, predicts, accept_index, accept_token_num, cand
     why = "" if fits else "layout: candidates not [bs, N] or target_predict not int64 of the same size"
 
     def ours():  # guards run before the launch
-        from ..ops.verify_greedy import verify_tree_greedy
+        from ...ops.verify_greedy import verify_tree_greedy
 
         verify_tree_greedy(predicts, accept_index, accept_token_num, candidates, retrieve_index, retrieve_next_token,
                            retrieve_next_sibling, target_predict.contiguous())
@@ -126,7 +127,7 @@ def tree_sampling_hook(orig, predicts, accept_index, accept_token_num, candidate
     bucket = shape_key(candidates.shape[0], candidates.shape[-1])
 
     def ours():  # guards run before the first launch
-        from ..ops.tree_sampling import tree_speculative_sampling
+        from ...ops.tree_sampling import tree_speculative_sampling
 
         return tree_speculative_sampling(*args)
 
@@ -161,7 +162,7 @@ def install() -> None:
     auto: a hook whose op has no win in the launch table in effect is not installed at all (`skipped`): SGLang's
     function runs with no wrapper of ours around it, as under upstream (on the H200, 2026-12-01, `auto` with
     wrappers that handed every call to SGLang's kernels still served 0.83-0.96x of `upstream` at temperature 0.7)."""
-    from .registry import register
+    from ..registry import register
 
     for name, sites in SITES.items():
         runtime_status.watch(name, sites)

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import contextlib
 
-from ..preflight import GpuTarget
-from ..preflight.memory import MIB, known_gpu_memory_mib
+from ...preflight import GpuTarget
+from ...preflight.memory import MIB, known_gpu_memory_mib
 
 # SGLang modules that read the capacity during argument resolution (the name each imported).
 _READERS = ("sglang.srt.arg_groups.memory_hook", "sglang.srt.arg_groups.kv_shard_hook",

@@ -11,14 +11,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .. import hookstatus
-from ..configs import read_config, require_draft_context, require_known_rope
-from ..errors import UserError
-from ..policy.context import resolve_policy, spec_rope_margin
-from ..preflight import Deployment, GpuTarget, SglangFacts
-from ..preflight.checkpoint import read_draft_weights
-from . import upstream_has
-from .launch_record import UPSTREAM_POLICY_FIELD, policy_of, raw_input
+from ...configs import read_config, require_draft_context, require_known_rope
+from ...errors import UserError
+from ...policy.context import resolve_policy, spec_rope_margin
+from ...preflight import Deployment, GpuTarget, SglangFacts
+from ...preflight.checkpoint import read_draft_weights
+from ...status import hookstatus
+from .. import upstream_has
+from ..launch_record import UPSTREAM_POLICY_FIELD, policy_of, raw_input
 
 
 def local_config_dir(path: str | None, flag: str) -> Path:
@@ -52,8 +52,8 @@ def _label(labels: dict[str, str] | None, path) -> str:
 def target_class_methods(arch_list: list[str]) -> dict[str, bool] | None:
     """Which EAGLE-3 target methods the class SGLang builds for these architectures will have: its own,
     plus the delegates the plugin's delegation hook adds to a Kimi-K2.5 class (the class is not touched)."""
-    from ..base import enabled
-    from .delegation import METHODS, is_kimi_k25
+    from ...base import enabled
+    from ..hooks.delegation import METHODS, is_kimi_k25
 
     try:
         from sglang.srt.models.registry import ModelRegistry
@@ -74,7 +74,7 @@ def _context_policy_in_effect() -> bool:
 
 def index_total_size(folder: Path) -> int | None:
     """metadata.total_size of `model.safetensors.index.json` beside the config (weights present), else None."""
-    from ..configs import read_json
+    from ...configs import read_json
 
     f = Path(folder) / "model.safetensors.index.json"
     if not f.is_file():
@@ -86,7 +86,7 @@ def index_total_size(folder: Path) -> int | None:
 
 def memory_fields(server_args, cfg, gpu: GpuTarget, target_dir: Path, target) -> dict:
     """The Deployment fields of the memory-fit check (checks_memory.py)."""
-    from ..preflight.checks_memory import vision_config_of
+    from ...preflight.checks_memory import vision_config_of
     from .gpu_memory import gpu_memory
 
     mib, source = gpu_memory(gpu)
@@ -109,7 +109,7 @@ def build_deployment(server_args, gpu: GpuTarget, *, sglang_error: str | None = 
     """labels: folder -> the name the operator typed (a bundled profile name), for readable findings."""
     from sglang.srt.arg_groups.overrides import resolving_view
 
-    from .registry import refresh
+    from ..registry import refresh
 
     cfg = resolving_view(server_args)
     target_dir = local_config_dir(raw_input(server_args, "model_path"), "--model-path")

@@ -14,9 +14,9 @@ from __future__ import annotations
 import contextlib
 from contextvars import ContextVar
 
-from ..base import ENV_PREFLIGHT, env_choice, logger
-from ..errors import UserError
-from ..preflight import Finding, GpuTarget, has_errors, run_checks, summary
+from ...base import ENV_PREFLIGHT, env_choice, logger
+from ...errors import UserError
+from ...preflight import Finding, GpuTarget, has_errors, run_checks, summary
 
 ENV_MODE = ENV_PREFLIGHT
 _COLLECT: ContextVar[dict | None] = ContextVar("sglang_kimi_eagle3_collect", default=None)
@@ -49,7 +49,7 @@ def collector() -> dict | None:
 def local_gpu(assumed: str = "assumed: no local GPU detected") -> GpuTarget:
     """The one local-GPU detector (`check` without --for-gpu, preflight at launch): this machine's CUDA
     device (ops.tables.current_device), else an SM90 (H100/H200) with `assumed` saying why."""
-    from ..ops.tables import current_device
+    from ...ops.tables import current_device
 
     name, cc = current_device()
     if cc is not None:
@@ -84,7 +84,7 @@ def report(server_args, sglang_error: Exception | None) -> str:
     mode = "on" if box is not None else preflight_mode()
     if mode == "off":
         return mode
-    from .preflight_inputs import build_deployment
+    from .inputs import build_deployment
 
     gpu = box["gpu"] if box is not None else local_gpu()
     labels = box["labels"] if box is not None else {}

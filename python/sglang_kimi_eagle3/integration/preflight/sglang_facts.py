@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import types
 
-from ..preflight.model import SglangFacts
+from ...preflight.model import SglangFacts
 
 MAX_TREE_PROBE = 1 << 22  # scores the tree probe may allocate (steps x topk^2)
 
