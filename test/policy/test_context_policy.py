@@ -42,6 +42,7 @@ def test_auto_is_extend_and_warns_for_very_short_drafts():
     assert kimi.action == llama.action == "extend"
     assert "expect little speedup" not in kimi.explanation  # ratio 2
     assert "expect little speedup" in llama.explanation and "#6783" in llama.explanation  # ratio 64
+    assert (kimi.severity, llama.severity) == ("info", "warning")  # what preflight reports, as data
 
 
 @pytest.mark.parametrize("pair,factor", [(KIMI, 2.0), (LLAMA, 64.0)])

@@ -31,7 +31,9 @@ EPILOG = """examples:
 The model and its assumptions: docs/planner.md."""
 
 
-MAX_STEPS, MAX_TOPK, MAX_DRAFT_TOKENS, MAX_BS = 64, 64, 1024, 1 << 20
+# Bounds of plan's own flags (what the speedup model accepts), not kernel limits: our tree kernels take at
+# most ops/_tree.py MAX_DRAFT_TOKENS = 64 draft tokens per request.
+MAX_STEPS, MAX_TOPK, MAX_DRAFT_TOKENS_FLAG, MAX_BS = 64, 64, 1024, 1 << 20
 MAX_BATCH_SIZES = 1024  # adaptive-config slots
 MAX_EVALUATIONS = 2_000_000  # batch sizes x settings
 
@@ -179,7 +181,7 @@ def main(argv: list[str]) -> int:
     bss = int_list_flag(a.batch_sizes, "--batch-sizes", 1, MAX_BS, max_items=MAX_BATCH_SIZES)
     steps = int_list_flag(a.steps, "--steps", 1, MAX_STEPS, max_items=MAX_STEPS)
     topks = int_list_flag(a.topk, "--topk", 1, MAX_TOPK, max_items=MAX_TOPK)
-    dts = int_list_flag(a.draft_tokens, "--draft-tokens", 2, MAX_DRAFT_TOKENS, max_items=256) if a.draft_tokens else None
+    dts = int_list_flag(a.draft_tokens, "--draft-tokens", 2, MAX_DRAFT_TOKENS_FLAG, max_items=256) if a.draft_tokens else None
     space = settings(steps, topks, dts)
     if not space:
         raise UserError(f"no (steps, topk, draft tokens) setting is possible: --draft-tokens must lie in (steps, "
