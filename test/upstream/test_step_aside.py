@@ -133,7 +133,7 @@ def test_on_the_installed_sglang_the_same_hooks_are_installed():
         state, target, detail = r["rows"][name]
         assert state == "applied" and "upstream has it" not in detail, (name, r["rows"][name])
         if name != "draft_worker_topk":  # a module-local rebinding, not a HookRegistry hook
-            assert r["queued"].get(target) == ["sglang_kimi_eagle3.integration." + (
+            assert r["queued"].get(target) == ["sglang_kimi_eagle3.integration.hooks." + (
                 "verify_kernels" if name == "verify_tree_sampling" else
                 "draft_head_kernels" if name == "draft_probs" else "context_policy")], (name, r["queued"].get(target))
     assert r["rc"] == 0
