@@ -12,8 +12,8 @@ import sys
 
 from .errors import UserError
 
-# name -> (module, function, one-line help). Subcommands that parse launch_server flags or read
-# the hook table live in integration/ (the only place that imports sglang).
+# name -> (module, function, one-line help): one module per subcommand in commands/ (check, status and
+# tune call into integration/, the only package with SGLang's hooks); `upstream` is upstream_export.py.
 COMMANDS = {
     "check": ("sglang_kimi_eagle3.commands.check", "main",
               "find every problem of a draft/target deployment at once (takes launch_server flags; none = the embedded default)"),
