@@ -2,7 +2,7 @@
 this plugin's switches set, the width each block states):
 
 - README.md: `sglang-kimi-eagle3 check` on the embedded default (COLUMNS=80);
-  test/preflight/test_check_output.py checks that it is what the CLI prints;
+  test/commands/test_check_report.py checks that it is what the CLI prints;
 - docs/planner.md: `sglang-kimi-eagle3 plan` on the default profile (COLUMNS=100), run in a scratch folder.
 
     python benchmark/make_doc_transcripts.py

@@ -1,4 +1,4 @@
-"""Superseded by `sglang-kimi-eagle3 tune` (integration/tune_cmd.py): a thin wrapper kept for the
+"""Superseded by `sglang-kimi-eagle3 tune` (commands/tune.py): a thin wrapper kept for the
 benchmarks that import its names (bench_draft_head.py --tune, bench_l2_method.py).
 
     python benchmark/tune_draft_head.py [--out DIR] [--quick]
@@ -49,7 +49,7 @@ def precompile(workers: int) -> None:
 def tune(quick: bool = False, log=print) -> dict:
     """Run `sglang-kimi-eagle3 tune` for TP 8 and TP 1 into a scratch cache; return its table (not
     written anywhere else)."""
-    from sglang_kimi_eagle3.integration import tune_cmd
+    from sglang_kimi_eagle3.commands import tune as tune_cmd
 
     scratch = tempfile.mkdtemp(prefix="tune-draft-head-")
     for tp in (8, 1):

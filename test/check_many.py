@@ -4,7 +4,7 @@
 
 stdin: a JSON list of argv lists (check's own arguments); stdout: a JSON list of {"rc", "out"} with the
 check's parsed --json output (or {"rc", "stderr"} when it exits 2). Each call goes through the CLI's own
-`main`, as `sglang-kimi-eagle3 check` does; the check keeps no state between calls (check_cmd.check_launch).
+`main`, as `sglang-kimi-eagle3 check` does; the check keeps no state between calls (commands/check.check_launch).
 """
 
 import contextlib

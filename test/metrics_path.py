@@ -5,7 +5,6 @@ started. Puts this process's hookstatus counters and the `metrics` row of its pu
 
 def metrics_child(server_args, out_q):
     import torch
-
     from worker_path import _draft_calls, scheduler_like
 
     class _Box:
@@ -18,8 +17,8 @@ def metrics_child(server_args, out_q):
         out_q.put(box.x)
         return
     _draft_calls(torch)  # counted after the exporter started: these reach Prometheus through the listener
-    from sglang_kimi_eagle3 import hookstatus
-    from sglang_kimi_eagle3.integration import metrics
+    from sglang_kimi_eagle3.integration.hooks import metrics
+    from sglang_kimi_eagle3.status import hookstatus
 
     published = {h["name"]: h for h in box.x["snapshot"]["hooks"]}  # the status table the scheduler published
     out_q.put({"ok": True, "counts": [[list(k), n] for k, n in hookstatus.count_items()], "exporting": bool(metrics._M),

@@ -65,15 +65,14 @@ def scheduler_with_warmup(server_args, out_q, env: dict, again: dict | None = No
     publish(server_args, role="scheduler", ranks=SpawnRanks(world_rank=spawn_world_rank(server_args, tp_rank=0, pp_rank=0),
                                                             dp_rank=None, gpu_id=None))
     try:
-        import torch
-
         import sglang.srt.speculative.eagle_worker_v2  # noqa: F401  (what building the Scheduler imports)
+        import torch
         from sglang.srt.managers.scheduler import Scheduler
 
         stand_in = type("S", (), {})()
         stand_in.tp_worker, stand_in.draft_worker = stand_in_worker(torch)
         Scheduler.init_all_cuda_graphs(stand_in)
-        from sglang_kimi_eagle3.integration import kernel_warmup, runtime_status
+        from sglang_kimi_eagle3.integration.hooks import kernel_warmup, runtime_status
 
         path = runtime_status._STATE["path"]
         out = {"ok": True, "snapshot": runtime_status.snapshot(), "last": dict(kernel_warmup._LAST),

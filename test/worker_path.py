@@ -14,7 +14,7 @@ from sglang.srt.server_args import prepare_server_args
 from sglang.srt.configs.model_config import ModelConfig
 from sglang.srt.runtime_context import override_platform, publish, get_model, get_spec
 
-from sglang_kimi_eagle3.integration.check_cmd import platform_facts
+from sglang_kimi_eagle3.commands.check import platform_facts
 SM90 = platform_facts(90)  # an H200's SGLang platform facts, as `check --for-gpu sm90` emulates them
 
 def launch(argv, env):
@@ -141,9 +141,8 @@ def scheduler_like(server_args, out_q, mask: str | None = None, calls: bool = Tr
 
     publish(server_args, role="scheduler", ranks=SpawnRanks(world_rank=spawn_world_rank(server_args, tp_rank=0, pp_rank=0),
                                                             dp_rank=None, gpu_id=None))
-    import torch
-
     import sglang.srt.speculative.eagle_worker_v2  # noqa: F401  (what building the Scheduler imports)
+    import torch
     from sglang.srt.managers.scheduler import Scheduler
     from sglang.srt.speculative import eagle_utils
 
@@ -169,7 +168,7 @@ def scheduler_like(server_args, out_q, mask: str | None = None, calls: bool = Tr
         stand_in = type("S", (), {})()
         stand_in.tp_worker, stand_in.draft_worker = _TargetWorker(), _SpecWorker()
         Scheduler.init_all_cuda_graphs(stand_in)
-        from sglang_kimi_eagle3.integration import runtime_status
+        from sglang_kimi_eagle3.integration.hooks import runtime_status
 
         out_q.put({"ok": True, "path": str(runtime_status._STATE["path"]), "snapshot": runtime_status.snapshot()})
     except Exception:

@@ -68,7 +68,7 @@ def measure(fn, calls: int) -> dict:
 
 def providers(bs: int):
     """{op: {provider: fn}} at batch size bs."""
-    from sglang_kimi_eagle3.integration import verify_kernels
+    from sglang_kimi_eagle3.integration.hooks import verify_kernels
     from sglang_kimi_eagle3.ops.argmax_verify import argmax_verify_greedy
     from sglang_kimi_eagle3.ops.tree_sampling import tree_speculative_sampling
 

@@ -46,11 +46,11 @@ MODULES = ["sglang.launch_server", "sglang.srt.entrypoints.http_server", "sglang
            "sglang.srt.managers.scheduler", "sglang.srt.managers.tokenizer_manager",
            "sglang.srt.managers.detokenizer_manager", "sglang.srt.models.deepseek_v2", "sglang.srt.models.llama_eagle3",
            "sglang.srt.speculative.eagle_worker_v2", "sglang.srt.layers.attention.triton_backend",
-           "sglang.srt.model_executor.model_runner", "sglang_kimi_eagle3.integration.runtime_status",
+           "sglang.srt.model_executor.model_runner", "sglang_kimi_eagle3.integration.hooks.runtime_status",
            "sglang.srt.layers.sampler",
            "sglang.srt.speculative.eagle_utils", "sglang.srt.model_loader.loader",
            "sglang.srt.managers.data_parallel_controller", "sglang.kernels.ops.speculative.spec_tree",
-           "sglang_kimi_eagle3.bench.cli", "sglang_kimi_eagle3.cli", "flashinfer",
+           "sglang_kimi_eagle3.commands.bench", "sglang_kimi_eagle3.cli", "flashinfer",
            # imported only when a model is built (LlamaMLP -> DualGemm), so a plain import misses it
            "sglang.kernels.ops.gemm.cutedsl_dual_gemm",
            # imported by eagle_worker_v2._capture_cuda_graphs after the draft graphs (H200 run 2, 2026-11-30)

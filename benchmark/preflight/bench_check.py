@@ -34,8 +34,8 @@ def main() -> None:
     logging.getLogger("sglang_kimi_eagle3").setLevel(logging.WARNING)
     from sglang.srt.plugins import load_plugins
 
-    from sglang_kimi_eagle3.integration.check_cmd import check_launch, parse_gpu, resolve_model_paths
-    from sglang_kimi_eagle3.integration.preflight_inputs import build_deployment
+    from sglang_kimi_eagle3.commands.check import check_launch, parse_gpu, resolve_model_paths
+    from sglang_kimi_eagle3.integration.preflight.inputs import build_deployment
     from sglang_kimi_eagle3.preflight import run_checks
     from sglang_kimi_eagle3.profiles import DEFAULT_ARGV
 

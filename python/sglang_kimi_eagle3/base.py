@@ -2,7 +2,7 @@
 
 Versions, our logger, and the plugin's environment switches with their validation. A garbage value
 of any of our variables is a `UserError` naming the variable and the accepted values; where it is
-read at launch (the resolution step, integration/launch_step.py) that error stops the launch in the
+read at launch (the resolution step, integration/hooks/launch_step.py) that error stops the launch in the
 main process, before any scheduler starts.
 """
 
@@ -29,7 +29,7 @@ _OFF = ("0", "false", "off", "no")
 CHOICES = {
     ENV_KERNELS: (("auto", "ours", "upstream"), "auto"),
     ENV_PREFLIGHT: (("on", "warn", "off"), "on"),
-    ENV_WARMUP: (("on", "off"), "on"),  # integration/kernel_warmup.py
+    ENV_WARMUP: (("on", "off"), "on"),  # integration/hooks/kernel_warmup.py
 }
 
 

@@ -12,18 +12,18 @@ import sys
 
 from .errors import UserError
 
-# name -> (module, function, one-line help). Subcommands that parse launch_server flags or read
-# the hook table live in integration/ (the only place that imports sglang).
+# name -> (module, function, one-line help): one module per subcommand in commands/ (check, status and
+# tune call into integration/, the only package with SGLang's hooks); `upstream` is upstream_export.py.
 COMMANDS = {
-    "check": ("sglang_kimi_eagle3.integration.check_cmd", "main",
+    "check": ("sglang_kimi_eagle3.commands.check", "main",
               "find every problem of a draft/target deployment at once (takes launch_server flags; none = the embedded default)"),
-    "status": ("sglang_kimi_eagle3.integration.status_cmd", "main",
+    "status": ("sglang_kimi_eagle3.commands.status", "main",
                "load SGLang's plugins the way launch_server does and print this plugin's hook status table"),
-    "plan": ("sglang_kimi_eagle3.planner.cli", "main",
+    "plan": ("sglang_kimi_eagle3.commands.plan", "main",
              "predict the speedup per batch size and write SGLang's --speculative-adaptive-config"),
-    "bench": ("sglang_kimi_eagle3.bench.cli", "main",
+    "bench": ("sglang_kimi_eagle3.commands.bench", "main",
               "benchmark running SGLang servers: acceptance per position, speedup per concurrency"),
-    "tune": ("sglang_kimi_eagle3.integration.tune_cmd", "main",
+    "tune": ("sglang_kimi_eagle3.commands.tune", "main",
              "measure our kernels against SGLang's on this GPU and write the table `auto` uses here"),
     "upstream": ("sglang_kimi_eagle3.upstream_export", "main",
                  "export the upstream SGLang patch series (upstream/) applied to the installed SGLang: tree, patches"),

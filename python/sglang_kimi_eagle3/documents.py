@@ -1,4 +1,6 @@
-"""The one reader of JSON files this plugin did not write itself (pure: stdlib only).
+"""The one reader of external files: JSON this plugin did not write itself (pure: stdlib only).
+
+validate.py checks the values (fields, flags); it reads files only through here (validate.read_json_file).
 
 `status --running FILE`, `plan --bench/--profile/--costs`, `bench --baseline-json` all read through
 `read_document(path, kind, check)`, and so do model configs and launch tables (validate.read_json_file).

@@ -1,7 +1,7 @@
-"""One validation layer for every external input (pure: stdlib only).
+"""Typed checks of every external value (pure: stdlib only); files themselves are read by documents.py.
 
-Config files, profiles, bench/cost JSON, command-line flags and output paths all go through these
-readers. Each raises `UserError` with one line naming the file (or flag), the field, what was found
+Fields of config files, profiles and bench/cost JSON, command-line flags and output paths all go through
+these checks. Each raises `UserError` with one line naming the file (or flag), the field, what was found
 and what was expected, so a bad value is an exit-2 message and never a traceback deep inside the
 code that uses it (ZeroDivisionError, TypeError, ...).
 

@@ -40,7 +40,7 @@ def test_bench_and_planner_never_import_sglang():
     import subprocess
     import sys
 
-    code = ("import sys, sglang_kimi_eagle3.bench.cli, sglang_kimi_eagle3.bench.plots, sglang_kimi_eagle3.planner.cli, "
+    code = ("import sys, sglang_kimi_eagle3.commands.bench, sglang_kimi_eagle3.bench.plots, sglang_kimi_eagle3.commands.plan, "
             "sglang_kimi_eagle3.planner.plot; print(sorted(m for m in sys.modules if m.split('.')[0] == 'sglang'))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr

@@ -15,7 +15,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 import tiny_runs as T
 from gpu_env import gpu_count
 from tiny_runs import MAX_NEW_TOKENS, N_PROMPTS, child_env, log_dir, models, run
@@ -66,7 +65,7 @@ def _first_differences(a: dict, b: dict) -> dict[int, int]:
 
 def _ours(status: dict | None) -> dict[str, int]:
     """hook -> calls that ran our kernel in the TP-0 scheduler (the runtime status file)."""
-    from sglang_kimi_eagle3.integration.runtime_status import KERNEL_HOOKS
+    from sglang_kimi_eagle3.integration.hooks.runtime_status import KERNEL_HOOKS
 
     assert status, "no plugin status file from the scheduler (runtime_status hook: SGLANG_KIMI_EAGLE3_STATUS_DIR)"
     return {h["name"]: sum(h["counters"]["ours"].values()) for h in status["hooks"] if h["name"] in KERNEL_HOOKS}

@@ -22,7 +22,7 @@ dev = json.loads(os.environ["GATE_DEVICE"])
 tables.current_device = lambda: (dev[0], tuple(dev[1]) if dev[1] else None)
 from sglang.srt.plugins import load_plugins
 load_plugins()
-from sglang_kimi_eagle3 import hookstatus
+from sglang_kimi_eagle3.status import hookstatus
 print(json.dumps({r.name: [r.state, r.detail] for r in hookstatus.rows() if r.name.startswith(("draft_", "verify_"))}))
 """
 H200 = ["NVIDIA H200", [9, 0]]

@@ -2,14 +2,13 @@
 
 One launch per (policy, mode), parsed and resolved by SGLang's own code and followed by the target and
 draft ModelConfig as the scheduler builds them (worker_path.py). The policy lives in one place
-(integration/context_policy.py): `cap` lowers the served context in the main process whatever the
+(integration/hooks/context_policy.py): `cap` lowers the served context in the main process whatever the
 preflight mode, so it works with preflight off; preflight only reports (and refuses on errors when on).
 """
 
 import functools
 
 import pytest
-
 from helpers import AQ_K2_DRAFT, KIMI_K25, LLAMA_8B, LLAMA_8B_DRAFT, run_json
 from worker_path import WORKER_PATH
 

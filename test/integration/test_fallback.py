@@ -7,8 +7,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from sglang_kimi_eagle3 import hookstatus  # noqa: E402
 from sglang_kimi_eagle3.ops import arch  # noqa: E402
+from sglang_kimi_eagle3.status import hookstatus  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -33,7 +33,7 @@ def _verify_args():
 
 
 def test_verify_hook_falls_back_on_unsupported_only(monkeypatch):
-    from sglang_kimi_eagle3.integration import verify_kernels as vk
+    from sglang_kimi_eagle3.integration.hooks import verify_kernels as vk
     from sglang_kimi_eagle3.ops import verify_greedy
 
     calls = []
@@ -53,7 +53,7 @@ def test_verify_hook_falls_back_on_unsupported_only(monkeypatch):
 
 
 def test_draft_topk1_hook_falls_back_on_unsupported_only(monkeypatch):
-    from sglang_kimi_eagle3.integration import draft_head_kernels as dh
+    from sglang_kimi_eagle3.integration.hooks import draft_head_kernels as dh
     from sglang_kimi_eagle3.ops import draft_topk
 
     x, pos = torch.randn(3, 40), torch.zeros(3, dtype=torch.long)

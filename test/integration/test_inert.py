@@ -11,7 +11,6 @@ import json
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-
 from helpers import AQ_K2_DRAFT, KIMI_K25, LLAMA_8B, run_json
 
 pytestmark = pytest.mark.slow
@@ -32,7 +31,7 @@ from sglang.srt.server_args import prepare_server_args
 from sglang.srt.arg_groups.arg_utils import field_names
 from sglang.srt.runtime_context import override_platform
 
-from sglang_kimi_eagle3.integration.check_cmd import platform_facts
+from sglang_kimi_eagle3.commands.check import platform_facts
 SM90 = platform_facts(90)
 
 def resolve(argv, env):
@@ -51,7 +50,7 @@ def resolve(argv, env):
         for k in env:
             os.environ.pop(k, None)
 
-from sglang_kimi_eagle3 import hookstatus
+from sglang_kimi_eagle3.status import hookstatus
 out = {name: resolve(argv, env) for name, (argv, env) in CASES.items()}
 out["_rows"] = {r.name: [r.state, r.detail] for r in hookstatus.rows()}
 print(json.dumps(out))

@@ -6,7 +6,8 @@ import re
 from pathlib import Path
 
 from helpers import ROOT
-from sglang_kimi_eagle3.integration import metrics
+
+from sglang_kimi_eagle3.integration.hooks import metrics
 
 NAME = re.compile(r"\b(sglang(?:_kimi_eagle3)?:[a-z_]+)")
 

@@ -3,8 +3,7 @@
 import json
 
 import pytest
-
-from helpers import clean_env, run_json, python
+from helpers import clean_env, python, run_json
 
 pytestmark = pytest.mark.slow
 
@@ -19,11 +18,11 @@ load_plugins()
 load_plugins()                                   # SGLang's guard: once per process
 import sglang_kimi_eagle3
 sglang_kimi_eagle3.register()                    # and our own guard: a second register() queues nothing
-from sglang_kimi_eagle3 import hookstatus
+from sglang_kimi_eagle3.status import hookstatus
 from sglang_kimi_eagle3.integration import refresh_status
-from sglang_kimi_eagle3.integration.context_policy import TARGET, _derive_context_length
+from sglang_kimi_eagle3.integration.hooks.context_policy import TARGET, _derive_context_length
 from sglang.srt.arg_groups.resolution_hooks import _HOOKS
-from sglang_kimi_eagle3.integration.launch_step import _step as _preflight_step
+from sglang_kimi_eagle3.integration.hooks.launch_step import _step as _preflight_step
 from sglang.srt.configs.model_config import ModelConfig
 refresh_status()
 print(json.dumps({
@@ -61,7 +60,7 @@ from sglang_kimi_eagle3.integration import registry
 registry.register("probe", "sglang.srt.configs.model_config.ModelConfig.no_such_method", lambda orig, *a: orig(*a), "around")
 from sglang.srt.plugins import load_plugins
 load_plugins()
-from sglang_kimi_eagle3 import hookstatus
+from sglang_kimi_eagle3.status import hookstatus
 registry.refresh()
 print(json.dumps(hookstatus.as_dicts()))
 ''')

@@ -12,11 +12,11 @@ import subprocess
 import sys
 
 import pytest
-
-from sglang_kimi_eagle3 import hookstatus
-from sglang_kimi_eagle3.integration import launch_record, registry, runtime_status as rs
-
 from helpers import pythonpath
+
+from sglang_kimi_eagle3.integration import launch_record, registry
+from sglang_kimi_eagle3.integration.hooks import runtime_status as rs
+from sglang_kimi_eagle3.status import hookstatus
 
 
 @pytest.fixture

@@ -21,8 +21,8 @@ import shlex
 import struct
 
 import pytest
-
 from helpers import AQ_K2_DRAFT, KIMI_K25, LLAMA_8B, LLAMA_8B_DRAFT, edited_copy, run_json
+
 from sglang_kimi_eagle3.cli import main as cli_main
 from sglang_kimi_eagle3.planner.profiles import names as profile_names
 from sglang_kimi_eagle3.planner.sources import PRESETS
@@ -41,7 +41,7 @@ from sglang.srt.server_args import prepare_server_args
 from sglang.srt.configs.model_config import ModelConfig
 from sglang.srt.runtime_context import override_platform, publish, get_model, get_spec, get_parallel
 from sglang_kimi_eagle3.errors import UserError
-from sglang_kimi_eagle3.integration import check_cmd
+from sglang_kimi_eagle3.commands import check as check_cmd
 SM90 = check_cmd.platform_facts(90)
 
 class env_set:
@@ -204,7 +204,7 @@ checks = {name: check_verdict(argv, env) for name, (argv, env) in CASES.items()}
 launches = {name: launch_verdict(argv, env) for name, (argv, env) in CASES.items()}
 truths = {name: sglang_verdict(argv, env) for name, (argv, env) in CASES.items()}
 try:
-    from sglang_kimi_eagle3.integration.sglang_facts import tree_capacity
+    from sglang_kimi_eagle3.integration.preflight.sglang_facts import tree_capacity
     trees = {f"{s},{k}": tree_capacity(s, k) for s in range(1, 7) for k in range(2, 9)}
 except ImportError:
     trees = {}

@@ -3,10 +3,10 @@
 import json
 
 import pytest
-
 from helpers import run_python
+
 from sglang_kimi_eagle3.base import TESTED_SGLANG
-from sglang_kimi_eagle3.integration.runtime_status import format_snapshot
+from sglang_kimi_eagle3.integration.hooks.runtime_status import format_snapshot
 from sglang_kimi_eagle3.versions import installed_sglang, version_note
 
 
@@ -34,7 +34,7 @@ def test_another_release_is_logged_once_per_process_and_every_hook_still_install
         load_plugins()
         from sglang_kimi_eagle3.integration import plugin
         plugin.register()  # a second load in the same process says nothing new
-        from sglang_kimi_eagle3 import hookstatus
+        from sglang_kimi_eagle3.status import hookstatus
         print(json.dumps({r.name: r.state for r in hookstatus.rows()}))
     ''')
     assert cp.returncode == 0, cp.stderr[-3000:]

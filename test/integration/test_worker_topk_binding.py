@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from sglang_kimi_eagle3 import hookstatus
-from sglang_kimi_eagle3.integration import draft_head_kernels as dh
+from sglang_kimi_eagle3.integration.hooks import draft_head_kernels as dh
+from sglang_kimi_eagle3.status import hookstatus
 
 
 @pytest.fixture(autouse=True)

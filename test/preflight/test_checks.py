@@ -4,16 +4,27 @@ import dataclasses
 import json
 
 import pytest
-
 from helpers import AQ_K2_DRAFT, AQ_K25_DRAFT, KIMI_K2, KIMI_K25, LLAMA_8B, LLAMA_8B_DRAFT, edited_copy
+
 from sglang_kimi_eagle3.configs import read_config, safetensors_shapes
 from sglang_kimi_eagle3.errors import UserError
 from sglang_kimi_eagle3.preflight import Deployment, GpuTarget, SglangFacts, has_errors, run_checks
-from sglang_kimi_eagle3.preflight.checks_launch import (captured_layers, check_aux_layers, check_context,
-                                                        check_spec_params, check_tensor_parallel)
-from sglang_kimi_eagle3.preflight.checks_model import (check_algorithm, check_capture_support, check_dtype_quant,
-                                                       check_hidden, check_trust_remote_code, check_vocab)
 from sglang_kimi_eagle3.preflight.checks_draft import check_draft_weights
+from sglang_kimi_eagle3.preflight.checks_launch import (
+    captured_layers,
+    check_aux_layers,
+    check_context,
+    check_spec_params,
+    check_tensor_parallel,
+)
+from sglang_kimi_eagle3.preflight.checks_model import (
+    check_algorithm,
+    check_capture_support,
+    check_dtype_quant,
+    check_hidden,
+    check_trust_remote_code,
+    check_vocab,
+)
 from sglang_kimi_eagle3.preflight.checks_platform import check_attention_backend, check_platform
 
 SM90, SM100, SM120 = GpuTarget("H200", 90, "test"), GpuTarget("B200", 100, "test"), GpuTarget("RTX PRO 6000", 120, "test")
@@ -159,7 +170,7 @@ def test_context_findings(tmp_path):
     (3, 4, 8, {"info"}), (0, 1, 4, {"error"}), (3, None, None, {"error"}), (None, None, None, {"info"}),
 ])
 def test_spec_params(steps, topk, tokens, want):
-    # the tree bound is SGLang's, handed over as a fact (integration/sglang_facts.tree_capacity: 4 + 2*16 + 1)
+    # the tree bound is SGLang's, handed over as a fact (integration/preflight/sglang_facts.tree_capacity: 4 + 2*16 + 1)
     facts = SglangFacts(tree_capacity=37 if (steps, topk) == (3, 4) else None)
     assert sev(check_spec_params(kimi(steps=steps, topk=topk, draft_tokens=tokens, sglang=facts)), "spec_params") == want
 

@@ -8,8 +8,8 @@ import os
 import sys
 
 import pytest
-
 from helpers import AQ_K2_DRAFT, KIMI_K25, edited_copy
+
 from sglang_kimi_eagle3.cli import main as cli_main
 from sglang_kimi_eagle3.configs import read_config, safetensors_shapes
 from sglang_kimi_eagle3.errors import UserError
@@ -213,14 +213,14 @@ def test_nonsense_launch_values_are_errors(kw, check, word):
     (["--context-length", "-5"], "--context-length -5: expected a positive integer"),
 ])
 def test_check_flags_refused_before_sglang(argv, want):
-    from sglang_kimi_eagle3.integration.check_cmd import _split
+    from sglang_kimi_eagle3.commands.check import _split
 
     with pytest.raises(UserError, match=want):
         _split(argv)
 
 
 def test_check_flags_still_accepts_good_values():
-    from sglang_kimi_eagle3.integration.check_cmd import _split, parse_gpu
+    from sglang_kimi_eagle3.commands.check import _split, parse_gpu
 
     assert _split(["--for-gpu", "sm120", "--json", "--tp-size", "8"]) == (
         {"json": True, "verbose": False, "for_gpu": "sm120"}, ["--tp-size", "8"])

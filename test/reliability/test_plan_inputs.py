@@ -1,6 +1,6 @@
 """`plan`: every bad input is one exit-2 line before any computing, the search space is bounded, and the
 written config always satisfies SGLang's loader rules. Pure (`--no-sglang-check`); SGLang's own loader is
-exercised in test/planner/test_adaptive_sglang.py."""
+exercised in test/integration/test_adaptive_check.py."""
 
 import json
 import math

@@ -92,7 +92,29 @@ def test_no_import_circle_among_the_package_modules():
     mods = _modules()
     assert f"{PKG}.integration.plugin" in mods
     graph = {m: imports_of(mods, m) for m in mods}
-    assert f"{PKG}.hookstatus" in graph[f"{PKG}.integration.runtime_status"]  # the reader sees real edges
+    assert f"{PKG}.status.hookstatus" in graph[f"{PKG}.integration.hooks.runtime_status"]  # the reader sees real edges
     cycle = find_cycle(graph)
     if cycle:
         pytest.fail("import circle: " + " -> ".join(c.removeprefix(PKG + ".") for c in cycle))
+
+
+# Where sglang may be imported: integration/ (hooks, their leaves, the preflight adapters), and the commands that
+# parse launch_server flags or load SGLang's plugins, inside their functions. Every other module stays pure.
+SGLANG_ALLOWED = (f"{PKG}.integration", f"{PKG}.commands.check", f"{PKG}.commands.status", f"{PKG}.commands.tune")
+
+
+def imports_sglang(path: Path) -> bool:
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                 [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else [])
+        if any(n.split(".")[0] == "sglang" for n in names):
+            return True
+    return False
+
+
+def test_only_integration_and_the_sglang_commands_import_sglang():
+    mods = _modules()
+    assert imports_sglang(mods[f"{PKG}.integration.hooks.launch_step"])  # the reader sees a real import
+    outside = sorted(m for m, p in mods.items()
+                     if not any(m == a or m.startswith(a + ".") for a in SGLANG_ALLOWED) and imports_sglang(p))
+    assert not outside, "sglang imported outside integration/ and commands/{check,status,tune}: " + ", ".join(outside)

@@ -369,7 +369,7 @@ def test_sglang_model_config_accepts_the_pair_only_with_the_plugin(sglang_view, 
 
 CHECK = r'''
 import contextlib, io, json, sys
-from sglang_kimi_eagle3.integration import check_cmd
+from sglang_kimi_eagle3.commands import check as check_cmd
 out = {}
 for kind, argv in json.loads(sys.argv[1]).items():
     buf = io.StringIO()

@@ -146,7 +146,7 @@ def test_retuning_replaces_only_the_shapes_it_measured():
 
 
 def test_tuned_tables_and_run_status_share_the_xdg_cache_home(monkeypatch, tmp_path):
-    from sglang_kimi_eagle3.integration import runtime_status
+    from sglang_kimi_eagle3.integration.hooks import runtime_status
 
     for var in (tables.ENV_DIR, runtime_status.ENV_STATUS_DIR):
         monkeypatch.delenv(var, raising=False)

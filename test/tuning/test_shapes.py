@@ -5,12 +5,19 @@ from helpers import AQ_K2_DRAFT, KIMI_K25, LLAMA_8B, LLAMA_8B_DRAFT
 
 from sglang_kimi_eagle3.configs import read_config
 from sglang_kimi_eagle3.errors import UserError
-from sglang_kimi_eagle3.integration.verify_kernels import shape_key as verify_key
-from sglang_kimi_eagle3.ops import draft_topk as dt
-from sglang_kimi_eagle3.ops import lm_head_gemv as gemv
-from sglang_kimi_eagle3.ops import lm_head_topk as lt
-from sglang_kimi_eagle3.tuning.shapes import (DRAFT_BS, QUICK_BS, VERIFY_BS, TuneShapes, bs_grid, from_configs,
-                                              measurements, shard_rows, tree_of)
+from sglang_kimi_eagle3.integration.hooks.verify_kernels import shape_key as verify_key
+from sglang_kimi_eagle3.ops import draft_topk as dt, lm_head_gemv as gemv, lm_head_topk as lt
+from sglang_kimi_eagle3.tuning.shapes import (
+    DRAFT_BS,
+    QUICK_BS,
+    VERIFY_BS,
+    TuneShapes,
+    bs_grid,
+    from_configs,
+    measurements,
+    shard_rows,
+    tree_of,
+)
 
 
 @pytest.mark.parametrize("vocab,tp,rows", [(32000, 8, 4000), (32000, 1, 32000), (163840, 8, 20480),

@@ -12,7 +12,6 @@ default and the tiny pair. On the installed SGLang 0.5.23 the same hooks are ins
 import json
 
 import pytest
-
 from helpers import ROOT, pythonpath, run_json
 
 pytestmark = pytest.mark.slow
@@ -24,15 +23,15 @@ STAYS = ("draft_lm_head", "draft_topk1", "verify_argmax_greedy", "verify_tree_gr
 
 STATUS = r'''
 import contextlib, io, json
-from sglang_kimi_eagle3.integration import status_cmd
+from sglang_kimi_eagle3.commands import status as status_cmd
 buf = io.StringIO()
 with contextlib.redirect_stdout(buf):
     rc = status_cmd.main(["--json", "--no-model-class"])
 text = buf.getvalue()
 status = json.loads(text[text.index("{"):])
-from sglang_kimi_eagle3.integration.draft_head_kernels import bind_worker_topk_outside_a_server
+from sglang_kimi_eagle3.integration.hooks.draft_head_kernels import bind_worker_topk_outside_a_server
 bind_worker_topk_outside_a_server()  # as `status` without --no-model-class: the worker's top-k binds or says why
-from sglang_kimi_eagle3 import hookstatus
+from sglang_kimi_eagle3.status import hookstatus
 from sglang.srt.plugins.hook_registry import HookRegistry
 ours = {name: [h.__module__ for _t, h, _s in hooks if h.__module__.startswith("sglang_kimi_eagle3")]
         for name, hooks in HookRegistry._hooks.items()}
@@ -47,7 +46,7 @@ import sglang
 from sglang.srt.arg_groups.overrides import resolving_view
 from sglang.srt.configs.model_config import ModelConfig
 from sglang.srt.server_args import prepare_server_args
-from sglang_kimi_eagle3.integration import check_cmd
+from sglang_kimi_eagle3.commands import check as check_cmd
 from sglang_kimi_eagle3.tiny.launch import spec_args
 from sglang_kimi_eagle3.tiny.spec import TinySpec, draft_config, target_config
 d = Path(tempfile.mkdtemp())
@@ -134,7 +133,7 @@ def test_on_the_installed_sglang_the_same_hooks_are_installed():
         state, target, detail = r["rows"][name]
         assert state == "applied" and "upstream has it" not in detail, (name, r["rows"][name])
         if name != "draft_worker_topk":  # a module-local rebinding, not a HookRegistry hook
-            assert r["queued"].get(target) == ["sglang_kimi_eagle3.integration." + (
+            assert r["queued"].get(target) == ["sglang_kimi_eagle3.integration.hooks." + (
                 "verify_kernels" if name == "verify_tree_sampling" else
                 "draft_head_kernels" if name == "draft_probs" else "context_policy")], (name, r["queued"].get(target))
     assert r["rc"] == 0

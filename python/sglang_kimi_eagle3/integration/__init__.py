@@ -1,6 +1,14 @@
 """The only subpackage that imports sglang: one hook module per concern, one status table.
 
-Each module in HOOK_MODULES exposes `install() -> None`, which queues its hook(s) with SGLang
+Layout (floors: each imports only the ones above it):
+  launch_record, dispatch, registry, launch_flags, upstream_has   leaves: what every hook and command shares
+  upstream_kernels, adaptive_check                                shims: SGLang's own code, loaded for our use
+  preflight/   SGLang's view of a launch made into a preflight `Deployment` (inputs, sglang_facts,
+               gpu_memory) and preflight run at launch (launch)
+  hooks/       one module per hook (HOOK_MODULES below), each with `install()`
+  plugin.py    `register()`: SGLang's plugin entry point
+
+Each module in HOOK_MODULES (integration/hooks/<name>.py) exposes `install() -> None`, which queues its hook(s) with SGLang
 (HookRegistry or a resolution-step hook) and records every hook's row in `hookstatus`. Modules are
 imported lazily so that `register()` stays cheap and one broken hook cannot stop the others.
 """
@@ -9,7 +17,7 @@ from __future__ import annotations
 
 import importlib
 
-from .. import hookstatus
+from ..status import hookstatus
 
 # Order matters only for readability of the status table.
 HOOK_MODULES = (
@@ -29,9 +37,9 @@ HOOK_MODULES = (
 def install_all() -> None:
     for name in HOOK_MODULES:
         try:
-            mod = importlib.import_module(f"{__name__}.{name}")
+            mod = importlib.import_module(f"{__name__}.hooks.{name}")
         except ModuleNotFoundError as exc:
-            if exc.name == f"{__name__}.{name}":
+            if exc.name == f"{__name__}.hooks.{name}":
                 hookstatus.record(name, "-", "skipped", "not built in this version")
                 continue
             hookstatus.record(name, "-", "failed", f"import failed: {type(exc).__name__}: {exc}")

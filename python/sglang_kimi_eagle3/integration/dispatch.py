@@ -17,8 +17,8 @@ from __future__ import annotations
 import os
 import re
 
-from .. import hookstatus
 from ..ops import arch, tables
+from ..status import hookstatus
 from .launch_record import our_launch
 
 # kernel hook -> the op whose launch-table `wins` decide it under SGLANG_KIMI_EAGLE3_KERNELS=auto

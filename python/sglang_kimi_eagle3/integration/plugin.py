@@ -16,8 +16,8 @@ refuse it first), marks every other hook failed, and logs the error.
 
 from __future__ import annotations
 
-from .. import hookstatus
 from ..base import ENV_ENABLE, TESTED_SGLANG, __version__, enabled, env_errors, logger
+from ..status import hookstatus
 
 _registered = False
 
@@ -44,7 +44,7 @@ def register() -> None:
         return
     _registered = True
     if bad:
-        from . import context_policy, launch_step
+        from .hooks import context_policy, launch_step
 
         for name in HOOK_MODULES:
             if name != "launch_step":

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pkgutil
 
-from .. import hookstatus
+from ..status import hookstatus
 
 # hook name -> (target, our function)
 _PENDING: dict[str, tuple[str, object]] = {}

@@ -44,6 +44,9 @@ class ContextDecision:
     draft_max_position_embeddings: int | None = None  # written into the draft config (extend, yarn)
     draft_rope_scaling: dict | None = None  # yarn only
     explanation: str = ""
+    # What preflight reports for a decision that serves: "warning" when the draft's window is far shorter than
+    # the target's (ratio > SHORT_DRAFT_RATIO, extend/auto: little speedup expected on long prompts), else "info".
+    severity: str = "info"
 
     @property
     def ok(self) -> bool:
@@ -142,6 +145,7 @@ def decide(
                 if policy == "auto" else "extend")
         return ContextDecision(
             **base, action="extend", serve_len=target_len, draft_max_position_embeddings=extend_mpe,
+            severity="warning" if short_note else "info",
             explanation=(f"{head}: serving the target's {target_len} tokens; only {draft_name}'s limit "
                          f"({draft_len}) is lifted, its rotary cache sized to {extend_mpe} positions (the target's "
                          f"{target_len} + {extend_mpe - target_len}: the {rope_margin}-position speculative margin "

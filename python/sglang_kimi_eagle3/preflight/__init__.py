@@ -1,6 +1,6 @@
 """Preflight: (target, draft, flags) -> every finding at once. Pure: no sglang import.
 
-integration/preflight_inputs.py turns a launch (SGLang's own parsed and resolved server args) into a
+integration/preflight/inputs.py turns a launch (SGLang's own parsed and resolved server args) into a
 `Deployment`; `run_checks` runs every check on it and returns all findings, errors first.
 """
 

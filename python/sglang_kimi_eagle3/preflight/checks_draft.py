@@ -1,7 +1,7 @@
 """Preflight checks that compare a drafter with what SGLang will build and feed it. Pure.
 
 The SGLang side comes from `Deployment.sglang` (SglangFacts, gathered from SGLang's own code by
-integration/sglang_facts.py); the checkpoint side from `Deployment.draft_weights`
+integration/preflight/sglang_facts.py); the checkpoint side from `Deployment.draft_weights`
 (preflight/checkpoint.py). Each rule below names the SGLang 0.5.23 code it stands for.
 """
 

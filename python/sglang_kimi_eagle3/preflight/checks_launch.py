@@ -124,7 +124,7 @@ def check_context(d: Deployment) -> list[Finding]:
     elif dec.action == "none":
         out.append(Finding("info", "context", dec.explanation))
     else:
-        sev = "warning" if "expect little speedup" in dec.explanation else "info"
+        sev = dec.severity
         out.append(Finding(sev, "context", dec.explanation, "",
                            "" if sev == "info" else f"{FLAG} cap, or a longer-context drafter"))
     return out

@@ -7,7 +7,7 @@ Inputs: the bundled planner profile of (target, GPU) at TP 8, the drafter's publ
 error on the published end-to-end points (planner/calibration.py). The recommendation is planned on the
 lowest-acceptance preset (chat traffic accepts less than math): no speculation when no setting beats plain
 decoding anywhere, an adaptive file when it loses at some concurrency or the best steps differ, else fixed steps.
-`check` calls it (integration/check_cmd.py); the launch-time preflight does not.
+`check` calls it (commands/check.py); the launch-time preflight does not.
 """
 
 from __future__ import annotations

@@ -50,7 +50,7 @@ class GpuTarget:
 @dataclass(slots=True)
 class SglangFacts:
     """What the installed SGLang itself says about this launch, as plain data: gathered by
-    integration/sglang_facts.py from SGLang's own classes and functions (None: could not be derived)."""
+    integration/preflight/sglang_facts.py from SGLang's own classes and functions (None: could not be derived)."""
 
     draft_class: str | None = None  # the class SGLang's get_model_architecture picks for the draft
     draft_class_error: str | None = None  # why it picks none (the architecture is not registered)

@@ -1,5 +1,5 @@
 """Per-GPU tuning (pure w.r.t. sglang): the shapes a deployment runs, the user table cache, GPU timing.
 
-`integration/tune_cmd.py` (the `sglang-kimi-eagle3 tune` command) drives these; it is the only part
+`commands/tune.py` (the `sglang-kimi-eagle3 tune` command) drives these; it is the only part
 of tuning that imports SGLang (for its kernels, the baseline every measurement is compared with).
 """

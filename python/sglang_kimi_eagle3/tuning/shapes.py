@@ -9,7 +9,7 @@ Verify (per target step, N = --speculative-num-draft-tokens, target vocab V):
   argmax_verify  fused argmax over fp32 logits [bs*N, V] + greedy tree walk (greedy requests)
   verify_greedy  the tree walk alone, from target_predict [bs, N]
   tree_sampling  rejection sampling over target_probs [bs, N, V] (temperature > 0)
-Batch sizes: the grid the tables key wins by (ops/lm_head_gemv.bs_bucket, integration/verify_kernels
+Batch sizes: the grid the tables key wins by (ops/lm_head_gemv.bs_bucket, integration/hooks/verify_kernels
 .shape_key), up to the deployment's largest decode batch.
 """
 

@@ -1,0 +1,111 @@
+"""Preflight at launch: build the Deployment from SGLang's resolved record, run every check, report.
+
+Called by the one launch-time step (launch_step.py) for EAGLE/EAGLE3 launches with a draft model,
+after SGLang's own resolution and the context policy's main-process part. SGLANG_KIMI_EAGLE3_PREFLIGHT:
+on (default) refuses the launch on errors (PreflightFailed, before any weight loads), warn logs them,
+off skips. Preflight only reports: it changes nothing on the record.
+
+`check` runs the same function inside `collecting(gpu, labels)`: findings are collected into the
+box it yields (state in a ContextVar, reset on every exit path) instead of logged or raised.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from contextvars import ContextVar
+
+from ...base import ENV_PREFLIGHT, env_choice, logger
+from ...errors import UserError
+from ...preflight import Finding, GpuTarget, has_errors, run_checks, summary
+
+ENV_MODE = ENV_PREFLIGHT
+_COLLECT: ContextVar[dict | None] = ContextVar("sglang_kimi_eagle3_collect", default=None)
+
+
+class PreflightFailed(ValueError):
+    """Raised from SGLang's argument resolution: the launch stops before any weight loads."""
+
+
+def preflight_mode() -> str:
+    return env_choice(ENV_PREFLIGHT)
+
+
+@contextlib.contextmanager
+def collecting(gpu: GpuTarget, labels: dict[str, str] | None = None):
+    """Within: the launch step collects into the yielded dict (findings, deployment, sglang_error)."""
+    box = {"gpu": gpu, "labels": dict(labels or {})}
+    token = _COLLECT.set(box)
+    try:
+        yield box
+    finally:
+        _COLLECT.reset(token)
+
+
+def collector() -> dict | None:
+    """The `check` box of the current context, or None at a real launch."""
+    return _COLLECT.get()
+
+
+def local_gpu(assumed: str = "assumed: no local GPU detected") -> GpuTarget:
+    """The one local-GPU detector (`check` without --for-gpu, preflight at launch): this machine's CUDA
+    device (ops.tables.current_device), else an SM90 (H100/H200) with `assumed` saying why."""
+    from ...ops.tables import current_device
+
+    name, cc = current_device()
+    if cc is not None:
+        return GpuTarget(name, 10 * cc[0] + cc[1], "local GPU")
+    return GpuTarget("sm90 (assumed: H100/H200)", 90, assumed)
+
+
+def runtime_findings(server_args) -> list[Finding]:
+    """Launch shapes where this plugin's runtime hooks do not reach (not preflight errors: warnings)."""
+    from sglang.srt.arg_groups.overrides import resolving_view
+
+    cfg, out = resolving_view(server_args), []
+    if getattr(cfg, "use_ray", False):
+        out.append(Finding("warning", "plugin", "--use-ray: SGLang's Ray scheduler actors never call load_plugins(), "
+                           "so none of this plugin's scheduler-side hooks (context policy on the draft, kernels, "
+                           "runtime status) exist there; only this launch-time step ran",
+                           "scheduler processes that load plugins (the default multiprocessing launch)",
+                           "drop --use-ray, or keep it knowing the draft context policy and kernels do not apply"))
+    if getattr(cfg, "enable_multi_layer_eagle", False):
+        out.append(Finding("warning", "plugin", "--enable-multi-layer-eagle: SGLang runs MultiLayerEagleWorkerV2, "
+                           "which never calls draft_topk1_postprocess, renorm_draft_probs or the EAGLE v2 worker's "
+                           "fast_topk: the draft_topk1 / draft_probs / draft_worker_topk hooks do not apply "
+                           "(context policy, draft_lm_head and verify hooks still do)",
+                           "EAGLEWorkerV2 for the draft-head top-k hooks",
+                           "drop --enable-multi-layer-eagle to use them; nothing to fix otherwise"))
+    return out
+
+
+def report(server_args, sglang_error: Exception | None) -> str:
+    """Run preflight for a launch; returns the mode used. Raises PreflightFailed (mode on, errors)."""
+    box = collector()
+    mode = "on" if box is not None else preflight_mode()
+    if mode == "off":
+        return mode
+    from .inputs import build_deployment
+
+    gpu = box["gpu"] if box is not None else local_gpu()
+    labels = box["labels"] if box is not None else {}
+    err = f"{type(sglang_error).__name__}: {sglang_error}" if sglang_error is not None else None
+    try:
+        dep = build_deployment(server_args, gpu, sglang_error=err, labels=labels)
+        findings = run_checks(dep) + runtime_findings(server_args)
+    except UserError as exc:
+        if box is None and mode == "warn":
+            logger().warning("preflight could not run (%s=warn, the launch goes on): %s", ENV_MODE, exc)
+            return mode
+        if box is not None or sglang_error is None:
+            raise  # unusable input of our launch: one line (check: exit 2; launch: the traceback's last line)
+        raise sglang_error from None
+    if box is not None:
+        box.update(findings=findings, deployment=dep, sglang_error=sglang_error)
+        return mode
+    lines = [f.one_line() for f in findings]
+    logger().info("preflight (%s, %s): %s\n  %s", dep.gpu.name, dep.gpu.how, summary(findings), "\n  ".join(lines))
+    if has_errors(findings) and mode == "on":
+        errors = [f.one_line() for f in findings if f.severity == "error"]
+        raise PreflightFailed(f"sglang-kimi-eagle3 preflight found {len(errors)} error(s); nothing was loaded. "
+                              f"Fix them, or set {ENV_MODE}=warn to start anyway:\n  " + "\n  ".join(errors))
+    return mode

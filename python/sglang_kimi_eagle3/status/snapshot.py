@@ -1,0 +1,60 @@
+"""The runtime status file a serving scheduler writes (port<PORT>.json), as `status --running` reads it back.
+Pure: every field the reader uses is checked before anything is printed, so a foreign or damaged file is
+one exit-2 line ("not a status file: ...") and never a traceback after the header.
+
+Format (written by integration/hooks/runtime_status.snapshot):
+  {"plugin": str, "pid": int, "time": str, "table_in_effect": str,
+   "hooks": [{"name": str, "status": str, "state": str?, "target": str?, "detail": str?,
+              "sites": {"bound": [str], "unbound": [str], ...} | {},
+              "table_wins": [...]?,
+              "counters": {"ours": {bucket: int}, "sglang": {reason: {bucket: int}}}}]}
+"""
+
+from __future__ import annotations
+
+from ..documents import read_document, require_object
+from ..errors import UserError
+from ..validate import check_int, dict_field, list_field, show, str_field
+
+KIND = "status"
+
+
+def _counts(node, where: str, key: str) -> None:
+    if not isinstance(node, dict):
+        raise UserError(f"{where}: field {key!r} = {show(node)}; expected an object of call counts")
+    for bucket, n in node.items():
+        check_int(n, where, f"{key}.{bucket}", lo=0)
+
+
+def check_snapshot(doc, where: str) -> dict:
+    require_object(doc, where, ("pid", "time", "table_in_effect", "hooks"))
+    check_int(doc["pid"], where, "pid", lo=0)
+    str_field(doc, "time", where, nonempty=False)
+    str_field(doc, "table_in_effect", where, nonempty=False)
+    hooks = list_field(doc, "hooks", where, what="a list of hook rows")
+    for i, h in enumerate(hooks):
+        key = f"hooks[{i}]"
+        if not isinstance(h, dict):
+            raise UserError(f"{where}: field {key!r} = {show(h)}; expected an object")
+        str_field(h, f"{key}.name", where)
+        str_field(h, f"{key}.status", where)
+        sites = dict_field(h, f"{key}.sites", where, default={})
+        for name in sites:
+            list_field(sites, f"{key}.sites.{name}", where, what="a list of call sites")
+        c = dict_field(h, f"{key}.counters", where, default={"ours": {}, "sglang": {}})
+        _counts(c.get("ours", {}), where, f"{key}.counters.ours")
+        theirs = c.get("sglang", {})
+        if not isinstance(theirs, dict):
+            raise UserError(f"{where}: field '{key}.counters.sglang' = {show(theirs)}; expected an object")
+        for reason, node in theirs.items():
+            _counts(node, where, f"{key}.counters.sglang.{reason}")
+        h.setdefault("sites", sites)
+        h.setdefault("counters", {"ours": {}, "sglang": {}})
+        h["counters"].setdefault("ours", {})
+        h["counters"].setdefault("sglang", {})
+    return doc
+
+
+def load(path, hint: str) -> dict:
+    """A status file, checked (documents.read_document: FIFOs, devices and huge files refused unread)."""
+    return read_document(path, KIND, check_snapshot, hint=hint, max_bytes=16 << 20)

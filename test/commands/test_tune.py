@@ -1,0 +1,90 @@
+"""`sglang-kimi-eagle3 tune` on a CPU box: the no-GPU refusal, --dry-run, flag errors (the real CLI)."""
+
+
+from helpers import clean_env, python
+
+from sglang_kimi_eagle3.cli import main
+
+
+def test_refuses_without_a_gpu_in_one_line():
+    p = python(["-m", "sglang_kimi_eagle3.cli", "tune"], env=clean_env(CUDA_VISIBLE_DEVICES=""), timeout=300)
+    assert p.returncode == 2, p.stderr
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and "no CUDA GPU" in lines[0] and "--dry-run" in lines[0], p.stderr
+    assert "Traceback" not in p.stderr and p.stdout == ""
+
+
+def test_dry_run_embedded_default(capsys, tmp_path):
+    assert main(["tune", "--dry-run", "--cache-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "the embedded default" in out and "parsed by SGLang's launch_server parser" in out
+    assert "draft lm_head shard 4000 rows x hidden 7168 (draft vocab 32000, TP 8); top-k 1; N 4" in out
+    for line in ("lm_head_gemv   R=4000 H=7168 bs=8", "key R4000:H7168:bs8", "draft_topk     V=32000 k=1 bs=128",
+                 "argmax_verify  n=4 bs=256 vocab=163840", "key n4_bs256", "tree_sampling  n=4 bs=1"):
+        assert line in out, line
+    assert "Would measure 28 (op, shape) points" in out  # 5 bs x 2 draft-head ops + 6 bs x 3 verify ops (no lm_head_topk)
+    assert f"written to {tmp_path}/<GPU name>.json" in out
+    assert not list(tmp_path.iterdir())  # a dry run writes nothing
+
+
+def test_dry_run_with_launch_flags(capsys):
+    rc = main(["tune", "--dry-run", "--quick", "--ops", "draft_topk,argmax_verify",
+               "--model-path", "llama-3.1-8b-instruct", "--speculative-algorithm", "EAGLE3",
+               "--speculative-draft-model-path", "llama-3.1-8b-eagle3", "--tp-size", "2",
+               "--speculative-eagle-topk", "4", "--speculative-num-steps", "4", "--speculative-num-draft-tokens", "16"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "TP 2); top-k 4; N 16 draft tokens over target vocab 128256" in out
+    assert "key V32000:k4:bs32" in out and "key V32000:k1:bs1" in out and "key n16_bs128" in out
+    assert "lm_head_gemv" not in out and "Would measure 9 (op, shape) points" in out
+
+
+def test_bad_tune_flags_exit_2(capsys):
+    assert main(["tune", "--dry-run", "--ops", "nope"]) == 2
+    assert "unknown op(s) nope" in capsys.readouterr().err
+    assert main(["tune", "--dry-run", "--model-path", "/no/such/folder", "--speculative-draft-model-path", "x"]) == 2
+    assert "--model-path /no/such/folder" in capsys.readouterr().err
+
+
+def test_dry_run_where_sglangs_server_stack_does_not_import(capsys, monkeypatch):
+    """As on the lent GPU box (SGLang's kernels, not its server): the flags are read directly."""
+    from sglang_kimi_eagle3.commands import tune as tune_cmd
+
+    monkeypatch.setattr(tune_cmd, "_parsed_by_sglang", lambda argv: None)
+    assert main(["tune", "--dry-run", "--quick", "--model-path", "kimi-k2.5", "--speculative-draft-model-path",
+                 "aq-medai/kimi-k2-eagle3", "--tp-size=4", "--cuda-graph-max-bs", "8"]) == 0
+    out = capsys.readouterr().out
+    assert "flags read directly" in out and "shard 8000 rows" in out and "top-k 1; N 4" in out
+    assert main(["tune", "--dry-run", "--model-path", "kimi-k2.5", "--speculative-draft-model-path",
+                 "aq-medai/kimi-k2-eagle3", "--cuda-graph-max-bs-decode", "8"]) == 0
+    assert "bs 1,8 (draft), 1,8 (verify)" in capsys.readouterr().out
+    assert main(["tune", "--dry-run", "--model-path", "kimi-k2.5", "--tp-size", "eight"]) == 2
+    assert "--tp-size 'eight': expected an integer" in capsys.readouterr().err
+
+
+def test_cuda_graph_max_bs_decode_bounds_the_grid_through_sglangs_parser(capsys):
+    """SGLang 0.5.23 has --cuda-graph-max-bs-decode (no --cuda-graph-max-bs); tune must read it."""
+    assert main(["tune", "--dry-run", "--model-path", "kimi-k2.5", "--speculative-algorithm", "EAGLE3",
+                 "--speculative-draft-model-path", "aq-medai/kimi-k2-eagle3", "--tp-size", "8",
+                 "--cuda-graph-max-bs-decode", "8"]) == 0
+    assert "bs 1,8 (draft), 1,8 (verify)" in capsys.readouterr().out
+
+
+def test_tp_size_0_is_refused_as_check_refuses_it(capsys):
+    """Not read as TP 1 (`or 1`): exit 2 with the one line `check` prints, before anything else runs."""
+    for flags in (["--tp-size", "0"], ["--tp-size=0"], ["--tensor-parallel-size", "-1"]):
+        assert main(["tune", "--dry-run", "--model-path", "kimi-k2.5", *flags]) == 2, flags
+        err = capsys.readouterr()
+        assert err.out == "" and len(err.err.strip().splitlines()) == 1, err
+        assert "expected a positive integer (GPUs)" in err.err, err.err
+        assert main(["check", "--model-path", "kimi-k2.5", *flags]) == 2
+        assert "expected a positive integer (GPUs)" in capsys.readouterr().err
+
+
+def test_a_file_as_cache_dir_is_refused_not_promised(capsys, tmp_path):
+    f = tmp_path / "a-file"
+    f.write_text("")
+    for where in (f, f / "sub"):
+        assert main(["tune", "--dry-run", "--cache-dir", str(where)]) == 2
+        err = capsys.readouterr()
+        assert "would be written" not in err.out and "--cache-dir" in err.err and "not a folder" in err.err, err

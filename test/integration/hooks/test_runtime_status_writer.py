@@ -1,0 +1,67 @@
+"""The lead scheduler's status file follows the counters while serving (runtime_status.start_writer).
+
+Seen on the H200 (2026-11-30, live tiny tree server): with a flush only on the next counted call, a server
+whose whole generation took less than the flush interval left a file with no verify call at all, and SGLang
+ends its schedulers by signal, so there is no write at exit. Here: calls counted after the first write reach
+the file within FLUSH_S with no further call, and an idle writer does not rewrite it."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from sglang_kimi_eagle3.integration import launch_record
+from sglang_kimi_eagle3.integration.hooks import runtime_status as rs
+from sglang_kimi_eagle3.status import hookstatus
+
+
+@pytest.fixture
+def status(tmp_path, monkeypatch):
+    monkeypatch.setattr(rs, "FLUSH_S", 0.05)
+    monkeypatch.setattr(rs, "_STATE", {"path": tmp_path / "port1.json", "written": -1, "writer": None})
+    monkeypatch.setattr(launch_record, "_OURS", [True])
+    monkeypatch.setattr(hookstatus, "_COUNTS", type(hookstatus._COUNTS)())
+    monkeypatch.setattr(hookstatus, "_CALLS", [0])
+    monkeypatch.setattr(hookstatus, "_TABLE", {})
+    hookstatus.record("verify_tree_greedy", "sglang.kernels.ops.speculative.spec_tree.verify_tree_greedy_func", "applied")
+    return tmp_path / "port1.json"
+
+
+def _ours(path, hook="verify_tree_greedy"):
+    hooks = {h["name"]: h for h in json.loads(path.read_text())["hooks"]}
+    return sum(hooks[hook]["counters"]["ours"].values())
+
+
+def _wait(pred, s=5.0):
+    end = time.monotonic() + s
+    while time.monotonic() < end and not pred():
+        time.sleep(0.02)
+    return pred()
+
+
+def test_counted_calls_reach_the_file_without_another_call(status):
+    rs.write_status()
+    rs._STATE["written"] = hookstatus.calls()
+    rs.start_writer()
+    for _ in range(3):
+        hookstatus.count("verify_tree_greedy", "ours", "n8_bs1")
+    assert _wait(lambda: _ours(status) == 3), "the counted calls never reached the status file"
+    before = status.stat().st_mtime_ns
+    time.sleep(0.3)  # idle: six ticks, no new call
+    assert status.stat().st_mtime_ns == before, "an idle writer rewrote the file"
+    hookstatus.count("verify_tree_greedy", "sglang", "n8_bs1", "launch table: no win for this shape")
+    assert _wait(lambda: json.loads(status.read_text())["hooks"] and any(
+        h["counters"]["sglang"] for h in json.loads(status.read_text())["hooks"] if h["name"] == "verify_tree_greedy"))
+
+
+def test_an_unwritable_status_file_stops_the_writer_after_one_warning(status, tmp_path, caplog):
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    rs._STATE["path"] = blocker / "port1.json"  # its parent is a file: mkdir fails
+    rs.start_writer()
+    hookstatus.count("verify_tree_greedy", "ours", "n8_bs1")
+    assert _wait(lambda: not rs._STATE["writer"].is_alive()), "the writer kept retrying an unwritable file"
+    warnings = [r for r in caplog.records if "cannot write the status file" in r.getMessage()]
+    assert len(warnings) == 1, [r.getMessage() for r in caplog.records]
