@@ -18,13 +18,14 @@ import os
 from urllib.parse import urlsplit
 
 from ..errors import UserError
+from ..validate import expand_path
 
 PLOT_FILES = ("tau_speedup.png", "acceptance.png")  # bench/plots.py writes these under --plots
 _LOCAL = {"localhost", "127.0.0.1", "::1", "0.0.0.0", "::"}
 
 
-def _same_file(a: str, b: str) -> bool:
-    return os.path.realpath(os.path.expanduser(a)) == os.path.realpath(os.path.expanduser(b))
+def _same_file(a: str, b: str, flags: tuple[str, str] = ("--json", "--baseline-json")) -> bool:
+    return os.path.realpath(expand_path(a, flags[0])) == os.path.realpath(expand_path(b, flags[1]))
 
 
 def check_distinct(json_path: str, plots: str | None, baseline_json: str | None) -> None:
@@ -32,13 +33,13 @@ def check_distinct(json_path: str, plots: str | None, baseline_json: str | None)
         raise UserError(f"--json {json_path} is the --baseline-json file: this run would overwrite the baseline it "
                         "compares against; give another --json")
     if plots:
-        if _same_file(json_path, plots):
+        if _same_file(json_path, plots, ("--json", "--plots")):
             raise UserError(f"--plots {plots} is the --json file: --plots is a folder for {' and '.join(PLOT_FILES)}; "
                             "give another folder")
         for name in PLOT_FILES:
             png = os.path.join(plots, name)
             for flag, path in (("--json", json_path), ("--baseline-json", baseline_json)):
-                if path and _same_file(path, png):
+                if path and _same_file(path, png, (flag, "--plots")):
                     raise UserError(f"{flag} {path} is the plot --plots {plots} writes ({name}); choose another path")
 
 
