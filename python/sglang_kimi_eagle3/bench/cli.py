@@ -212,7 +212,7 @@ def main(argv: list[str]) -> int:
     finally:
         if main_thread:
             signal.signal(signal.SIGTERM, old_term)
-    notes = outputs.after_run(doc)  # no request answered / a speculating baseline / no level to compare
+    notes = outputs.after_run(doc, a.json)  # no request answered / a speculating baseline / no level to compare
     save(doc)
     print_report(doc)
     print(f"wrote {a.json}")

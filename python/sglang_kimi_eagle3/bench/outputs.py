@@ -108,9 +108,23 @@ def baseline_config_notes(doc: dict, config: dict, path: str) -> list[str]:
     return notes
 
 
-def after_run(doc: dict) -> list[str]:
+def plan_accepts(doc: dict, path: str) -> str | None:
+    """Why `plan --bench PATH` would refuse this run's file (None when it reads it)."""
+    from ..planner import sources
+
+    spec = [lv for lv in doc.get("levels") or [] if (lv.get("spec") or {}).get("histogram")]
+    if not spec or (doc.get("config") or {}).get("spec_off_baseline"):
+        return None  # nothing speculative measured: the notes above say so
+    try:
+        sources.from_bench(doc, path)
+    except UserError as exc:
+        return str(exc)
+    return None
+
+
+def after_run(doc: dict, path: str = "bench.json") -> list[str]:
     """Set the run's verdict on `doc`; return the lines to print (stderr)."""
-    notes = []
+    notes = [f"warning: {n}" for n in (doc.get("setting") or {}).get("notes") or []]
     levels = doc.get("levels") or []
     spec_ok = sum((lv.get("spec") or {}).get("ok", 0) for lv in levels)
     if levels and not spec_ok:
@@ -137,4 +151,7 @@ def after_run(doc: dict) -> list[str]:
         if missing:
             notes.append(f"note: --baseline-json has no level c={','.join(map(str, missing))} (it measured "
                          f"{','.join(map(str, base_levels))}): no speedup there")
+    refused = plan_accepts(doc, path)
+    if refused:
+        notes.append(f"warning: `plan --bench {path}` will refuse this file: {refused}")
     return notes
