@@ -2,7 +2,8 @@
 
 Not a model: each request gets the steps `script(n, body)` returns (n = 1-based /generate count): a float
 sleeps that many seconds, a dict is one `data: <json>` chunk, bytes go out as they are, "DONE" is
-`data: [DONE]`. `sglang_chunks` builds SGLang's chunk sequence: cumulative completion_tokens, text and
+`data: [DONE]`, "HOLD" keeps the connection open without another byte until the server stops (a proxy
+or server that does not close the stream after [DONE]). `sglang_chunks` builds SGLang's chunk sequence: cumulative completion_tokens, text and
 output_ids in every chunk; finish_reason, e2e_latency and the spec fields in the last one only
 (srt/managers/tokenizer_manager.py, non-incremental streaming; srt/entrypoints/http_server.py). Bodies
 go out with chunked transfer encoding, as uvicorn sends a StreamingResponse.
@@ -80,6 +81,9 @@ class StreamServer(ServedInThread):
                 self.send_header("Transfer-Encoding", "chunked")
                 self.end_headers()
                 for step in srv.script(n, body):
+                    if step == "HOLD":
+                        srv.stopping.wait()
+                        return
                     if isinstance(step, float | int):
                         if srv.stopping.wait(step):
                             return

@@ -86,7 +86,6 @@ BROKEN = {
     "not_json": ([b"data: {nope\n\n", "DONE"], "bad_json", "stream chunk 1"),
     "tokens_down": ([{"meta_info": {"completion_tokens": 3}}, {"meta_info": {"completion_tokens": 2}}, "DONE"],
                     "bad_field", "went down from 3 to 2"),
-    "after_done": (sglang_chunks(0.0, []) + [{"meta_info": {"completion_tokens": 1}}], "bad_field", "after data: [DONE]"),
 }
 
 
@@ -97,6 +96,28 @@ def test_a_broken_stream_is_one_counted_error_of_its_kind(name):
         r = client.generate(url, "p", "chat", "hi", {"max_new_tokens": 4}, 5.0, stream=True)
     assert not r.ok and r.error == kind and detail in r.detail, (r.error, r.detail)
     assert r.ttft_s is None and r.itl_s is None and r.completion_tokens is None
+
+
+@pytest.mark.parametrize("after", [["HOLD"], [{"meta_info": {"completion_tokens": 1}}, "HOLD"], [b"data: [DO"]])
+def test_a_stream_ends_at_done_whatever_the_server_does_after(after, tmp_path):
+    """[DONE] then the connection held open (or more bytes, then held): the request is complete at [DONE], its
+    latency ends there, and a level of such streams is all ok answers (no timeout at all)."""
+    steps = sglang_chunks(0.0, [(0.0, 3)]) + after
+    with StreamServer(lambda n, body: steps, lifetime=30) as url:
+        r = client.generate(url, "p", "chat", "hi", {"max_new_tokens": 4}, 4.0, stream=True)
+        assert r.ok and r.error is None and r.completion_tokens == 4, (r.error, r.detail)
+        out = tmp_path / "held.json"
+        assert cli_main(["bench", "--url", url, "--json", str(out), "--concurrency", "2", "--min-requests", "2",
+                         "--stream", *FAST[:-1], "4"]) == 0
+    s = json.loads(out.read_text())["levels"][0]["spec"]
+    assert s["ok"] == 2 and s["errors"] == {} and s["streaming"]["requests"] == 2
+
+
+def test_a_done_line_split_over_two_reads_still_ends_the_stream():
+    steps = sglang_chunks(0.0, [(0.0, 1)])[:-1] + [b"data: [DO", 0.05, b"NE]", "HOLD"]
+    with StreamServer(lambda n, body: steps, lifetime=30) as url:
+        r = client.generate(url, "p", "chat", "hi", {"max_new_tokens": 4}, 4.0, stream=True)
+    assert r.ok and r.completion_tokens == 2, (r.error, r.detail)
 
 
 def test_incremental_chunks_keep_the_whole_output_with_save_outputs():
