@@ -111,6 +111,7 @@ def _options(a) -> tuple[SweepConfig, dict, dict | None]:
     check_output_file(a.json, "--json")
     if a.plots:
         check_output_dir(a.plots, "--plots")
+        outputs.check_plots(a.plots)
     outputs.check_distinct(a.json, a.plots, a.baseline_json)
     if "baseline" in servers:
         outputs.check_baseline_url(servers["spec"], servers["baseline"])

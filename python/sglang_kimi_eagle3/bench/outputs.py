@@ -43,6 +43,24 @@ def check_distinct(json_path: str, plots: str | None, baseline_json: str | None)
                     raise UserError(f"{flag} {path} is the plot --plots {plots} writes ({name}); choose another path")
 
 
+def check_plots(plots: str) -> None:
+    """--plots DIR: a plot file already there that bench did not write (no MARK in its PNG text) is never replaced."""
+    from .plots import MARK
+
+    for name in PLOT_FILES:
+        png = os.path.join(expand_path(plots, "--plots"), name)
+        if not os.path.lexists(png):
+            continue
+        try:
+            with open(png, "rb") as fh:
+                ours = os.path.isfile(png) and MARK.encode() in fh.read(1 << 16)
+        except OSError:
+            ours = False
+        if not ours:
+            raise UserError(f"--plots {plots}: {png} exists and was not written by bench (this run would replace it); "
+                            "move it away, or give another --plots folder")
+
+
 def _endpoint(url: str) -> tuple:
     u = urlsplit(url)
     host = (u.hostname or "").lower()
