@@ -393,18 +393,19 @@ def _foreign(out: Path) -> str | None:
 
 
 def _check_out(out: str) -> Path:
-    """--out: a folder (created if missing) export can write in, holding nothing of the user's it would replace."""
+    """--out: a folder (created later, if missing) export can write in, holding nothing of the user's it would
+    replace. Checked without creating anything: the nearest existing folder on its path takes a probe folder."""
     p = expand_path(out, "--out")
     if os.path.lexists(p) and not p.is_dir():
         raise UserError(f"--out {out}: is a file, not a folder (left as it is); give a folder path (created if missing)")
+    here = next(q for q in (p, *p.parents) if os.path.lexists(q))
+    if not here.is_dir():
+        raise UserError(f"--out {out}: {here} is a file, not a folder; give a folder this user can write in")
     try:
-        p.mkdir(parents=True, exist_ok=True)
-        probe = Path(tempfile.mkdtemp(prefix=".export-probe-", dir=p))
-        probe.rmdir()
+        Path(tempfile.mkdtemp(prefix=".export-probe-", dir=here)).rmdir()
     except OSError as exc:
-        blocker = next((q for q in p.parents if os.path.lexists(q) and not q.is_dir()), None)
-        why = f"{blocker} is a file, not a folder" if blocker else f"cannot create files there ({exc.strerror or exc})"
-        raise UserError(f"--out {out}: {why}; give a folder this user can write in") from None
+        raise UserError(f"--out {out}: cannot create files in {here} ({exc.strerror or exc}); give a folder this "
+                        "user can write in") from None
     rel = _foreign(p)
     if rel is not None:
         raise UserError(f"--out {out}: {p / rel} was not written by upstream export (it is not listed in {p / MANIFEST}) "
@@ -438,6 +439,7 @@ def export(out: str | Path | None, src: str | None = None, only: str | None = No
 def _build(out: Path, pkg: Path, prs: list[PR], base: dict, states: list[dict]) -> None:
     """Build the outputs in a scratch folder inside DIR and rename them into place (the manifest first lists
     both the old and the new files, so an interrupted swap still leaves only listed files)."""
+    out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=".export-", dir=out))
     try:
         tree = work / "tree"

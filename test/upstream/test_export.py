@@ -183,7 +183,7 @@ def test_out_that_is_a_file_or_read_only_or_unexpandable_exits_2(tmp_path, capsy
         (ro / "kimi-probe").mkdir()
         (ro / "kimi-probe").rmdir()
     except OSError:
-        cases.append((str(ro), "cannot create files there"))
+        cases.append((str(ro), "cannot create files in"))
     for out, words in cases:
         assert cli.main(["upstream", "export", "--out", out]) == 2, out
         err = capsys.readouterr().err
