@@ -8,7 +8,7 @@ import pytest
 from sglang_kimi_eagle3.bench import client
 from sglang_kimi_eagle3.bench.prompt_file import load_file
 from sglang_kimi_eagle3.cli import main as cli_main
-from stream_server import StreamServer, sglang_chunks
+from stub_server import StreamServer, sglang_chunks
 
 
 @pytest.fixture(autouse=True)

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from fault_server import INFO, FaultServer, cycle
+from stub_server import INFO, FaultServer, cycle
 from sglang_kimi_eagle3.bench import client
 from sglang_kimi_eagle3.cli import main as cli_main
 

@@ -11,7 +11,7 @@ import pytest
 
 from sglang_kimi_eagle3.bench import client
 from sglang_kimi_eagle3.cli import main as cli_main
-from stream_server import PLAIN_INFO, StreamServer, sglang_chunks
+from stub_server import PLAIN_INFO, StreamServer, sglang_chunks
 
 FAST = ["--max-new-tokens", "16", "--rounds", "1", "--warmup", "0", "--categories", "chat", "--no-progress",
         "--timeout", "20"]
@@ -63,7 +63,7 @@ def test_ttft_itl_and_e2e_percentiles_per_level(tmp_path, capsys):
 
 
 def test_the_request_asks_for_a_stream_and_a_non_streamed_run_has_no_latency_block(tmp_path):
-    from fault_server import FaultServer, cycle
+    from stub_server import FaultServer, cycle
 
     out = tmp_path / "run.json"
     srv = StreamServer(lambda n, body: sglang_chunks(0.0, [(0.0, 2)]))
