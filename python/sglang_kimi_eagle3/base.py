@@ -105,5 +105,9 @@ def user_cache_dir(*parts: str):
     """$XDG_CACHE_HOME/sglang-kimi-eagle3/<parts> (else ~/.cache/...): tuned tables, run status files."""
     from pathlib import Path
 
-    base = os.environ.get("XDG_CACHE_HOME", "").strip() or os.path.join(os.path.expanduser("~"), ".cache")
+    from .validate import expand_path
+
+    base = os.environ.get("XDG_CACHE_HOME", "").strip()
+    if not base:
+        base = expand_path("~", "the user cache folder (~/.cache; set $XDG_CACHE_HOME instead)") / ".cache"
     return Path(base, "sglang-kimi-eagle3", *parts)

@@ -41,10 +41,20 @@ def _kind_of(mode: int) -> str:
             else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file")
 
 
+def _sniff(head: bytes, bad) -> None:
+    """The start of a file: UTF-16/32 (a byte-order mark, or NULs in every other byte) and binary data refused."""
+    if head[:2] in (b"\xff\xfe", b"\xfe\xff") or (len(head) > 1 and (head[0] == 0) != (head[1] == 0)):
+        raise bad("encoded as UTF-16/32, not UTF-8 (SGLang and transformers read UTF-8); re-save it as UTF-8")
+    if b"\x00" in head:
+        raise bad(f"binary data (a NUL byte at offset {head.index(0)}), not UTF-8 text")
+
+
 def read_text(path, kind: str, *, hint: str = "check the path", flag: str | None = None,
               max_bytes: int = MAX_BYTES) -> str:
     """The UTF-8 text of a regular file of at most max_bytes (FIFOs, devices, folders, UTF-16, a byte-order mark and
-    empty files refused unread, each one line naming the file): what every reader of a foreign file starts with."""
+    empty files refused unread, each one line naming the file): what every reader of a foreign file starts with.
+    Its first 64 KiB are checked before the rest is read: binary data (a NUL byte, which UTF-8 text never holds)
+    is refused there, not after reading a gigabyte of it."""
     p = Path(path)
     where = f"{flag} {p}" if flag else str(p)
 
@@ -70,7 +80,10 @@ def read_text(path, kind: str, *, hint: str = "check the path", flag: str | None
         with open(p, "rb") as fh:
             if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):  # replaced between stat and open
                 raise bad("it is not a regular file")
-            raw = fh.read(max_bytes + 1)
+            raw = fh.read(min(max_bytes + 1, 1 << 16))
+            _sniff(raw, bad)
+            if len(raw) <= max_bytes:
+                raw += fh.read(max_bytes + 1 - len(raw))
     except OSError as exc:
         raise UserError(f"{where}: exists but cannot be read ({exc.strerror or exc}); check its permissions") from None
     if len(raw) > max_bytes:

@@ -21,6 +21,9 @@ the generated module does not define stops the export (exit 2, naming the PR and
 Every edit is checked before anything is written: an anchor that is missing (or not unique) exits 2
 naming the PR, the file and the anchor. Outputs are built beside DIR and renamed into place; the
 same inputs give byte-identical patches (fixed author and date), so a rerun is idempotent.
+DIR/.sglang-kimi-eagle3-export.json lists every file export wrote there: a rerun replaces tree/, patches/
+and SERIES.md only when everything in them is on that list (Python's __pycache__ aside), else it exits 2
+naming the first file it did not write; DIR that is a file, or a folder it cannot write in, exits 2 too.
 Pure: copies and edits text, never imports sglang.
 """
 
@@ -30,6 +33,7 @@ import argparse
 import ast
 import builtins
 import importlib.util
+import json
 import os
 import re
 import shutil
@@ -39,6 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import UserError
+from .validate import expand_path
 
 SERIES_PACKAGE = "sglang_kimi_eagle3.upstream_series"
 PR_DIR = re.compile(r"^(\d\d)-([a-z0-9][a-z0-9-]*)$")
@@ -48,6 +53,8 @@ DATE = "2026-12-01T00:00:00+00:00"  # fixed: the same series gives the same patc
 OPS = ("before", "after", "replace")
 OPS_DIRECTIVE = re.compile(r"^# @ops (\w+): (\w+(?:, \w+)*)$", re.M)
 OPS_DIR = Path(__file__).resolve().parent / "ops"  # the kernels' one copy (ships in the package)
+MANIFEST = ".sglang-kimi-eagle3-export.json"  # in DIR: every path export wrote there (relative to DIR)
+OUTPUTS = ("tree", "patches", "SERIES.md")  # what export replaces in DIR
 
 
 class AnchorError(UserError):
@@ -87,7 +94,7 @@ def find_sglang(path: str | None = None) -> Path:
     """The `sglang` package folder: PATH (a package folder, or a checkout holding python/sglang), else
     the installed one, located by importlib.util.find_spec without importing it."""
     if path:
-        p = Path(path).expanduser()
+        p = expand_path(path, "--sglang-src")
         for cand in (p, p / "python" / "sglang", p / "sglang"):
             if (cand / "__init__.py").is_file() and (cand / "srt").is_dir():
                 return cand.resolve()
@@ -355,7 +362,65 @@ def series_md(pkg: Path, prs: list[PR]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def export(out: Path, src: str | None = None, only: str | None = None, check: bool = False) -> str:
+def _written_before(out: Path) -> set[str]:
+    """The paths (relative to DIR) an earlier export recorded in DIR's manifest; empty when there is none."""
+    try:
+        data = json.loads((out / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return set()
+    files = data.get("files") if isinstance(data, dict) else None
+    return {f for f in files if isinstance(f, str)} if isinstance(files, list) else set()
+
+
+def _listing(out: Path, name: str) -> list[str]:
+    """Every file, link and folder under DIR/name, relative to DIR (name itself included)."""
+    top = out / name
+    if top.is_symlink() or not top.is_dir():
+        return [name]
+    found = [name]
+    for root, dirs, files in os.walk(top):
+        rel = os.path.relpath(root, out)
+        found += [os.path.join(rel, n) for n in (*dirs, *files)]
+    return found
+
+
+def _foreign(out: Path) -> str | None:
+    """A path under DIR's outputs that export would replace but did not write (a file before a folder), or None."""
+    ours = _written_before(out)
+    theirs = [rel for name in OUTPUTS if os.path.lexists(out / name) for rel in _listing(out, name)
+              if rel not in ours and not (rel.startswith("tree") and "__pycache__" in Path(rel).parts)]  # Python's cache
+    return next((rel for rel in theirs if not (out / rel).is_dir()), theirs[0] if theirs else None)
+
+
+def _check_out(out: str) -> Path:
+    """--out: a folder (created later, if missing) export can write in, holding nothing of the user's it would
+    replace. Checked without creating anything: the nearest existing folder on its path takes a probe folder."""
+    p = expand_path(out, "--out")
+    if os.path.lexists(p) and not p.is_dir():
+        raise UserError(f"--out {out}: is a file, not a folder (left as it is); give a folder path (created if missing)")
+    here = next(q for q in (p, *p.parents) if os.path.lexists(q))
+    if not here.is_dir():
+        raise UserError(f"--out {out}: {here} is a file, not a folder; give a folder this user can write in")
+    try:
+        Path(tempfile.mkdtemp(prefix=".export-probe-", dir=here)).rmdir()
+    except OSError as exc:
+        raise UserError(f"--out {out}: cannot create files in {here} ({exc.strerror or exc}); give a folder this "
+                        "user can write in") from None
+    rel = _foreign(p)
+    if rel is not None:
+        raise UserError(f"--out {out}: {p / rel} was not written by upstream export (it is not listed in {p / MANIFEST}) "
+                        f"and export replaces {', '.join(OUTPUTS)} there: move it away, or give another --out")
+    return p
+
+
+def _record(out: Path, files: set[str]) -> None:
+    _write(out / MANIFEST, json.dumps({"written_by": "sglang-kimi-eagle3 upstream export",
+                                       "files": sorted(files)}, indent=0) + "\n")
+
+
+def export(out: str | Path | None, src: str | None = None, only: str | None = None, check: bool = False) -> str:
+    if not check:
+        out = _check_out(out)  # before the long work: a file, a read-only folder, a user's file in the way
     pkg = find_sglang(src)
     prs = load_series(only=only)
     base, states = plan(pkg, prs)  # every anchor checked before anything is written
@@ -363,6 +428,17 @@ def export(out: Path, src: str | None = None, only: str | None = None, check: bo
     summary = f"{len(prs)} PRs ({', '.join(p.name for p in prs)}), {n_edits} edits apply to SGLang {sglang_version(pkg)} at {pkg}"
     if check:
         return summary
+    try:
+        _build(out, pkg, prs, base, states)
+    except OSError as exc:  # a full disk, a folder made read-only meanwhile: the old outputs stay
+        raise UserError(f"--out {out}: writing failed ({exc.strerror or exc}) at {exc.filename or out}; nothing of "
+                        "this run was left there; free space or give another --out") from None
+    return f"{summary}; wrote {out}/tree, {out}/patches ({len(prs)}), {out}/SERIES.md"
+
+
+def _build(out: Path, pkg: Path, prs: list[PR], base: dict, states: list[dict]) -> None:
+    """Build the outputs in a scratch folder inside DIR and rename them into place (the manifest first lists
+    both the old and the new files, so an interrupted swap still leaves only listed files)."""
     out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=".export-", dir=out))
     try:
@@ -378,12 +454,15 @@ def export(out: Path, src: str | None = None, only: str | None = None, check: bo
         patches.mkdir()
         make_patches(base, states, prs, patches)
         _write(work / "SERIES.md", series_md(pkg, prs))
+        new = {rel for name in OUTPUTS for rel in _listing(work, name)}
+        old = {rel for name in OUTPUTS if os.path.lexists(out / name) for rel in _listing(out, name)}
+        _record(out, old | new)
         _swap_in(tree, out / "tree")
         _swap_in(patches, out / "patches")
         os.replace(work / "SERIES.md", out / "SERIES.md")
+        _record(out, new)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    return f"{summary}; wrote {out}/tree, {out}/patches ({len(prs)}), {out}/SERIES.md"
 
 
 USAGE = """usage: sglang-kimi-eagle3 upstream export --out DIR [--sglang-src PATH] [--only NN] [--check]
@@ -409,7 +488,7 @@ def main(argv: list[str]) -> int:
             raise UserError(f"upstream export: {message} (see --help)")
 
     p = _Parser(prog="sglang-kimi-eagle3 upstream export", add_help=True)
-    p.add_argument("--out", type=Path)
+    p.add_argument("--out")
     p.add_argument("--sglang-src")
     p.add_argument("--only")
     p.add_argument("--check", action="store_true")

@@ -12,6 +12,8 @@ code that uses it (ZeroDivisionError, TypeError, ...).
                                      dotted key 'a.b' names the field and reads d['b'])
   int_flag, float_flag, int_list_flag, float_list_flag, url_flag
                                      the same for command-line values ("where" = the flag)
+  expand_path(path, flag)            the one `~` expansion: `~user` unknown, no home, empty, a parent that
+                                     cannot be searched -> UserError naming the flag (never RuntimeError)
   check_output_file(path, flag)      an output file can be written (before any long work starts)
   atomic_write_text(path, text)      atomic.write_atomic (temp file + fsync + os.replace, umask mode) as UserError
 """
@@ -161,6 +163,35 @@ def read_json_object(path, missing_hint: str = "check the path", what: str = "JS
     return data
 
 
+def expand_path(path, flag: str) -> Path:
+    """`path` with a leading `~` / `~user` expanded (Path.expanduser raises RuntimeError on an unknown user or a
+    missing home): an empty path, an unknown user, no home folder, or a parent folder this process may not
+    search -> one UserError line naming `flag`. Every path a user hands to a command goes through here."""
+    text = os.fspath(path) if isinstance(path, os.PathLike) else path
+    if not isinstance(text, str) or not text.strip():
+        raise UserError(f"{flag} is empty; give a path")
+    if "\x00" in text:
+        raise UserError(f"{flag} {text!r}: a path cannot hold a NUL character")
+    p = Path(text)
+    if text.startswith("~"):
+        user = text[1:].split("/", 1)[0]
+        try:
+            p = p.expanduser()
+        except RuntimeError:
+            p = None
+        if p is None or str(p).startswith("~"):
+            who = f"there is no user {user!r} on this machine" if user else "this process has no home folder ($HOME unset)"
+            raise UserError(f"{flag} {text}: cannot expand '~' ({who}); write the full path")
+    try:
+        os.stat(p)
+    except PermissionError as exc:
+        raise UserError(f"{flag} {text}: a folder on the way to it may not be read or searched "
+                        f"({exc.strerror or exc}); give a path this user can reach") from None
+    except (OSError, ValueError):
+        pass  # missing, a file as a parent, ...: the caller's own check names it
+    return p
+
+
 def check_output_file(path, flag: str) -> Path:
     """Refuse, before any long work, an output path that cannot be written (or must not be replaced).
 
@@ -169,7 +200,7 @@ def check_output_file(path, flag: str) -> Path:
     """
     if not str(path).strip():
         raise UserError(f"{flag} is empty; give a file path")
-    p = Path(path).expanduser()
+    p = expand_path(path, flag)
     try:
         st = os.stat(p)
     except FileNotFoundError:
@@ -197,7 +228,7 @@ def check_output_file(path, flag: str) -> Path:
 
 def check_output_dir(path, flag: str) -> Path:
     """An output folder that exists and is writable, or whose parent is (it is created later)."""
-    p = Path(path).expanduser()
+    p = expand_path(path, flag)
     if p.exists() and not p.is_dir():
         raise UserError(f"{flag} {path}: exists and is not a folder")
     probe_in = p if p.is_dir() else p.parent

@@ -5,4 +5,4 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmark" / "serving"))
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # fault_server.py
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # stub_server.py

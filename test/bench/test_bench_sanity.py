@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from fault_server import HIST, FaultServer, cycle
+from stub_server import HIST, FaultServer, cycle
 from sglang_kimi_eagle3.bench import client
 from sglang_kimi_eagle3.cli import main as cli_main
 

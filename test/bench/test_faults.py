@@ -1,4 +1,4 @@
-"""`bench` against a fault-injecting server (test/bench/fault_server.py, 127.0.0.1 only, stops by itself):
+"""`bench` against a fault-injecting server (test/bench/stub_server.py, 127.0.0.1 only, stops by itself):
 every malformed answer is one counted error of its kind, a deadline is total time, bad input exits 2
 before the first request, every finished level survives Ctrl-C / SIGTERM / a crash, writes are atomic."""
 
@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from fault_server import FAULTS, HIST, FaultServer, cycle, wait_for
+from stub_server import FAULTS, HIST, FaultServer, cycle, wait_for
 from sglang_kimi_eagle3.bench import client
 from sglang_kimi_eagle3.bench.client import generate
 from sglang_kimi_eagle3.cli import main as cli_main

@@ -8,7 +8,7 @@ import pytest
 from sglang_kimi_eagle3.bench import client
 from sglang_kimi_eagle3.bench.prompt_file import load_file
 from sglang_kimi_eagle3.cli import main as cli_main
-from stream_server import StreamServer, sglang_chunks
+from stub_server import StreamServer, sglang_chunks
 
 
 @pytest.fixture(autouse=True)
@@ -96,3 +96,27 @@ def test_prompts_and_categories_together_and_a_missing_file_are_refused(tmp_path
     err = capsys.readouterr().err.strip().splitlines()
     assert "give --prompts or --categories, not both" in err[0]
     assert err[1].startswith(f"sglang-kimi-eagle3: error: --prompts {tmp_path / 'missing.jsonl'}: no such prompt file")
+
+
+def test_a_gigabyte_of_nuls_is_refused_from_its_first_bytes(tmp_path, capsys):
+    """A 1 GiB file of NULs (sparse: no disk used) is within the size limit, but is refused as binary from its
+    first bytes: one exit-2 line, and the file is never read in full (peak memory stays far below its size)."""
+    import tracemalloc
+
+    from sglang_kimi_eagle3.errors import UserError
+
+    f = tmp_path / "zeros.jsonl"
+    with open(f, "wb") as fh:
+        fh.truncate(1 << 30)
+    tracemalloc.start()
+    try:
+        with pytest.raises(UserError, match="binary data"):
+            load_file(str(f))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 << 20, peak
+    assert cli_main(["bench", "--url", "http://127.0.0.1:1", "--prompts", str(f), "--json", str(tmp_path / "r.json"),
+                     "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "not a prompt file: binary data (a NUL byte at offset 0)" in err[0], err

@@ -11,7 +11,7 @@ import pytest
 
 from sglang_kimi_eagle3.bench import client
 from sglang_kimi_eagle3.cli import main as cli_main
-from stream_server import PLAIN_INFO, StreamServer, sglang_chunks
+from stub_server import PLAIN_INFO, StreamServer, sglang_chunks
 
 FAST = ["--max-new-tokens", "16", "--rounds", "1", "--warmup", "0", "--categories", "chat", "--no-progress",
         "--timeout", "20"]
@@ -63,7 +63,7 @@ def test_ttft_itl_and_e2e_percentiles_per_level(tmp_path, capsys):
 
 
 def test_the_request_asks_for_a_stream_and_a_non_streamed_run_has_no_latency_block(tmp_path):
-    from fault_server import FaultServer, cycle
+    from stub_server import FaultServer, cycle
 
     out = tmp_path / "run.json"
     srv = StreamServer(lambda n, body: sglang_chunks(0.0, [(0.0, 2)]))
@@ -86,7 +86,6 @@ BROKEN = {
     "not_json": ([b"data: {nope\n\n", "DONE"], "bad_json", "stream chunk 1"),
     "tokens_down": ([{"meta_info": {"completion_tokens": 3}}, {"meta_info": {"completion_tokens": 2}}, "DONE"],
                     "bad_field", "went down from 3 to 2"),
-    "after_done": (sglang_chunks(0.0, []) + [{"meta_info": {"completion_tokens": 1}}], "bad_field", "after data: [DONE]"),
 }
 
 
@@ -97,6 +96,28 @@ def test_a_broken_stream_is_one_counted_error_of_its_kind(name):
         r = client.generate(url, "p", "chat", "hi", {"max_new_tokens": 4}, 5.0, stream=True)
     assert not r.ok and r.error == kind and detail in r.detail, (r.error, r.detail)
     assert r.ttft_s is None and r.itl_s is None and r.completion_tokens is None
+
+
+@pytest.mark.parametrize("after", [["HOLD"], [{"meta_info": {"completion_tokens": 1}}, "HOLD"], [b"data: [DO"]])
+def test_a_stream_ends_at_done_whatever_the_server_does_after(after, tmp_path):
+    """[DONE] then the connection held open (or more bytes, then held): the request is complete at [DONE], its
+    latency ends there, and a level of such streams is all ok answers (no timeout at all)."""
+    steps = sglang_chunks(0.0, [(0.0, 3)]) + after
+    with StreamServer(lambda n, body: steps, lifetime=30) as url:
+        r = client.generate(url, "p", "chat", "hi", {"max_new_tokens": 4}, 4.0, stream=True)
+        assert r.ok and r.error is None and r.completion_tokens == 4, (r.error, r.detail)
+        out = tmp_path / "held.json"
+        assert cli_main(["bench", "--url", url, "--json", str(out), "--concurrency", "2", "--min-requests", "2",
+                         "--stream", *FAST[:-1], "4"]) == 0
+    s = json.loads(out.read_text())["levels"][0]["spec"]
+    assert s["ok"] == 2 and s["errors"] == {} and s["streaming"]["requests"] == 2
+
+
+def test_a_done_line_split_over_two_reads_still_ends_the_stream():
+    steps = sglang_chunks(0.0, [(0.0, 1)])[:-1] + [b"data: [DO", 0.05, b"NE]", "HOLD"]
+    with StreamServer(lambda n, body: steps, lifetime=30) as url:
+        r = client.generate(url, "p", "chat", "hi", {"max_new_tokens": 4}, 4.0, stream=True)
+    assert r.ok and r.completion_tokens == 2, (r.error, r.detail)
 
 
 def test_incremental_chunks_keep_the_whole_output_with_save_outputs():

@@ -94,3 +94,23 @@ def test_plots_written_or_clearly_skipped(run, tmp_path, monkeypatch):
     for p in paths:
         with open(p, "rb") as f:
             assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_plots_never_replace_a_png_bench_did_not_write(run, tmp_path, capsys):
+    """--plots DIR holding the user's own acceptance.png: exit 2 naming it, before any request, the file kept; the
+    plots bench wrote itself are replaced by a rerun."""
+    pytest.importorskip("matplotlib")
+    _, doc, path = run
+    plots = tmp_path / "png"
+    plots.mkdir()
+    (plots / "acceptance.png").write_bytes(b"\x89PNG\r\n\x1a\nmine")
+    argv = ["bench", "--url", "http://127.0.0.1:9", "--json", str(tmp_path / "r.json"), "--plots", str(plots)] + FAST
+    assert cli_main(argv) == 2
+    err = capsys.readouterr().err
+    assert str(plots / "acceptance.png") in err and "move it away" in err and len(err.strip().splitlines()) == 1
+    assert (plots / "acceptance.png").read_bytes().endswith(b"mine") and not (tmp_path / "r.json").exists()
+    (plots / "acceptance.png").unlink()
+    plot_bench(doc, str(plots))  # bench's own plots
+    from sglang_kimi_eagle3.bench import outputs
+
+    outputs.check_plots(str(plots))  # a rerun may replace them

@@ -169,3 +169,61 @@ def test_bench_then_plan_then_sglangs_loader_reads_the_file(tmp_path, capsys):
     assert "measured step times in" in text and "NOT MEASURABLE" in text
     _, slots = asp._load_adaptive_config(str(out))
     assert sorted(slots) == [1, 2, 4]
+
+
+def _tree_doc(t1, rnd, hist, levels):
+    """bench_doc for a tree server (steps 3 / topk 4 / 8 draft tokens: 7 drafts a verify)."""
+    doc = bench_doc(t1, rnd, hist, levels)
+    tree = {**INFO, "speculative_eagle_topk": 4, "speculative_num_draft_tokens": 8}
+    doc["servers"]["spec"] = tree
+    for c in levels:
+        spec = [_spec_row(i, hist, rnd(c)) for i in range(4)]
+        for r in spec:
+            r.spec["num_proposed"] = 7 * r.spec["verify_ct"]
+            r.spec["accept_rate"] = r.spec["num_correct"] / r.spec["num_proposed"]
+        lv = next(lv for lv in doc["levels"] if lv["concurrency"] == c)
+        lv["spec"] = summarize(spec, sum(r.latency_s for r in spec) / c, 3)
+        lv["speedup"] = speedup(lv["spec"], lv["baseline"])
+        lv["step_costs"] = level_costs(spec, [_plain_row(i, t1(c)) for i in range(4)], 3, 8)
+        doc["requests"]["spec"][str(c)] = [r.as_dict() for r in spec]
+    doc["overall"] = summarize([RequestResult(**{**r, "spec": r["spec"]}) for c in levels
+                                for r in doc["requests"]["spec"][str(c)]], 1.0, 3)
+    return doc
+
+
+def test_a_tree_bench_plans_its_measured_setting_as_measured(tmp_path, capsys):
+    """A tree round (8 tokens a request) is cheaper than a plain step of 8x the requests: the plan at the measured
+    setting and concurrencies gives the measured round and the measured speedup, so following its own hint
+    (--steps 3 --topk 4 --draft-tokens 8) it speculates where the bench measured a gain."""
+    t1 = lambda c: 100.0 + 10 * c  # noqa: E731  plain step 110 us at c 1; a plain step of 8 requests: 180 us
+    rnd = lambda c: 0.8 * t1(8 * c)  # noqa: E731  the measured tree round: 144 us at c 1
+    bench = _write(_tree_doc(t1, rnd, HIST, (1, 2, 4)), tmp_path)
+    rc, out, js = _plan(tmp_path, bench, "--batch-sizes", "1,2,4", "--steps", "3", "--topk", "4", "--draft-tokens", "8")
+    text = " ".join(capsys.readouterr().out.split())
+    assert rc == 0
+    doc = json.loads(bench.read_text())
+    for lv in doc["levels"]:
+        c = lv["concurrency"]
+        p = _pred(js, c, 3)
+        assert (p["topk"], p["draft_tokens"]) == (4, 8)
+        assert p["round_us"] == pytest.approx(rnd(c)) and p["base_us"] == pytest.approx(t1(c))
+        assert p["speedup"] == pytest.approx(lv["speedup"]["per_request"], rel=0.02)  # plan = measurement
+    best = json.loads(js.read_text())["batch_sizes"]["1"]["best"]
+    assert best["steps"] == 3 and best["speedup"] > 1  # 2.8 x 110 / 144: speculation on
+    assert "scaled down to the measured round" in text
+
+
+def test_past_the_measured_concurrency_every_cost_is_held(tmp_path, capsys):
+    """Measured at c 1, 2, 4: at bs 8..64 the plain step, the verify pass and the draft step are all those of c 4,
+    so the predicted round (and the speedup) is held too, not the verify extrapolated while the plain step is held."""
+    bench = _write(bench_doc(T1, ROUND, HIST, levels=(1, 2, 4)), tmp_path)
+    rc, out, js = _plan(tmp_path, bench, "--batch-sizes", "4,8,16,32,64")
+    assert rc == 0
+    assert "held at the nearest measured batch size" in " ".join(capsys.readouterr().out.split())
+    at4 = {s: _pred(js, 4, s) for s in (1, 2, 3)}
+    for bs in (8, 16, 32, 64):
+        for s in (1, 2, 3):
+            p = _pred(js, bs, s)
+            assert p["base_us"] == pytest.approx(at4[s]["base_us"]) and p["round_us"] == pytest.approx(at4[s]["round_us"])
+            assert p["speedup"] == pytest.approx(at4[s]["speedup"])
+    assert at4[3]["round_us"] == pytest.approx(ROUND(4))

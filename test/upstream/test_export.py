@@ -75,7 +75,7 @@ def test_rerun_is_idempotent(exported, tmp_path):
     assert cli.main(["upstream", "export", "--out", str(out)]) == 0
     assert (_digest(out / "patches"), (out / "SERIES.md").read_text()) == first
     assert _digest(out / "patches") == _digest(exported / "patches")  # byte-identical to another run
-    assert sorted(p.name for p in out.iterdir()) == ["SERIES.md", "patches", "tree"]  # no temp folders left
+    assert sorted(p.name for p in out.iterdir()) == [upstream_export.MANIFEST, "SERIES.md", "patches", "tree"]  # no temp
 
 
 def test_check_verifies_and_writes_nothing(tmp_path, capsys):
@@ -141,6 +141,54 @@ def test_bad_arguments_exit_2(capsys):
     assert cli.main(["upstream", "export", "--check", "--sglang-src", "/nonexistent"]) == 2
     err = capsys.readouterr().err
     assert "--out DIR is required" in err and "--only 09" in err and "--sglang-src /nonexistent" in err
+
+
+def test_a_users_files_in_the_out_folder_are_never_replaced(tmp_path, capsys):
+    """Data loss: DIR/patches/MINE.txt (or a file of the user's inside tree/, or a SERIES.md) is refused (exit 2,
+    naming it), not swapped away with the export's own patches/; after the user moves it, export runs, and a
+    rerun over its own outputs still runs; Python's __pycache__ in the tree does not count as the user's."""
+    out = tmp_path / "out dir" / "v 1"
+    (out / "patches").mkdir(parents=True)
+    (out / "patches" / "MINE.txt").write_text("mine")
+    assert cli.main(["upstream", "export", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert str(out / "patches" / "MINE.txt") in err and "move it away" in err and len(err.strip().splitlines()) == 1
+    assert (out / "patches" / "MINE.txt").read_text() == "mine"
+    assert sorted(p.name for p in out.iterdir()) == ["patches"]  # nothing half-written
+    shutil.move(out / "patches", tmp_path / "kept")
+    assert cli.main(["upstream", "export", "--out", str(out)]) == 0
+    cache = out / "tree" / "python" / "sglang" / "__pycache__" / "x.cpython-311.pyc"
+    cache.parent.mkdir(exist_ok=True)
+    cache.write_bytes(b"")
+    assert cli.main(["upstream", "export", "--out", str(out)]) == 0  # its own outputs are replaced
+    for theirs in (out / "tree" / "NOTES.md", out / "patches" / "0009-mine.patch"):
+        theirs.write_text("mine")
+        assert cli.main(["upstream", "export", "--out", str(out)]) == 2
+        assert str(theirs) in capsys.readouterr().err and theirs.read_text() == "mine"
+        theirs.unlink()
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "SERIES.md").write_text("mine")
+    assert cli.main(["upstream", "export", "--out", str(other)]) == 2
+    assert (other / "SERIES.md").read_text() == "mine" and sorted(p.name for p in other.iterdir()) == ["SERIES.md"]
+
+
+def test_out_that_is_a_file_or_read_only_or_unexpandable_exits_2(tmp_path, capsys):
+    f = tmp_path / "file"
+    f.write_text("kept")
+    ro = Path("/sys/kernel")  # sysfs: read-only even for root
+    cases = [(str(f), "is a file, not a folder"), (str(f / "sub"), "is a file, not a folder"),
+             ("~nosuchuser-kimi/out", "cannot expand '~'"), ("", "is empty")]
+    try:
+        (ro / "kimi-probe").mkdir()
+        (ro / "kimi-probe").rmdir()
+    except OSError:
+        cases.append((str(ro), "cannot create files in"))
+    for out, words in cases:
+        assert cli.main(["upstream", "export", "--out", out]) == 2, out
+        err = capsys.readouterr().err
+        assert words in err and len(err.strip().splitlines()) == 1, (out, err)
+    assert f.read_text() == "kept" and sorted(p.name for p in tmp_path.iterdir()) == ["file"]
 
 
 SEED_SHAPE = r'''

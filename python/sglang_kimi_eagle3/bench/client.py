@@ -16,6 +16,8 @@ Streaming ("stream": true; srt/entrypoints/http_server.py `stream_results`): a t
 the shape above; meta_info.completion_tokens is cumulative in every chunk (text and output_ids are the
 whole output so far, or deltas with --incremental-streaming-output); e2e_latency, finish_reason and the
 spec fields come with the last chunk only. An error after the 200 is a chunk {"error": {"message": ...}}.
+The request ends at data: [DONE]: whatever the server then does with the connection (holds it open, sends
+more) is not read.
 Per request (as SGLang's own bench_serving measures /generate):
   ttft_s     send -> the first chunk that carries a token
   itl_s      one entry per token after the first: a chunk's gap since the previous token-carrying chunk,
@@ -33,8 +35,8 @@ Nothing here raises: every failure is a RequestResult with `error` set to one ki
   stream_error  an {"error": ...} chunk inside a 200 stream (detail: the server's message)
   bad_http      not HTTP (BadStatusLine, header too long, ...)
   bad_json      a 200 whose body (or one of whose stream chunks) is not JSON
-  bad_field     JSON of the wrong shape (in a stream: completion_tokens that go down, a chunk after
-                [DONE]), or a value of the wrong type or out of range (negative tokens,
+  bad_field     JSON of the wrong shape (in a stream: completion_tokens that go down), or a value of
+                the wrong type or out of range (negative tokens,
                 a histogram with negative counts or more passes than spec_verify_ct, 0 completion
                 tokens beside verify passes; in the sweep also a histogram with counts past the server's
                 draft count): counted, never averaged in
@@ -145,7 +147,9 @@ def request(method: str, base_url: str, path: str, body: dict | None, timeout: f
     """(status, body) within `timeout` seconds in total; Failed(kind, detail) otherwise.
 
     on_data(bytes, t): a 200 body is handed over as it arrives (t: time.perf_counter() at arrival) and
-    not kept (the returned body is then b""); on_data may raise Failed to end the request."""
+    not kept (the returned body is then b""); on_data may raise Failed to end the request, and returns True
+    when the body is complete (a stream's `data: [DONE]`): the request ends there, whatever the server then
+    does with the connection (holds it open, sends more)."""
     if _STOP.is_set():
         raise Failed("interrupted", "the run was stopped before this request")
     u = urlsplit(base_url)
@@ -169,8 +173,7 @@ def request(method: str, base_url: str, path: str, body: dict | None, timeout: f
                 data = resp.read1(1 << 16)  # what has arrived (chunked transfer decoded), without waiting for more
                 if not data:
                     break
-                on_data(data, time.perf_counter())
-                if entry[2]:
+                if on_data(data, time.perf_counter()) or entry[2]:
                     break
             if entry[2]:
                 raise ConnectionError("closed")
@@ -317,13 +320,18 @@ class StreamReader:
         self.texts: list = []
         self.ids: list = []
 
-    def feed(self, data: bytes, t: float) -> None:
+    def feed(self, data: bytes, t: float) -> bool:
+        """Parse what arrived; True once `data: [DONE]` is in (the stream is complete: stop reading)."""
         self.buf += data
-        while b"\n" in self.buf:
+        while b"\n" in self.buf and not self.done:
             line, self.buf = self.buf.split(b"\n", 1)
             self._line(line.strip(), t)
+        if not self.done and self.buf.strip() == b"data: [DONE]":  # the end, its line break not (yet) sent
+            self.buf = b""
+            self._line(b"data: [DONE]", t)
         if len(self.buf) > MAX_BODY:
             raise Failed("bad_http", f"a stream chunk larger than {MAX_BODY} bytes")
+        return self.done
 
     def _line(self, line: bytes, t: float) -> None:
         if not line.startswith(b"data:"):
@@ -332,8 +340,6 @@ class StreamReader:
         if payload == b"[DONE]":
             self.done, self.t_end = True, t
             return
-        if self.done:
-            raise Failed("bad_field", "a data chunk after data: [DONE]")
         try:
             out = json.loads(payload)
         except (ValueError, RecursionError) as exc:
@@ -362,8 +368,8 @@ class StreamReader:
 
     def finish(self, r: RequestResult) -> None:
         """Fill `r` from the finished stream (Failed when it did not finish)."""
-        if self.buf.strip():
-            self._line(self.buf.strip(), self.t_end or time.perf_counter())
+        if self.buf.strip() and not self.done:  # a last line without its line break; nothing after [DONE] counts
+            self._line(self.buf.strip(), time.perf_counter())
         if self.last is None:
             raise Failed("truncated", "the stream ended without a data chunk")
         if not self.done:

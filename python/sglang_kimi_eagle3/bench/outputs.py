@@ -18,13 +18,14 @@ import os
 from urllib.parse import urlsplit
 
 from ..errors import UserError
+from ..validate import expand_path
 
 PLOT_FILES = ("tau_speedup.png", "acceptance.png")  # bench/plots.py writes these under --plots
 _LOCAL = {"localhost", "127.0.0.1", "::1", "0.0.0.0", "::"}
 
 
-def _same_file(a: str, b: str) -> bool:
-    return os.path.realpath(os.path.expanduser(a)) == os.path.realpath(os.path.expanduser(b))
+def _same_file(a: str, b: str, flags: tuple[str, str] = ("--json", "--baseline-json")) -> bool:
+    return os.path.realpath(expand_path(a, flags[0])) == os.path.realpath(expand_path(b, flags[1]))
 
 
 def check_distinct(json_path: str, plots: str | None, baseline_json: str | None) -> None:
@@ -32,14 +33,32 @@ def check_distinct(json_path: str, plots: str | None, baseline_json: str | None)
         raise UserError(f"--json {json_path} is the --baseline-json file: this run would overwrite the baseline it "
                         "compares against; give another --json")
     if plots:
-        if _same_file(json_path, plots):
+        if _same_file(json_path, plots, ("--json", "--plots")):
             raise UserError(f"--plots {plots} is the --json file: --plots is a folder for {' and '.join(PLOT_FILES)}; "
                             "give another folder")
         for name in PLOT_FILES:
             png = os.path.join(plots, name)
             for flag, path in (("--json", json_path), ("--baseline-json", baseline_json)):
-                if path and _same_file(path, png):
+                if path and _same_file(path, png, (flag, "--plots")):
                     raise UserError(f"{flag} {path} is the plot --plots {plots} writes ({name}); choose another path")
+
+
+def check_plots(plots: str) -> None:
+    """--plots DIR: a plot file already there that bench did not write (no MARK in its PNG text) is never replaced."""
+    from .plots import MARK
+
+    for name in PLOT_FILES:
+        png = os.path.join(expand_path(plots, "--plots"), name)
+        if not os.path.lexists(png):
+            continue
+        try:
+            with open(png, "rb") as fh:
+                ours = os.path.isfile(png) and MARK.encode() in fh.read(1 << 16)
+        except OSError:
+            ours = False
+        if not ours:
+            raise UserError(f"--plots {plots}: {png} exists and was not written by bench (this run would replace it); "
+                            "move it away, or give another --plots folder")
 
 
 def _endpoint(url: str) -> tuple:
@@ -107,9 +126,23 @@ def baseline_config_notes(doc: dict, config: dict, path: str) -> list[str]:
     return notes
 
 
-def after_run(doc: dict) -> list[str]:
+def plan_accepts(doc: dict, path: str) -> str | None:
+    """Why `plan --bench PATH` would refuse this run's file (None when it reads it)."""
+    from ..planner import sources
+
+    spec = [lv for lv in doc.get("levels") or [] if (lv.get("spec") or {}).get("histogram")]
+    if not spec or (doc.get("config") or {}).get("spec_off_baseline"):
+        return None  # nothing speculative measured: the notes above say so
+    try:
+        sources.from_bench(doc, path)
+    except UserError as exc:
+        return str(exc)
+    return None
+
+
+def after_run(doc: dict, path: str = "bench.json") -> list[str]:
     """Set the run's verdict on `doc`; return the lines to print (stderr)."""
-    notes = []
+    notes = [f"warning: {n}" for n in (doc.get("setting") or {}).get("notes") or []]
     levels = doc.get("levels") or []
     spec_ok = sum((lv.get("spec") or {}).get("ok", 0) for lv in levels)
     if levels and not spec_ok:
@@ -136,4 +169,7 @@ def after_run(doc: dict) -> list[str]:
         if missing:
             notes.append(f"note: --baseline-json has no level c={','.join(map(str, missing))} (it measured "
                          f"{','.join(map(str, base_levels))}): no speedup there")
+    refused = plan_accepts(doc, path)
+    if refused:
+        notes.append(f"warning: `plan --bench {path}` will refuse this file: {refused}")
     return notes

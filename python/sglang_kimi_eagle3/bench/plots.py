@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 
+MARK = "sglang-kimi-eagle3 bench"  # PNG Software text: the plots bench wrote (outputs.check_plots reads it)
+
 
 def _plt():
     try:
@@ -23,7 +25,7 @@ def _save(fig, path: str) -> str:
     from ..validate import atomic_write_bytes
 
     buf = io.BytesIO()
-    fig.savefig(buf, dpi=120, format="png")
+    fig.savefig(buf, dpi=120, format="png", metadata={"Software": MARK})  # ours: a rerun may replace it
     return atomic_write_bytes(path, buf.getvalue(), "--plots")
 
 

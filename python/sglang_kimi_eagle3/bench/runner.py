@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from . import client
 from .document import SCHEMA  # noqa: E402  (one name for the format)
 from .prompts import Prompt, render
+from .setting import reconcile
 from .stats import latency_ratio, reject_impossible_histograms, speedup, summarize
 from .step_costs import level_costs
 
@@ -122,6 +123,11 @@ def sweep(servers: dict[str, str], prompts: list[Prompt], cfg: SweepConfig, prog
             task = progress.add_task(f"{role:8s} c={c:<3d}", total=n) if progress else None
             tick = (lambda r, t=task: progress.advance(t)) if progress else None
             results, wall = run_level(url, prompts, n, c, cfg, cfg.template.get(role, "raw"), tick)
+            if role == "spec" and doc.get("setting") is None and any(r.ok for r in results):
+                # the first level with answers fixes the setting this run trusts (server_info vs answers)
+                doc["setting"] = s = reconcile((doc.get("servers") or {}).get("spec") or {}, results)
+                if s["source"] == "answers" and not s["adaptive"]:
+                    depth, cfg.max_drafts = s["steps"], s["steps"]
             if role == "spec":
                 reject_impossible_histograms(results, cfg.max_drafts)
             if client.stopped():
@@ -133,9 +139,11 @@ def sweep(servers: dict[str, str], prompts: list[Prompt], cfg: SweepConfig, prog
         lv.setdefault("baseline", None)
         lv["speedup"] = speedup(lv.get("spec"), lv.get("baseline"))
         info = (doc.get("servers") or {}).get("spec") or {}
+        trusted = doc.get("setting") or {}
         lv["step_costs"] = level_costs(doc["requests"].get("spec", {}).get(str(c)),
                                        doc["requests"].get("baseline", {}).get(str(c)), depth,
-                                       info.get("speculative_num_draft_tokens"), bool(info.get("speculative_adaptive")))
+                                       trusted.get("draft_tokens") or info.get("speculative_num_draft_tokens"),
+                                       bool(info.get("speculative_adaptive")))
         lv["latency_ratio"] = latency_ratio(lv.get("spec"), lv.get("baseline"))
         doc["levels"].append(lv)
         doc["overall"] = summarize(every["spec"], walls["spec"], depth) if "spec" in servers else None

@@ -111,6 +111,7 @@ def _options(a) -> tuple[SweepConfig, dict, dict | None]:
     check_output_file(a.json, "--json")
     if a.plots:
         check_output_dir(a.plots, "--plots")
+        outputs.check_plots(a.plots)
     outputs.check_distinct(a.json, a.plots, a.baseline_json)
     if "baseline" in servers:
         outputs.check_baseline_url(servers["spec"], servers["baseline"])
@@ -212,7 +213,7 @@ def main(argv: list[str]) -> int:
     finally:
         if main_thread:
             signal.signal(signal.SIGTERM, old_term)
-    notes = outputs.after_run(doc)  # no request answered / a speculating baseline / no level to compare
+    notes = outputs.after_run(doc, a.json)  # no request answered / a speculating baseline / no level to compare
     save(doc)
     print_report(doc)
     print(f"wrote {a.json}")

@@ -15,6 +15,7 @@ from ..validate import (
     ArgParser,
     atomic_write_text,
     check_output_file,
+    expand_path,
     float_flag,
     float_list_flag,
     int_flag,
@@ -142,7 +143,7 @@ def _check_distinct(*flags: tuple[str, str | None]) -> None:
     def real(flag, path):
         if not path or (flag == "--profile" and not os.path.exists(path)):  # a bundled profile name
             return None
-        return os.path.realpath(os.path.expanduser(path))
+        return os.path.realpath(expand_path(path, flag))
 
     outputs, inputs = flags[:3], flags[3:]
     for i, (flag, path) in enumerate(outputs):

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import logging
 import warnings
-from pathlib import Path
 
 from ..errors import UserError
 from ..integration.launch_flags import flag_value, int_flag_value, parse_with_sglang, refuse_nonpositive
@@ -23,6 +22,7 @@ from ..ops import tables
 from ..terminal import echo
 from ..tuning import run as tune_run
 from ..tuning.shapes import ALL_OPS, OPS, TuneShapes, from_configs, measurements
+from ..validate import expand_path
 
 HELP = """usage: sglang-kimi-eagle3 tune [--dry-run] [--quick] [--cache-dir DIR] [--ignore-bundled] [--ops OP,...] \
 [launch_server flags ...]
@@ -75,7 +75,7 @@ def _split(argv: list[str]) -> tuple[dict, list[str]]:
 
 def _cache_dir(val: str) -> str:
     """--cache-dir: a folder, or a path whose existing part is one (the folder is created when writing)."""
-    p = Path(val).expanduser()
+    p = expand_path(val, "--cache-dir")
     blocker = next((q for q in (p, *p.parents) if q.exists() and not q.is_dir()), None)
     if blocker is not None:
         what = "is a file" if blocker == p else f"lies under {blocker}, which is a file"

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from ..base import user_cache_dir
 from ..configs import read_json
+from ..validate import expand_path
 
 CONFIG_DIR = Path(__file__).parent / "configs"
 ENV_DIR = "SGLANG_KIMI_EAGLE3_TUNE_DIR"
@@ -48,16 +49,16 @@ def device_file_name(device_name: str) -> str:
 def bundled_dir() -> Path:
     """The folder of bundled tables: ops/configs, or $SGLANG_KIMI_EAGLE3_BUNDLED_DIR."""
     env = os.environ.get(ENV_BUNDLED, "").strip()
-    return Path(env).expanduser() if env else CONFIG_DIR
+    return expand_path(env, f"${ENV_BUNDLED}") if env else CONFIG_DIR
 
 
 def cache_dir(override: str | os.PathLike | None = None) -> Path:
     """The folder of user-tuned tables: `override`, else $SGLANG_KIMI_EAGLE3_TUNE_DIR, else the user cache."""
     if override:
-        return Path(override).expanduser()
+        return expand_path(override, "--cache-dir")
     env = os.environ.get(ENV_DIR, "").strip()
     if env:
-        return Path(env).expanduser()
+        return expand_path(env, f"${ENV_DIR}")
     return user_cache_dir("tuned")
 
 

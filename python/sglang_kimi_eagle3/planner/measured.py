@@ -6,11 +6,18 @@ Per concurrency c (taken as the batch size: a closed loop keeps all c requests i
   R(c)   the speculative server's round at `steps` drafts / N verify tokens: sum(latency) / sum(verify passes)
                                                                                           MEASURED
 Not measurable from outside: how R splits into draft steps and the verify pass. Estimated as
-  verify(bs, n) = t1 at bs*n requests   (a verify pass of bs x n tokens costs a plain step of bs*n tokens:
-                                          the same tokens through the weights; linear past the measured c)
+  est(bs, n)    = t1 at bs*n requests   (a verify pass of bs x n tokens costs a plain step of bs*n tokens:
+                                          the same tokens through the weights; t1 extended linearly past the
+                                          largest measured c where bs*n lies beyond it)
+  verify(bs, n) = est(bs, n) x f(bs),   f(c) = min(1, R(c) / est(c, N)): where the measured round is cheaper
+                                          than that estimate (a tree's N tokens share one request's KV reads),
+                                          the estimate is scaled down to the round, never above what was measured
   draft(bs)     = (R(bs) - verify(bs, N)) / steps   per draft step (every per-round overhead of speculation
                                           -- draft extend, tree build, accept, scheduling -- lumped into it)
-so a round at gamma drafts costs verify(bs, gamma + 1) + gamma x draft(bs), which is R(bs) at gamma = steps.
+so a round at gamma drafts costs verify(bs, gamma + 1) + gamma x draft(bs), which is R(bs) at the measured
+setting and every measured c: the plan at the measured point is the measurement. Batch sizes outside the
+measured concurrencies take every cost (plain step, verify, draft step) of the nearest measured one: held,
+not extrapolated.
 """
 
 from __future__ import annotations
@@ -59,12 +66,18 @@ def from_bench_steps(doc: dict, steps: int, n: int, where: str) -> CostModel:
                         f"server's steps {steps} / {n} verify tokens; the file mixes runs: bench the server again")
     t1 = {float(c): v["t1"] for c, v in lv.items()}
     big = {float(c): v["R"] for c, v in lv.items()}
+    lo, hi = min(t1), max(t1)
+
+    def est(bs: float, tokens: int) -> float:
+        b = min(max(bs, lo), hi)  # held past the measured concurrencies, as every other cost
+        return max(interp(t1, b, clamp=True), interp(t1, b * tokens))
+
+    scale = {c: min(1.0, big[c] / est(c, n)) for c in t1}
 
     def verify(bs: float, tokens: int) -> float:
-        return max(interp(t1, bs, clamp=True), interp(t1, bs * tokens))  # linear (not held) past the measured c
+        return est(bs, tokens) * interp(scale, bs, clamp=True)
 
-    raw = {c: (big[c] - verify(c, n)) / steps for c in t1}
-    draft = {c: max(0.0, d) for c, d in raw.items()}
+    draft = {c: max(0.0, (big[c] - verify(c, n)) / steps) for c in t1}
     cs = sorted(int(c) for c in t1)
     fmt = lambda d: ", ".join(f"{int(c)}: {v:,.0f}" for c, v in sorted(d.items()))  # noqa: E731
     notes = [
@@ -72,15 +85,19 @@ def from_bench_steps(doc: dict, steps: int, n: int, where: str) -> CostModel:
         f"speculative round at steps {steps} / {n} verify tokens µs {{{fmt(big)}}} (prefill and queueing included "
         "in both: non-streaming latency)",
         f"NOT MEASURABLE from outside: a round's split into draft steps and the verify pass. ESTIMATED: verify of "
-        f"bs x n tokens = the plain step at bs*n requests (extended linearly past c {max(cs)}); draft step = (round - "
-        f"verify) / {steps} µs {{{fmt(draft)}}}, every per-round overhead lumped into the draft steps (one fixed "
-        "setting cannot separate per-round from per-step costs)",
-        f"measured at concurrency {cs}; batch sizes between them interpolated linearly",
+        f"bs x n tokens = the plain step at bs*n requests (the plain step extended linearly past c {max(cs)} for "
+        f"bs*n beyond it); draft step = (round - verify) / {steps} µs {{{fmt(draft)}}}, every per-round overhead "
+        "lumped into the draft steps (one fixed setting cannot separate per-round from per-step costs)",
+        f"measured at concurrency {cs}; batch sizes between them interpolated linearly; at steps {steps} / {n} verify "
+        "tokens and a measured concurrency the round is the measured one (the plan there is the measurement, up to "
+        "the run's noise)",
     ]
-    neg = sorted(int(c) for c, d in raw.items() if d < 0)
-    if neg:
-        notes.append(f"at concurrency {','.join(map(str, neg))} the round was faster than the verify estimate: draft "
-                     "step taken as 0 (noise, or a verify cheaper than a plain step of as many tokens)")
+    low = sorted(int(c) for c, f in scale.items() if f < 1.0)
+    if low:
+        notes.append(f"at concurrency {','.join(map(str, low))} the measured round was cheaper than a plain step of "
+                     f"bs x {n} tokens: the verify estimate is scaled down to the measured round there (x "
+                     f"{', '.join(f'{scale[float(c)]:.2f}' for c in low)}; draft step taken as 0), so other settings are "
+                     "predicted from the measured round, not from the plain step")
     more = ",".join(str(c) for c in sorted(set(cs) | {1, 2, 4, 8, 16, 32, 64, 128}))
     return CostModel(f"measured step times in {where} (plain + steps {steps} server)",
                      lambda bs, k: interp(t1, bs, clamp=True) if k <= 1 else verify(bs, k),

@@ -7,6 +7,7 @@ the i.i.d. alpha with the same tau at the same depth (an assumption, stated in i
 from __future__ import annotations
 
 from ..errors import UserError
+from ..validate import is_int
 from .acceptance import alpha_from_tau, alphas_from_histogram, expected_tokens
 from .model import Acceptance
 
@@ -76,8 +77,14 @@ def load_bench(path: str) -> dict:
 
 
 def bench_setting(doc: dict) -> tuple[int, int, int]:
-    """(steps, topk, draft tokens) the speculative server ran, from its /server_info or the histograms."""
+    """(steps, topk, draft tokens) the speculative server ran: the `setting` bench trusted (its /server_info
+    checked against its answers), else its /server_info, else the histograms."""
     info = (doc.get("servers") or {}).get("spec") or {}
+    trusted = doc.get("setting")
+    if isinstance(trusted, dict) and all(is_int(trusted.get(k)) and trusted[k] > 0 for k in ("steps", "topk", "draft_tokens")):
+        info = {"speculative_num_steps": trusted["steps"], "speculative_eagle_topk": trusted["topk"],
+                "speculative_num_draft_tokens": trusted["draft_tokens"],
+                "speculative_adaptive": bool(trusted.get("adaptive"))}
     steps = info.get("speculative_num_steps") or (doc.get("overall") or {}).get("drafts_per_verify")
     topk = info.get("speculative_eagle_topk") or 1
     n = info.get("speculative_num_draft_tokens") or (steps + 1 if steps else None)

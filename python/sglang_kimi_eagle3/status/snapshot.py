@@ -6,6 +6,7 @@ Format (written by integration/hooks/runtime_status.snapshot):
   {"plugin": str, "pid": int, "time": str, "table_in_effect": str,
    "hooks": [{"name": str, "status": str, "state": str?, "target": str?, "detail": str?,
               "sites": {"bound": [str], "unbound": [str], ...} | {},
+              "call_sites": [str]? (every call site the hook registered in the serving process),
               "table_wins": [...]?,
               "counters": {"ours": {bucket: int}, "sglang": {reason: {bucket: int}}}}]}
 """
@@ -41,6 +42,7 @@ def check_snapshot(doc, where: str) -> dict:
         sites = dict_field(h, f"{key}.sites", where, default={})
         for name in sites:
             list_field(sites, f"{key}.sites.{name}", where, what="a list of call sites")
+        list_field(h, f"{key}.call_sites", where, default=[], what="a list of call sites")
         c = dict_field(h, f"{key}.counters", where, default={"ours": {}, "sglang": {}})
         _counts(c.get("ours", {}), where, f"{key}.counters.ours")
         theirs = c.get("sglang", {})

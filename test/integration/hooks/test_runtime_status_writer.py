@@ -65,3 +65,20 @@ def test_an_unwritable_status_file_stops_the_writer_after_one_warning(status, tm
     assert _wait(lambda: not rs._STATE["writer"].is_alive()), "the writer kept retrying an unwritable file"
     warnings = [r for r in caplog.records if "cannot write the status file" in r.getMessage()]
     assert len(warnings) == 1, [r.getMessage() for r in caplog.records]
+
+
+def test_status_running_counts_bound_sites_out_of_what_the_server_registered(status, monkeypatch, capsys):
+    """The reading process never imports the hooks (its CALL_SITES is empty): the denominator comes from the
+    call sites the serving process recorded in its file, not 'bound N/0'."""
+    from sglang_kimi_eagle3.cli import main as cli_main
+
+    sites = ["sglang.srt.speculative.eagle_utils:verify_tree_greedy_func",
+             "sglang.srt.speculative.eagle_worker_v2:verify_tree_greedy_func"]
+    monkeypatch.setattr(rs, "CALL_SITES", {"verify_tree_greedy": sites})
+    rs.write_status()
+    monkeypatch.setattr(rs, "CALL_SITES", {})  # as in `status --running` in another process
+    cli_main(["status", "--running", str(status)])
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.strip().startswith("verify_tree_greedy"))
+    assert f"/{len(sites)}]" in line and "/0]" not in line, line
+    row = next(h for h in json.loads(status.read_text())["hooks"] if h["name"] == "verify_tree_greedy")
+    assert row["call_sites"] == sites

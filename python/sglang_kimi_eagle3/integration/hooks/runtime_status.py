@@ -196,7 +196,8 @@ def table_wins(op: str) -> list[str]:
 
 
 def status_rows(import_modules: bool = False) -> list[dict]:
-    """One dict per hook: name, target, state, word, sites, counters."""
+    """One dict per hook: name, target, state, word, sites, call_sites (every site the hook registered, so a
+    reader in another process, which never imports the hooks, knows how many there are), counters."""
     registry.refresh()
     counts = hookstatus.counters()
     out = []
@@ -208,7 +209,8 @@ def status_rows(import_modules: bool = False) -> list[dict]:
         out.append({"name": row.name, "target": row.target, "state": row.state, "detail": row.detail,
                     "status": hookstatus.status_word(row, sites.get("unbound"), kernel=row.name in KERNEL_HOOKS,
                                                      planned_wins=-1 if "*" in wins else len(wins)),
-                    "sites": sites, "table_wins": wins, "counters": counts.get(row.name, {"ours": {}, "sglang": {}})})
+                    "sites": sites, "call_sites": list(CALL_SITES.get(row.name, [])) if sites else [],
+                    "table_wins": wins, "counters": counts.get(row.name, {"ours": {}, "sglang": {}})})
     return out
 
 
@@ -234,7 +236,10 @@ def format_snapshot(snap: dict) -> str:
         theirs = {r: sum(b.values()) for r, b in c["sglang"].items()}
         calls = f"ours {ours}" + "".join(f", SGLang {n} ({r})" for r, n in theirs.items())
         sites = h["sites"]
-        bound = f"bound {len(sites.get('bound', []))}/{len(CALL_SITES.get(h['name'], []))}" if sites else ""
+        # the sites the serving process registered (recorded in its file); an older file: every site it checked
+        # is in exactly one of the lists
+        total = len(h["call_sites"]) if h.get("call_sites") else sum(len(v) for v in sites.values())
+        bound = f"bound {len(sites.get('bound', []))}/{total}" if sites else ""
         lines.append(f"  {h['name']:<{w}}  {h['status']}" + (f"  [{bound}]" if bound else "")
                      + (f"  calls: {calls}" if (ours or theirs) else ""))
     return "\n".join(lines)

@@ -17,6 +17,7 @@ from ...policy.context import resolve_policy, spec_rope_margin
 from ...preflight import Deployment, GpuTarget, SglangFacts
 from ...preflight.checkpoint import read_draft_weights
 from ...status import hookstatus
+from ...validate import expand_path
 from .. import upstream_has
 from ..launch_record import UPSTREAM_POLICY_FIELD, policy_of, raw_input
 
@@ -29,9 +30,12 @@ def local_config_dir(path: str | None, flag: str) -> Path:
     if p.is_dir():
         return p
     if str(path).startswith("~"):
+        try:
+            example = f", e.g. {flag} {expand_path(path, flag)}"
+        except UserError:  # ~user unknown here: no example to give
+            example = ""
         raise UserError(f"{flag} {path}: SGLang does not expand '~' (it would look for a folder literally named "
-                        f"{str(path).split('/', 1)[0]!r}); write the full path, e.g. {flag} "
-                        f"{Path(path).expanduser()}")
+                        f"{str(path).split('/', 1)[0]!r}); write the full path{example}")
     try:
         from huggingface_hub import try_to_load_from_cache
 
