@@ -3,8 +3,7 @@ slots (planner/adaptive_control.py): pure, no SGLang. Decisions are counted in b
 
 import random
 
-from sglang_kimi_eagle3.planner import adaptive_table as T
-from sglang_kimi_eagle3.planner import profiles
+from sglang_kimi_eagle3.planner import adaptive_table as T, profiles
 from sglang_kimi_eagle3.planner.adaptive import check
 from sglang_kimi_eagle3.planner.adaptive_control import Controller
 from sglang_kimi_eagle3.planner.costs import from_profile
