@@ -65,6 +65,7 @@ def write_table(cfg: dict) -> str:
 
     digest = hashlib.sha256(json.dumps(cfg, sort_keys=True).encode()).hexdigest()[:16]
     path = user_cache_dir("adaptive", f"table-{digest}.json")
+    path.parent.mkdir(parents=True, exist_ok=True)
     return write(cfg, str(path), sglang_check=sglang_loader())
 
 
