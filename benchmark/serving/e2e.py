@@ -57,6 +57,7 @@ OPTIONS = {  # option -> (default, kind); a spec may set any of them, a flag ove
     "categories": ("chat,code", "str"), "timeout_s": (300.0, "float"), "startup_timeout_s": (540.0, "float"),
     "template": ("raw", "str"), "finish_by": (0.0, "float"), "steady_servers": ("", "names"),
     "steady_temperatures": ("", "floats"), "workload": ("", "str"),
+    "workload_cap": (0, "int"),  # at most this many new tokens per workload request (0: the workload's own lengths)
 }
 
 
@@ -530,7 +531,7 @@ def run(argv: list[str], progress=print, on_row=None) -> int:
     if opts["workload"]:  # request lengths from a bundled workload (bench/workload.py); categories unused
         from sglang_kimi_eagle3.bench import workload
 
-        prompts, _ = workload.load(opts["workload"])
+        prompts, _ = workload.load(opts["workload"], cap=opts["workload_cap"] or None)
     else:
         prompts = P.load([c.strip() for c in opts["categories"].split(",") if c.strip()])
     P.render(opts["template"], "")

@@ -30,6 +30,8 @@ def test_prompts_carry_exact_lengths_and_their_own_output_length():
     assert meta["name"] == "chat" and len(prompts) == len(doc["requests"])
     for p, (pin, pout) in zip(prompts, doc["requests"]):
         assert len(p.text) == pin and p.text.isascii() and p.max_new_tokens == pout
+    capped, _ = workload.load("chat", cap=100)
+    assert [p.max_new_tokens for p in capped] == [min(o, 100) for _, o in doc["requests"]]
     try:
         workload.load("nope")
     except UserError as exc:

@@ -28,8 +28,9 @@ def filler(n: int) -> str:
     return (FILLER * (n // len(FILLER) + 1))[:n]
 
 
-def load(name: str) -> tuple[list[Prompt], dict]:
-    """(prompts with max_new_tokens set, the file's description) of a bundled workload."""
+def load(name: str, cap: int | None = None) -> tuple[list[Prompt], dict]:
+    """(prompts with max_new_tokens set, the file's description) of a bundled workload; `cap` bounds every
+    output length (a short lease: closed-loop rounds end when the longest request in flight does)."""
     path = DIR / f"{name}.json"
     if not path.is_file():
         raise UserError(f"--workload {name!r}: no such workload; bundled: {', '.join(names())}")
@@ -37,5 +38,5 @@ def load(name: str) -> tuple[list[Prompt], dict]:
     out = []
     for i, (pin, pout) in enumerate(doc["requests"]):
         text = filler(pin)
-        out.append(Prompt(f"{name}-{i:04d}", name, text, pin, len(text.split()), max_new_tokens=pout))
+        out.append(Prompt(f"{name}-{i:04d}", name, text, pin, len(text.split()), max_new_tokens=min(pout, cap) if cap else pout))
     return out, {k: v for k, v in doc.items() if k != "requests"}
