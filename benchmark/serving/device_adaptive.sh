@@ -9,7 +9,8 @@
 #   2. start side by side (setsid, own caches, SGLANG_KIMI_EAGLE3_WARMUP=off: the e2e warm pass is the discarded
 #      cold pass): plain; fixed (EAGLE3 3/1/4, SGLANG_KIMI_EAGLE3_ADAPTIVE=off); sglang (--speculative-adaptive,
 #      SGLang's default table); ours (the plain chain launch 3/1/4: the plugin's adaptive default); with DA_OFF=1
-#      also off (--speculative-adaptive with every slot [0]: SGLang's steps-0 off-state)
+#      also off (SGLang's steps-0 off-state: --speculative-adaptive with candidates [0, 1] and this plugin's
+#      controller told to drop to 0 after the first batch and never probe)
 #   3. DA_OFF=1: benchmark/serving/step_ratio.py on plain and off (measured draft/target step ratio, decode c
 #      1/8/32/128 and a 1024-token prefill) -> $OUT/step_ratio-q$Q.json
 #   4. benchmark/serving/e2e.py --workload chat, greedy, c $CONC, $ROUNDS rotated rounds per level, no cold passes
@@ -56,7 +57,12 @@ from sglang_kimi_eagle3.tiny.launch import base_args, spec_args
 w, q = sys.argv[1:3]
 target, draft = f"{w}/q{q}/target", f"{w}/q{q}/draft"
 off_cfg = f"{w}/off.json"
-json.dump({"1": {"candidate_steps": [0]}}, open(off_cfg, "w"))
+# the off-state: SGLang refuses nothing about a [0]-only table, but our preflight refuses --speculative-num-steps 0,
+# so the server starts at 1 and this plugin's controller (the `kimi_eagle3` entry: steps 1 priced out, no probe
+# for 1e9 batches) drops it to 0 after its first decode batch, for good
+json.dump({"1": {"candidate_steps": [0, 1], "kimi_eagle3": {
+    "base_us": 1.0, "round_us": {"1": 1e9}, "dwell_batches": 1, "probe_batches": 1,
+    "probe_wait_batches": 10**9, "probe_wait_max_batches": 10**9}}}, open(off_cfg, "w"))
 a = base_args(target, mem_fraction=float(os.environ.get("MEMF", "0.62")))
 a[a.index("--max-running-requests") + 1] = "128"
 a[a.index("--cuda-graph-max-bs-decode") + 1] = "128"
@@ -69,7 +75,8 @@ servers = [("plain", 30501, [], {}),
                                       "--speculative-adaptive"], {}),
            ("ours", 30504, spec_args(draft, "chain"), {})]
 if os.environ.get("DA_OFF", "0") == "1":
-    servers.append(("off", 30505, eagle + ["--speculative-eagle-topk", "1", "--speculative-adaptive",
+    servers.append(("off", 30505, eagle + ["--speculative-num-steps", "1", "--speculative-eagle-topk", "1",
+                                           "--speculative-adaptive",
                                            "--speculative-adaptive-config", off_cfg], {}))
 spec = {"servers": [], "baseline": "plain"}
 for name, port, extra, env_extra in servers:
