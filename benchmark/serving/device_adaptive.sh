@@ -15,7 +15,7 @@
 #      1/8/32/128 and a 1024-token prefill) -> $OUT/step_ratio-q$Q.json
 #   4. benchmark/serving/e2e.py --workload chat, greedy, c $CONC, $ROUNDS rotated rounds per level, no cold passes
 #      (one uncounted warm pass per level and server), rounds sized to end by the deadline -> $OUT/e2e-q$Q.json
-#      (rewritten after every round), plots
+#      (rewritten after every round; no plots: a call returns at most 8 files)
 #   5. $OUT: device_adaptive-q$Q.log, versions.txt, build-q$Q.log, e2e-q$Q.json, step_ratio-q$Q.json, logs-q$Q.tgz
 #      (server logs, status files with the adaptive_control switch counters)
 # Knobs: DA_Q (0.9), DA_OFF (0), CONC (1,8,32,128), ROUNDS (3), CAP (256: output tokens per request at most), MEMF (0.62: --mem-fraction-static, five servers
@@ -120,7 +120,7 @@ for n in $NAMES; do u=$(url_of "$n"); healthy "$u" && SERVERS+=(--server "$n=$u"
 DEADLINE=$((T0 + BUDGET_S))
 say "e2e over ${SERVERS[*]}; deadline in $((DEADLINE - $(date +%s))) s"
 timeout -s INT $((DEADLINE + 20 - $(date +%s))) python3 benchmark/serving/e2e.py "${SERVERS[@]}" --baseline plain \
-  --json "$OUT/e2e-q$Q.json" --plots "$OUT" --tag "deploy-q$Q" --workload chat --no-cold --concurrency "${CONC:-1,8,32,128}" \
+  --json "$OUT/e2e-q$Q.json" --workload chat --no-cold --concurrency "${CONC:-1,8,32,128}" \
   --temperatures 0 --rounds "${ROUNDS:-3}" --round-s 20 --max-new-tokens 128 --workload-cap "${CAP:-256}" \
   --cold-requests 1 --min-requests 4 --finish-by "$DEADLINE"
 say "e2e.py exit $?"
