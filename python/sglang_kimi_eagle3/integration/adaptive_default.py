@@ -9,7 +9,8 @@ Why: a fixed chain runs below plain decoding where drafting does not pay (large 
   steps 0, but its default table is one guess and its slots thrash; ours (planner/adaptive_table.py) comes from
   the planner's costs and carries the controller's costs (integration/adaptive_control.py).
 When: our launches (EAGLE/EAGLE3 with a draft) whose operator typed --speculative-eagle-topk 1 and neither
-  --speculative-adaptive nor --speculative-adaptive-config (theirs wins), SGLANG_KIMI_EAGLE3_ADAPTIVE not `off`,
+  --speculative-adaptive nor --speculative-adaptive-config (theirs wins), no --speculative-num-draft-tokens other
+  than steps + 1 (adaptive mode would override it; preflight reports it instead), SGLANG_KIMI_EAGLE3_ADAPTIVE not `off`,
   SGLANG_ENABLE_PP_SPEC not set (SGLang refuses adaptive with it). The table is written atomically under the
   user cache (sglang-kimi-eagle3/adaptive/), checked by SGLang's own loader first, and declared on the record:
   speculative_adaptive = True, speculative_adaptive_config = that file. The operator's --speculative-num-steps
@@ -42,6 +43,9 @@ def decide(server_args) -> str | None:
     topk = raw_input(server_args, "speculative_eagle_topk")
     if topk is None or int(topk) != 1:
         return f"--speculative-eagle-topk {topk} (adaptive steps are chain-only: topk 1)"
+    steps, n = raw_input(server_args, "speculative_num_steps"), raw_input(server_args, "speculative_num_draft_tokens")
+    if steps is not None and n is not None and int(n) != int(steps) + 1:
+        return f"--speculative-num-draft-tokens {n} is not steps + 1 (adaptive mode would override what was typed)"
     if env_flag("SGLANG_ENABLE_PP_SPEC"):
         return "SGLANG_ENABLE_PP_SPEC (SGLang refuses adaptive speculation with it)"
     return None

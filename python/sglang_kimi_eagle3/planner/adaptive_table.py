@@ -13,29 +13,27 @@ microseconds, plus the controller's knobs (planner/adaptive_control.py reads the
 State memory (modelled, not measured): SGLang builds one runtime state per candidate step, its CUDA graphs
 pruned to the batch sizes whose slot lists that step. Measured on the H200 (2026-12-02) at vocab 163840,
 --cuda-graph-max-bs-decode 128: 4.2 / 8.3 / 25.1 / ~33 GB for steps 0 / 1 / 5 / 7, about 4.15 GB per
-verified token (steps + 1); `state_memory_gb` scales that by vocab and the largest graph batch size.
+verified token (steps + 1); `state_memory_gb` (preflight/memory.py) scales that by vocab and the largest
+graph batch size.
 """
 
 from __future__ import annotations
 
+from ..preflight.memory import (  # noqa: F401 (re-exported)
+    GB_PER_TOKEN_AT,
+    adaptive_memory_lines as memory_lines,
+    adaptive_state_gb as state_memory_gb,  # noqa: F401 (re-exported)
+    adaptive_states as states,
+)
 from .acceptance import expected_tokens
 from .costs import CostModel
 from .model import round_us
 
 MAX_STEPS = 7
 ALPHAS = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95)  # per-position acceptance the table must serve
-GB_PER_TOKEN_AT = (4.15, 163840, 128)  # GB per verified token, at (vocab, cuda-graph max bs): measured, see above
 KEY = "kimi_eagle3"
 KNOBS = {"dwell_batches": 128, "probe_batches": 32, "probe_wait_batches": 256, "probe_wait_max_batches": 8192,
          "hysteresis": 0.05, "ema_alpha": 0.1}
-
-
-def state_memory_gb(steps: int, vocab: int, max_bs: int, slot_share: float = 1.0) -> float:
-    """Modelled GPU memory of SGLang's runtime state for one candidate step: linear in the verified tokens per
-    request, the vocabulary and the largest CUDA-graph batch size that lists the step (slot_share: the fraction of
-    that size reached, 1.0 when the largest graph size's slot lists the step)."""
-    per, v0, bs0 = GB_PER_TOKEN_AT
-    return per * (steps + 1) * (vocab / v0) * (max_bs * slot_share / bs0)
 
 
 def speedup(cost: CostModel, bs: int, steps: int, alpha: float) -> float:
@@ -78,24 +76,3 @@ def table(cost: CostModel, batch_sizes: list[int], *, operator_steps: int | None
             KNOBS, base_us=round(cost.target_us(bs, 1), 3),
             round_us={str(s): round(round_us(cost, bs, s, 1, s + 1), 3) for s in cands if s})}
     return cfg
-
-
-def states(cfg: dict) -> list[int]:
-    return sorted({s for k, v in cfg.items() if k.isdigit() for s in v["candidate_steps"]})
-
-
-def memory_lines(cfg: dict, vocab: int, cuda_graph_bs: list[int]) -> list[str]:
-    """One line per runtime state SGLang will build for `cfg`: its modelled memory (see state_memory_gb)."""
-    slots = sorted(int(k) for k in cfg if k.isdigit())
-
-    def slot_of(bs: int) -> int:
-        return max([s for s in slots if s <= bs] or [slots[0]])
-
-    out = []
-    for s in states(cfg):
-        reach = [b for b in cuda_graph_bs if s in cfg[str(slot_of(b))]["candidate_steps"]]
-        top = max(reach) if reach else 0
-        out.append(f"steps {s}: ~{state_memory_gb(s, vocab, top):.1f} GB (modelled: {GB_PER_TOKEN_AT[0]} GB per "
-                   f"verified token at vocab {GB_PER_TOKEN_AT[1]} and CUDA-graph bs {GB_PER_TOKEN_AT[2]}, scaled to "
-                   f"vocab {vocab} and bs {top})")
-    return out

@@ -206,7 +206,7 @@ def adaptive_states(d: Deployment) -> list[Finding]:
     static pool; their memory is modelled (planner/adaptive_table.state_memory_gb), not measured here."""
     if not d.adaptive or not d.adaptive_table:
         return []
-    from ..planner.adaptive_table import memory_lines, states
+    from .memory import adaptive_memory_lines as memory_lines, adaptive_states as states
 
     top = d.cuda_graph_max_bs or 128
     graph_bs = d.cuda_graph_bs or [b for b in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512) if b < top] + [top]
