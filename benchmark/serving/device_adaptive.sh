@@ -18,7 +18,7 @@
 #      (rewritten after every round; no plots: a call returns at most 8 files)
 #   5. $OUT: device_adaptive-q$Q.log, versions.txt, build-q$Q.log, e2e-q$Q.json, step_ratio-q$Q.json, logs-q$Q.tgz
 #      (server logs, status files with the adaptive_control switch counters)
-# Knobs: DA_Q (0.9), DA_OFF (0), CONC (1,8,32,128), ROUNDS (3), CAP (256: output tokens per request at most), MEMF (0.62: --mem-fraction-static, five servers
+# Knobs: DA_Q (0.9), DA_OFF (0), CONC (1,8,32,128), ROUNDS (3), CAP (256: output tokens per request at most), MEMF (0.7: --mem-fraction-static as device_e2e.sh, five servers
 # co-resident), MAXTOK (65536: --max-total-tokens), BUDGET_S (555), STARTUP_S (330), DA_WORK (/tmp/da).
 set -uo pipefail
 T0=$(date +%s)
@@ -63,7 +63,7 @@ off_cfg = f"{w}/off.json"
 json.dump({"1": {"candidate_steps": [0, 1], "kimi_eagle3": {
     "base_us": 1.0, "round_us": {"1": 1e9}, "dwell_batches": 1, "probe_batches": 1,
     "probe_wait_batches": 10**9, "probe_wait_max_batches": 10**9}}}, open(off_cfg, "w"))
-a = base_args(target, mem_fraction=float(os.environ.get("MEMF", "0.62")))
+a = base_args(target, mem_fraction=float(os.environ.get("MEMF", "0.7")))
 a[a.index("--max-running-requests") + 1] = "128"
 a[a.index("--cuda-graph-max-bs-decode") + 1] = "128"
 a[a.index("--max-total-tokens") + 1] = os.environ.get("MAXTOK", "65536")
