@@ -125,7 +125,9 @@ for name, port, kernels, warm in servers:
            # FlashInfer's JIT workspace is under $HOME, not XDG_CACHE_HOME: in run 10 (2026-12-02) two servers built
            # its sampling module under one lock, and the one that waited ended its stall with the builder's
            "FLASHINFER_WORKSPACE_BASE": f"{cache}/flashinfer",
-           "SGLANG_KIMI_EAGLE3_STATUS_DIR": f"{w}/status", "SGLANG_KIMI_EAGLE3_WARMUP": warm}
+           "SGLANG_KIMI_EAGLE3_STATUS_DIR": f"{w}/status", "SGLANG_KIMI_EAGLE3_WARMUP": warm,
+           # the chain servers here compare kernels at a fixed 3/1/4 (adaptive steps: device_adaptive.sh)
+           "SGLANG_KIMI_EAGLE3_ADAPTIVE": os.environ.get("ADAPTIVE", "off")}
     if kernels:
         env["SGLANG_KIMI_EAGLE3_KERNELS"] = kernels
     line = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())

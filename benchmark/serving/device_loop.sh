@@ -46,7 +46,8 @@ a = base_args(f"{w}/q{os.environ.get('LOOP_TARGET_Q', '0.9')}/target", mem_fract
 for flag in ("--max-running-requests", "--cuda-graph-max-bs-decode"):
     a[a.index(flag) + 1] = os.environ.get("MAXRUN", "64")
 env = {"TRITON_CACHE_DIR": f"{w}/cache/triton", "SGLANG_JIT_CACHE_DIR": f"{w}/cache/jit",
-       "TORCHINDUCTOR_CACHE_DIR": f"{w}/cache/inductor", "SGLANG_KIMI_EAGLE3_STATUS_DIR": f"{w}/status/{name}"}
+       "TORCHINDUCTOR_CACHE_DIR": f"{w}/cache/inductor", "SGLANG_KIMI_EAGLE3_STATUS_DIR": f"{w}/status/{name}",
+       "SGLANG_KIMI_EAGLE3_ADAPTIVE": "off"}  # fixed-q* stay the fixed 3/1/4 they are named after
 # --sleep-on-idle: an idle SGLang scheduler otherwise busy-polls one CPU core; with 5-7 servers side by side
 # that is CPU taken from the one being measured (zmq wakes it at once when a request comes: no latency added)
 idle = ["--sleep-on-idle"] if os.environ.get("SLEEP_ON_IDLE", "1") == "1" else []

@@ -56,7 +56,8 @@ OPTIONS = {  # option -> (default, kind); a spec may set any of them, a flag ove
     "min_requests": (8, "int"), "max_new_tokens": (128, "int"), "ignore_eos": (True, "bool"),
     "categories": ("chat,code", "str"), "timeout_s": (300.0, "float"), "startup_timeout_s": (540.0, "float"),
     "template": ("raw", "str"), "finish_by": (0.0, "float"), "steady_servers": ("", "names"),
-    "steady_temperatures": ("", "floats"),
+    "steady_temperatures": ("", "floats"), "workload": ("", "str"),
+    "workload_cap": (0, "int"),  # at most this many new tokens per workload request (0: the workload's own lengths)
 }
 
 
@@ -197,7 +198,8 @@ def timed_level(url: str, prompts, c: int, seconds: float, cfg: SweepConfig, tem
                 nxt[0] += 1
                 last_start[0] = max(last_start[0], now - t0)
             p = order[i % len(order)]
-            r = client.generate(url, p.id, p.category, P.render(template, p.text), cfg.sampling(), cfg.timeout_s)
+            r = client.generate(url, p.id, p.category, P.render(template, p.text), P.sampling(cfg.sampling(), p),
+                                cfg.timeout_s)
             with lock:
                 results.append(r)
 
@@ -526,7 +528,12 @@ def run(argv: list[str], progress=print, on_row=None) -> int:
     out = check_output_file(a.json, "--json")
     if a.plots:
         check_output_dir(a.plots, "--plots")
-    prompts = P.load([c.strip() for c in opts["categories"].split(",") if c.strip()])
+    if opts["workload"]:  # request lengths from a bundled workload (bench/workload.py); categories unused
+        from sglang_kimi_eagle3.bench import workload
+
+        prompts, _ = workload.load(opts["workload"], cap=opts["workload_cap"] or None)
+    else:
+        prompts = P.load([c.strip() for c in opts["categories"].split(",") if c.strip()])
     P.render(opts["template"], "")
     doc = new_doc(servers, base, opts, argv)
     if a.resume and out.exists():

@@ -22,6 +22,7 @@ ENV_KERNELS = "SGLANG_KIMI_EAGLE3_KERNELS"
 ENV_PREFLIGHT = "SGLANG_KIMI_EAGLE3_PREFLIGHT"
 ENV_STATUS_DIR = "SGLANG_KIMI_EAGLE3_STATUS_DIR"
 ENV_WARMUP = "SGLANG_KIMI_EAGLE3_WARMUP"
+ENV_ADAPTIVE = "SGLANG_KIMI_EAGLE3_ADAPTIVE"
 
 _ON = ("1", "true", "on", "yes")
 _OFF = ("0", "false", "off", "no")
@@ -30,6 +31,7 @@ CHOICES = {
     ENV_KERNELS: (("auto", "ours", "upstream"), "auto"),
     ENV_PREFLIGHT: (("on", "warn", "off"), "on"),
     ENV_WARMUP: (("on", "off"), "on"),  # integration/hooks/kernel_warmup.py
+    ENV_ADAPTIVE: (("on", "off"), "on"),  # integration/adaptive_default.py, integration/hooks/adaptive_control.py
 }
 
 
@@ -93,7 +95,7 @@ def env_errors() -> list[str]:
 
     out = []
     for check in (enabled, lambda: env_choice(ENV_KERNELS), lambda: env_choice(ENV_PREFLIGHT),
-                  lambda: env_choice(ENV_WARMUP), resolve_policy):
+                  lambda: env_choice(ENV_WARMUP), lambda: env_choice(ENV_ADAPTIVE), resolve_policy):
         try:
             check()
         except UserError as exc:

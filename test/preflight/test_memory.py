@@ -113,3 +113,14 @@ def test_an_mha_target_splits_its_kv_heads_over_tp():
     b = budget(d)
     assert b.kv_cell == 2 * 8 * 128 * 2 * 32 + 2 * 8 * 128 * 2 * 32 // 32  # K+V x 8 KV heads x 128 x bf16 x 32 layers
     assert 14e9 < b.target_weights < 17e9 and not has_errors(check_memory(d))
+
+
+def test_an_adaptive_launch_states_the_modelled_memory_of_every_runtime_state():
+    table = {"1": {"candidate_steps": [0, 1, 3]}, "64": {"candidate_steps": [0, 1]}}
+    f = check_memory(kimi(adaptive=True, adaptive_table=table, cuda_graph_max_bs=128,
+                          cuda_graph_bs=[1, 2, 4, 8, 16, 32, 64, 128]))
+    line = [x.found for x in mem(f, "info") if "runtime states" in x.found]
+    assert len(line) == 1 and "builds 3 runtime states" in line[0] and "modelled" in line[0], line
+    # steps 3 is listed only by the slot of bs 1-63: its graphs stop at bs 32; steps 0 and 1 reach bs 128
+    assert "steps 0: ~4.2 GB" in line[0] and "steps 1: ~8.3 GB" in line[0] and "steps 3: ~4.2 GB" in line[0], line[0]
+    assert not [x for x in check_memory(kimi()) if "runtime states" in x.found]  # a fixed chain: none

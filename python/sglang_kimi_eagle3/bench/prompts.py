@@ -34,6 +34,7 @@ class Prompt:
     text: str
     chars: int
     words: int
+    max_new_tokens: int | None = None  # a workload's own output length (bench/workload.py); None: the run's flag
 
 
 def load(categories: list[str] | None = None) -> list[Prompt]:
@@ -57,6 +58,11 @@ def guess_template(model_path: str | None) -> str:
     if "llama-3" in m or "llama3" in m:
         return "llama3"
     return "raw"
+
+
+def sampling(base: dict, p: Prompt) -> dict:
+    """The run's sampling parameters, with the prompt's own max_new_tokens where a workload gives one."""
+    return base if p.max_new_tokens is None else base | {"max_new_tokens": p.max_new_tokens}
 
 
 def render(template: str, text: str) -> str:

@@ -55,6 +55,8 @@ def parser() -> ArgParser:
     p.add_argument("--categories", help=f"bundled prompt categories (default {','.join(P.CATEGORIES)})")
     p.add_argument("--prompts", metavar="FILE", help="your prompts instead of the bundled set: JSONL ({\"prompt\": ...} "
                    "or {\"text\": ...} per line) or ShareGPT-style JSON")
+    p.add_argument("--workload", metavar="NAME", help="request lengths from a bundled workload (chat: seeded "
+                   "lognormal prompt/output lengths; each request's own max_new_tokens) instead of prompts")
     p.add_argument("--max-new-tokens", default="256", help=f"default 256, at most {MAX_NEW_TOKENS}")
     p.add_argument("--temperature", default="0", help="default 0 (greedy)")
     p.add_argument("--ignore-eos", action="store_true", help="always generate --max-new-tokens tokens")
@@ -93,6 +95,8 @@ def _options(a) -> tuple[SweepConfig, dict, dict | None]:
                         "run, and pass its --json to the speculative run as --baseline-json")
     if a.prompts and a.categories:
         raise UserError("give --prompts or --categories, not both (--categories picks from the bundled set)")
+    if a.workload and (a.prompts or a.categories):
+        raise UserError("give --workload or --prompts/--categories, not both (a workload brings its own prompts)")
     servers = {"spec": url_flag(a.url, "--url")}
     if a.baseline_url:
         servers["baseline"] = url_flag(a.baseline_url, "--baseline-url")
@@ -143,7 +147,12 @@ def _on_sigterm(signum, frame):
 def main(argv: list[str]) -> int:
     a = parser().parse_args(argv)
     cfg, servers, base_doc = _options(a)
-    if a.prompts:
+    if a.workload:
+        from .workload import load as load_workload
+
+        prompt_set, skipped = load_workload(a.workload)[0], 0
+        categories = [a.workload]
+    elif a.prompts:
         prompt_set, skipped = load_file(a.prompts)
         categories = sorted({p.category for p in prompt_set})
     else:

@@ -24,6 +24,7 @@ HOOK_MODULES = (
     "context_policy",  # the flag + draft/target context-length reconciliation (issue 2)
     "delegation",  # KimiK25ForConditionalGeneration EAGLE-3 delegation guarantee (issue 2)
     "launch_step",  # gate, env validation, cap, fail-fast preflight at launch (issues 3, 10)
+    "adaptive_control",  # dwell/hysteresis/probe back-off in SGLang's adaptive slots of the tables we write
     "draft_head_kernels",  # Triton lm_head GEMV / draft top-k (issue 4)
     "verify_kernels",  # Triton tree verification (issue 5)
     "kernel_warmup",  # compile every reachable kernel variant before serving; queued before runtime_status: runs first

@@ -191,6 +191,7 @@ def check_memory(d: Deployment) -> list[Finding]:
                            "" if sev == "info" else "the draft's KV inside the allowance",
                            "" if sev == "info" else "--mem-fraction-static lower by "
                            f"{extra / (b.gpu_total - PRELOAD_OVERHEAD_GIB * GIB):.2f}"))
+    out += adaptive_states(d)
     if d.mem_fraction_given and b.gpu_total > 60 * GIB and b.allowance < SGLANG_ALLOWANCE_FLOOR_GIB * GIB:
         out.append(Finding("warning", "memory", f"--mem-fraction-static {b.fraction} leaves {gib(b.allowance)} for "
                            f"activations, CUDA graphs and communicator buffers", f">= {SGLANG_ALLOWANCE_FLOOR_GIB:.0f} GiB "
@@ -198,3 +199,17 @@ def check_memory(d: Deployment) -> list[Finding]:
                            f"--mem-fraction-static {1 - SGLANG_ALLOWANCE_FLOOR_GIB * GIB / (b.gpu_total - PRELOAD_OVERHEAD_GIB * GIB):.2f}"
                            " or leave it out (SGLang derives it)"))
     return out
+
+
+def adaptive_states(d: Deployment) -> list[Finding]:
+    """Adaptive speculation: one runtime state per candidate step (its own CUDA graphs and buffers), on top of the
+    static pool; their memory is modelled (planner/adaptive_table.state_memory_gb), not measured here."""
+    if not d.adaptive or not d.adaptive_table:
+        return []
+    from .memory import adaptive_memory_lines as memory_lines, adaptive_states as states
+
+    top = d.cuda_graph_max_bs or 128
+    graph_bs = d.cuda_graph_bs or [b for b in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512) if b < top] + [top]
+    lines = memory_lines(d.adaptive_table, d.target.vocab_size, graph_bs)
+    return [Finding("info", "memory", f"adaptive speculation builds {len(states(d.adaptive_table))} runtime states "
+                    f"(one per candidate step), modelled: " + "; ".join(lines))]

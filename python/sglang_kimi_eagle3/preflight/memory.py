@@ -252,3 +252,39 @@ def draft_kv_bytes_per_token(draft: ModelInfo, elem: float, tp: int) -> float:
 
 def gib(x: float) -> str:
     return f"{x / GIB:.1f} GiB"
+
+
+# ---- adaptive speculation: one runtime state per candidate step (SGLang builds each with its own CUDA graphs) ----
+# Measured on the H200 (2026-12-02) at vocab 163840, --cuda-graph-max-bs-decode 128: 4.2 / 8.3 / 25.1 / ~33 GB for
+# steps 0 / 1 / 5 / 7, about 4.15 GB per verified token (steps + 1). Modelled from there, linear in vocab and in the
+# largest CUDA-graph batch size whose slot lists the step.
+GB_PER_TOKEN_AT = (4.15, 163840, 128)  # GB per verified token, at (vocab, CUDA-graph batch size)
+
+
+def adaptive_state_gb(steps: int, vocab: int, max_bs: int, slot_share: float = 1.0) -> float:
+    """Modelled GPU memory of SGLang's runtime state for one candidate step: linear in the verified tokens per
+    request, the vocabulary and the largest CUDA-graph batch size that lists the step (slot_share: the fraction of
+    that size reached, 1.0 when the largest graph size's slot lists the step)."""
+    per, v0, bs0 = GB_PER_TOKEN_AT
+    return per * (steps + 1) * (vocab / v0) * (max_bs * slot_share / bs0)
+
+
+def adaptive_states(cfg: dict) -> list[int]:
+    return sorted({s for k, v in cfg.items() if k.isdigit() for s in v["candidate_steps"]})
+
+
+def adaptive_memory_lines(cfg: dict, vocab: int, cuda_graph_bs: list[int]) -> list[str]:
+    """One line per runtime state SGLang will build for `cfg`: its modelled memory (see state_memory_gb)."""
+    slots = sorted(int(k) for k in cfg if k.isdigit())
+
+    def slot_of(bs: int) -> int:
+        return max([s for s in slots if s <= bs] or [slots[0]])
+
+    out = []
+    for s in adaptive_states(cfg):
+        reach = [b for b in cuda_graph_bs if s in cfg[str(slot_of(b))]["candidate_steps"]]
+        top = max(reach) if reach else 0
+        out.append(f"steps {s}: ~{adaptive_state_gb(s, vocab, top):.1f} GB (modelled: {GB_PER_TOKEN_AT[0]} GB per "
+                   f"verified token at vocab {GB_PER_TOKEN_AT[1]} and CUDA-graph bs {GB_PER_TOKEN_AT[2]}, scaled to "
+                   f"vocab {vocab} and bs {top})")
+    return out

@@ -114,4 +114,6 @@ class Deployment:
     draft_weights: DraftWeights | None = None  # the draft folder's weights (None: no weights beside the config)
     draft_tokens_typed: int | None = None  # --speculative-num-draft-tokens as typed (draft_tokens: as resolved)
     adaptive: bool = False  # --speculative-adaptive in effect after SGLang's resolution
+    adaptive_table: dict | None = None  # the adaptive config SGLang will load (its default table when no file)
+    cuda_graph_bs: list[int] | None = None  # the decode CUDA-graph batch sizes, where resolved
     same_model_folder: bool = False  # the draft path names the target's own folder

@@ -4,7 +4,11 @@ The target is KimiK25ForConditionalGeneration (language model only, as SGLang se
 --text-only; --int4 stores its routed experts as Kimi-K2.5's compressed-tensors INT4 (group 32);
 --draft-agreement Q makes the drafter propose the target's next token after a seeded fraction Q of the
 tokens (1.0: always); --kimi-width builds the measurement pair (vocab 163840, hidden 7168, drafters with
-32000 and 4000 draft rows: OUT/draft and OUT/draft-4000; about 8 GB: use --device cuda on a GPU box).
+32000 and 4000 draft rows: OUT/draft and OUT/draft-4000; about 8 GB: use --device cuda on a GPU box);
+--preset deploy builds the pair shaped like the deployment's draft-step / target-step time ratio (one TP-8
+rank's shapes at Kimi's hidden 7168, 84 layers, INT4 experts: use it with --int4; about 8 GB) and prints
+that ratio as the planner models it for the seed deployment and for this pair on one H200
+(--ratios-only prints it without building).
 """
 
 from __future__ import annotations
@@ -12,6 +16,8 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+
+from .spec import PRESETS
 
 
 def _fraction(text: str) -> float:
@@ -36,8 +42,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--draft-agreement", type=_fraction, default=1.0, metavar="Q",
                     help="fraction of tokens after which the drafter proposes the target's next token (default 1.0)")
     ap.add_argument("--kimi-width", action="store_true", help="the Kimi-width measurement pair instead of the tiny one")
+    ap.add_argument("--preset", choices=sorted(PRESETS), default=None,
+                    help="the shapes by name (tiny, kimi-width, deploy); --kimi-width is --preset kimi-width")
+    ap.add_argument("--ratios-only", action="store_true",
+                    help="print the modelled draft-step / target-step ratios of the preset and the seed; build nothing")
     ap.add_argument("--device", default="cpu", help="torch device to make the tensors on (default cpu; e.g. cuda)")
     a = ap.parse_args(argv)
+    if a.kimi_width and a.preset not in (None, "kimi-width"):
+        print(f"error: --kimi-width and --preset {a.preset} name two presets; give one", file=sys.stderr)
+        return 2
+    name = "kimi-width" if a.kimi_width else a.preset or "tiny"
+    if name == "deploy" or a.ratios_only:
+        from .ratio import report
+
+        print(report(PRESETS[name], int4=a.int4), file=sys.stderr)
+        if a.ratios_only:
+            return 0
     import torch
 
     from . import build, preset
@@ -51,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         except (RuntimeError, AssertionError) as exc:
             print(f"error: --device {a.device}: {str(exc).splitlines()[0]}; use --device cpu", file=sys.stderr)
             return 2
-    spec = preset("kimi-width" if a.kimi_width else "tiny")
+    spec = preset(name)
     t0 = time.monotonic()
     try:
         target, draft = build(a.out, seed=a.seed, spec=spec, text_only=a.text_only, int4=a.int4,

@@ -14,9 +14,11 @@ The drafter is an EAGLE-3 LlamaForCausalLMEagle3 (one layer, fc over 3 x hidden,
 whose `max_position_embeddings` is half the target's: the seed deployment's mismatch (Kimi-K2.5
 262144 vs the AQ-MedAI Kimi-K2 drafter 131072), which SGLang refuses without our context policy.
 
-PRESETS: `tiny` (the CI pair) and `kimi-width` (a measurement pair: Kimi-K2.5's vocab 163840, hidden
+PRESETS: `tiny` (the CI pair), `kimi-width` (a measurement pair: Kimi-K2.5's vocab 163840, hidden
 7168 and attention sizes, 3 layers, 8 experts; drafters with the 32000-row draft vocab and with the
-4000 rows of one TP-8 shard, so a live server runs exactly the shapes of the kernel launch tables).
+4000 rows of one TP-8 shard, so a live server runs exactly the shapes of the kernel launch tables; its
+drafter costs a far larger share of a target step than in the deployment: the stress case) and `deploy`
+(one TP-8 rank's shapes, 84 layers deep: the deployment's draft-step / target-step ratio, tiny/ratio.py).
 """
 
 from __future__ import annotations
@@ -102,6 +104,16 @@ PRESETS = {
     "kimi-width": TinySpec(vocab_size=163840, draft_vocab_size=32000, draft_variants=(4000,), hidden_size=7168,
                            num_layers=3, num_heads=64, q_lora_rank=1536, intermediate_size=18432,
                            moe_intermediate_size=2048, draft_heads=56, draft_intermediate_size=18432),
+    # Shaped like the deployment's step-time ratio (tiny/ratio.py prints it): one TP-8 rank of Kimi-K2.5 (vocab
+    # shard 163840 / 8 = 20480 rows, 64 / 8 = 8 MLA heads, dense 18432 / 8 = 2304 and expert 2048 / 8 = 256 wide:
+    # the rank's own expert shape, INT4 as there) at Kimi's hidden 7168, 84 layers deep so that the target step
+    # stands to one draft step as the 61 layers plus 123 all-reduces do in the seed; 8 experts (all of them
+    # active: 8 per token as in Kimi) keep the weights near 8 GB. The drafter: hidden 7168 over 56 heads (the
+    # planted attention needs heads x head_dim == hidden), the rank's 2304-wide MLP and 4000 draft rows.
+    "deploy": TinySpec(vocab_size=20480, draft_vocab_size=4000, hidden_size=7168, num_layers=84, num_heads=8,
+                       q_lora_rank=1536, intermediate_size=2304, moe_intermediate_size=256, n_routed_experts=8,
+                       num_experts_per_tok=8, max_position_embeddings=16384, draft_heads=56,
+                       draft_intermediate_size=2304),
 }
 
 

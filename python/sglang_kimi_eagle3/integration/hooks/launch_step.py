@@ -16,6 +16,9 @@ run SGLang's own step (keeping its error, if any), then:
      raises the UserError that names it (this is how a bad value aborts a launch cleanly);
   3. the context policy's main-process part (context_policy.resolve_launch: `cap`; SGLang's own step
      did it where SGLang has the flag), whatever the preflight mode;
+  0. before SGLang's step, adaptive steps by default (adaptive_default.apply): for chain launches (topk 1)
+     without the operator's own adaptive flags, --speculative-adaptive with a table from the planner's costs
+     (SGLANG_KIMI_EAGLE3_ADAPTIVE=off keeps SGLang's choice);
   3b. the traffic warm-up (traffic_warmup.apply_to_launch): `kimi_eagle3` joins --warmups unless
      SGLANG_KIMI_EAGLE3_WARMUP=off;
   4. preflight (preflight_launch.report): SGLANG_KIMI_EAGLE3_PREFLIGHT=on refuses on errors, warn
@@ -70,10 +73,12 @@ def confirm_in_scheduler() -> None:
 
 def _step(server_args, previous) -> None:
     sglang_error = None
+    adaptive = None
     if is_our_launch(server_args) and not env_errors():  # a bad variable is refused below, after SGLang's step
         from .context_policy import hand_default_to_sglang
 
         hand_default_to_sglang(server_args)  # only where SGLang has its own flag (its step resolves it)
+        adaptive = _adaptive_default(server_args)  # SGLang's step resolves the adaptive config we declare
     try:
         previous(server_args)
     except Exception as exc:  # SGLang's own refusal: ours to report only for our launches
@@ -98,11 +103,26 @@ def _step(server_args, previous) -> None:
     except (UserError, preflight_launch.PreflightFailed) as exc:
         raise _without_traceback(exc)
     done = f"ran in the main process for this EAGLE/EAGLE3 launch: context policy resolved, preflight {mode}"
+    if adaptive:
+        done += f"; {adaptive}"
     mark(server_args, done)  # bookkeeping attribute: pickled to the schedulers, read by confirm_in_scheduler
     hookstatus.record(NAME, TARGET, "applied", done)
     if sglang_error is not None:
         raise sglang_error
     return None
+
+
+def _adaptive_default(server_args) -> str:
+    """adaptive_default.apply: a bad SGLANG_KIMI_EAGLE3_ADAPTIVE_PROFILE refuses the launch (UserError); anything
+    else going wrong leaves SGLang's own choice and says so (our default never blocks a launch)."""
+    from .. import adaptive_default
+
+    try:
+        return adaptive_default.apply(server_args)
+    except UserError as exc:
+        raise _without_traceback(exc)
+    except Exception as exc:
+        return f"adaptive steps: SGLang's choice kept (our table failed: {type(exc).__name__}: {exc})"
 
 
 def _without_traceback(exc: Exception) -> Exception:

@@ -88,6 +88,18 @@ def index_total_size(folder: Path) -> int | None:
     return int(size) if isinstance(size, (int, float)) and size > 0 else None
 
 
+def adaptive_table(cfg) -> dict | None:
+    """The adaptive config an adaptive launch's workers will load (SGLang's own loader); None otherwise or unreadable."""
+    if not getattr(cfg, "speculative_adaptive", False):
+        return None
+    try:
+        from sglang.srt.speculative.adaptive_spec_params import _load_adaptive_config
+
+        return _load_adaptive_config(getattr(cfg, "speculative_adaptive_config", None))[0]
+    except Exception:  # SGLang's own step reports a bad file
+        return None
+
+
 def memory_fields(server_args, cfg, gpu: GpuTarget, target_dir: Path, target) -> dict:
     """The Deployment fields of the memory-fit check (checks_memory.py)."""
     from ...preflight.checks_memory import vision_config_of
@@ -105,7 +117,13 @@ def memory_fields(server_args, cfg, gpu: GpuTarget, target_dir: Path, target) ->
                 kv_cache_dtype=str(getattr(cfg, "kv_cache_dtype", None) or "auto"),
                 target_vision_config=vision, target_index_bytes=index_total_size(target_dir),
                 cuda_graph_max_bs=max_bs if isinstance(max_bs, int) and max_bs > 0 else None,
+                cuda_graph_bs=_graph_bs(decode),
                 max_running_requests=raw_input(server_args, "max_running_requests"))
+
+
+def _graph_bs(decode) -> list[int] | None:
+    bs = getattr(decode, "bs", None) if decode is not None and str(getattr(decode, "backend", "")) != "disabled" else None
+    return sorted(int(b) for b in bs) if isinstance(bs, (list, tuple)) and bs else None
 
 
 def build_deployment(server_args, gpu: GpuTarget, *, sglang_error: str | None = None,
@@ -139,6 +157,7 @@ def build_deployment(server_args, gpu: GpuTarget, *, sglang_error: str | None = 
         steps=spec[0], topk=spec[1], draft_tokens=spec[2],
         draft_tokens_typed=raw_input(server_args, "speculative_num_draft_tokens"),
         adaptive=bool(getattr(cfg, "speculative_adaptive", False)),
+        adaptive_table=adaptive_table(cfg),
         sglang=facts, draft_weights=weights,
         same_model_folder=bool(draft_path) and os.path.realpath(target_dir) == os.path.realpath(draft_dir),
         tp=int(raw_input(server_args, "tp_size") or 1),

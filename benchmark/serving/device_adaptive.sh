@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# Never slower than no speculation? Runs ON the lent H200, from the repository root, after the carried SGLang stack
+# is installed (benchmark/live/device.sh install), one call per drafter agreement (each fits one 570-s call):
+#   DA_Q=0.9 benchmark/serving/device_adaptive.sh              # call 1
+#   DA_Q=0.3 DA_OFF=1 benchmark/serving/device_adaptive.sh     # call 2 (+ the off-state server and step ratios)
+# Steps:
+#   1. build the deploy-shaped pair (python3 -m sglang_kimi_eagle3.tiny --preset deploy --int4, draft agreement
+#      DA_Q; it prints the planner's modelled draft-step / target-step ratios of the seed and of this pair)
+#   2. start side by side (setsid, own caches, SGLANG_KIMI_EAGLE3_WARMUP=off: the e2e warm pass is the discarded
+#      cold pass): plain; fixed (EAGLE3 3/1/4, SGLANG_KIMI_EAGLE3_ADAPTIVE=off); sglang (--speculative-adaptive,
+#      SGLang's default table); ours (the plain chain launch 3/1/4: the plugin's adaptive default); with DA_OFF=1
+#      also off (SGLang's steps-0 off-state: --speculative-adaptive with candidates [0, 1] and this plugin's
+#      controller told to drop to 0 after the first batch and never probe)
+#   3. DA_OFF=1: benchmark/serving/step_ratio.py on plain and off (measured draft/target step ratio, decode c
+#      1/8/32/128 and a 1024-token prefill) -> $OUT/step_ratio-q$Q.json
+#   4. benchmark/serving/e2e.py --workload chat, greedy, c $CONC, $ROUNDS rotated rounds per level, no cold passes
+#      (one uncounted warm pass per level and server), rounds sized to end by the deadline -> $OUT/e2e-q$Q.json
+#      (rewritten after every round; no plots: a call returns at most 8 files)
+#   5. $OUT: device_adaptive-q$Q.log, versions.txt, build-q$Q.log, e2e-q$Q.json, step_ratio-q$Q.json, logs-q$Q.tgz
+#      (server logs, status files with the adaptive_control switch counters)
+# Knobs: DA_Q (0.9), DA_OFF (0), CONC (1,8,32,128), ROUNDS (3), CAP (256: output tokens per request at most), MEMF (0.7: --mem-fraction-static as device_e2e.sh, five servers
+# co-resident), MAXTOK (65536: --max-total-tokens), BUDGET_S (555), STARTUP_S (330), DA_WORK (/tmp/da).
+set -uo pipefail
+T0=$(date +%s)
+eval "$(benchmark/live/device.sh env)"
+OUT=${OUT:-/tmp/da-out}
+W=${DA_WORK:-/tmp/da}
+Q=${DA_Q:-0.9}
+BUDGET_S=${BUDGET_S:-555}
+STARTUP_S=${STARTUP_S:-330}
+mkdir -p "$OUT" "$W/logs" "$W/status"
+exec > >(tee -a "$OUT/device_adaptive-q$Q.log") 2>&1
+say() { echo "[device_adaptive q$Q $(( $(date +%s) - T0 )) s] $*"; }
+PIDS=()
+cleanup() {
+  for p in "${PIDS[@]}"; do kill -TERM -- "-$p" 2>/dev/null; done
+  sleep 4
+  for p in "${PIDS[@]}"; do kill -KILL -- "-$p" 2>/dev/null; done
+  tar czf "$OUT/logs-q$Q.tgz" -C "$W" logs status 2>/dev/null
+  say "done; \$OUT: $(ls "$OUT" | tr '\n' ' ')"
+  sleep 1
+}
+trap cleanup EXIT
+{ date -u +%FT%TZ; nvidia-smi -L; python3 -c "import torch, triton, importlib.metadata as m; print('torch', torch.__version__, 'triton', triton.__version__, 'sglang', m.version('sglang'))"; git log -1 --format='commit %h %s' 2>/dev/null; } > "$OUT/versions.txt" 2>&1
+
+# 1. the pair
+say "building: python3 -m sglang_kimi_eagle3.tiny $W/q$Q --preset deploy --int4 --draft-agreement $Q --device cuda"
+python3 -m sglang_kimi_eagle3.tiny "$W/q$Q" --preset deploy --int4 --draft-agreement "$Q" --device cuda > "$OUT/build-q$Q.log" 2>&1
+rc=$?; cat "$OUT/build-q$Q.log"
+[ $rc -eq 0 ] || { say "the pair did not build (exit $rc)"; exit 3; }
+say "built"
+
+# 2. the servers
+python3 - "$W" "$Q" <<'PY'
+import json, os, shlex, sys
+from sglang_kimi_eagle3.tiny.launch import base_args, spec_args
+w, q = sys.argv[1:3]
+target, draft = f"{w}/q{q}/target", f"{w}/q{q}/draft"
+off_cfg = f"{w}/off.json"
+# the off-state: SGLang refuses nothing about a [0]-only table, but our preflight refuses --speculative-num-steps 0,
+# so the server starts at 1 and this plugin's controller (the `kimi_eagle3` entry: steps 1 priced out, no probe
+# for 1e9 batches) drops it to 0 after its first decode batch, for good
+json.dump({"1": {"candidate_steps": [0, 1], "kimi_eagle3": {
+    "base_us": 1.0, "round_us": {"1": 1e9}, "dwell_batches": 1, "probe_batches": 1,
+    "probe_wait_batches": 10**9, "probe_wait_max_batches": 10**9}}}, open(off_cfg, "w"))
+a = base_args(target, mem_fraction=float(os.environ.get("MEMF", "0.7")))
+a[a.index("--max-running-requests") + 1] = "128"
+a[a.index("--cuda-graph-max-bs-decode") + 1] = "128"
+a[a.index("--max-total-tokens") + 1] = os.environ.get("MAXTOK", "65536")
+a += ["--cuda-graph-bs-decode", "1", "2", "4", "8", "16", "32", "64", "128", "--sleep-on-idle"]
+eagle = ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", draft]
+servers = [("plain", 30501, [], {}),
+           ("fixed", 30502, spec_args(draft, "chain"), {"SGLANG_KIMI_EAGLE3_ADAPTIVE": "off"}),
+           ("sglang", 30503, eagle + ["--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
+                                      "--speculative-adaptive"], {}),
+           ("ours", 30504, spec_args(draft, "chain"), {})]
+if os.environ.get("DA_OFF", "0") == "1":
+    servers.append(("off", 30505, eagle + ["--speculative-num-steps", "1", "--speculative-eagle-topk", "1",
+                                           "--speculative-adaptive",
+                                           "--speculative-adaptive-config", off_cfg], {}))
+spec = {"servers": [], "baseline": "plain"}
+for name, port, extra, env_extra in servers:
+    cache = f"{w}/cache/{name}"
+    env = {"TRITON_CACHE_DIR": f"{cache}/triton", "SGLANG_JIT_CACHE_DIR": f"{cache}/jit",
+           "TORCHINDUCTOR_CACHE_DIR": f"{cache}/inductor", "XDG_CACHE_HOME": f"{cache}/xdg",
+           "FLASHINFER_WORKSPACE_BASE": f"{cache}/flashinfer", "SGLANG_KIMI_EAGLE3_STATUS_DIR": f"{w}/status/{name}",
+           "SGLANG_KIMI_EAGLE3_WARMUP": "off", **env_extra}
+    argv = ["python3", "-m", "sglang.launch_server", *a, "--host", "127.0.0.1", "--port", str(port), *extra]
+    with open(f"{w}/start-{name}.sh", "w") as f:
+        f.write(f"exec env {' '.join(f'{k}={shlex.quote(v)}' for k, v in env.items())} {shlex.join(argv)}\n")
+    spec["servers"].append({"name": name, "url": f"http://127.0.0.1:{port}", "log": f"{w}/logs/{name}.log"})
+json.dump(spec, open(f"{w}/spec-q{q}.json", "w"), indent=1)
+PY
+NAMES=$(python3 -c "import json; print(' '.join(s['name'] for s in json.load(open('$W/spec-q$Q.json'))['servers']))")
+for n in $NAMES; do
+  setsid bash "$W/start-$n.sh" > "$W/logs/$n-q$Q.log" 2>&1 < /dev/null &
+  PIDS+=($!)
+  say "started $n (pid $!)"
+done
+healthy() { curl -s -m 3 -o /dev/null -w '%{http_code}' "$1/health" | grep -q 200; }
+url_of() { python3 -c "import json; print({s['name']: s['url'] for s in json.load(open('$W/spec-q$Q.json'))['servers']}['$1'])"; }
+END=$((T0 + STARTUP_S))
+for n in $NAMES; do
+  u=$(url_of "$n")
+  until healthy "$u" || [ "$(date +%s)" -ge $END ]; do sleep 2; done
+  healthy "$u" && say "$n healthy" || say "$n NOT healthy after ${STARTUP_S} s: $(tail -3 "$W/logs/$n-q$Q.log" | cut -c1-300)"
+done
+grep -h "adaptive steps\|Built adaptive runtime state\|launch_step" "$W"/logs/*-q$Q.log | cut -c1-300 | head -20
+
+# 3. the measured step ratio (plain vs the off-state)
+if [ "${DA_OFF:-0}" = 1 ] && healthy http://127.0.0.1:30505 && healthy http://127.0.0.1:30501; then
+  timeout 100 python3 benchmark/serving/step_ratio.py --plain http://127.0.0.1:30501 --off http://127.0.0.1:30505 \
+    --json "$OUT/step_ratio-q$Q.json" --concurrency 1,8,32,128 --repeats 3
+  say "step_ratio.py exit $?"
+fi
+
+# 4. rotated rounds on the chat workload (servers given by URL: the spec's started ones are ours to stop)
+SERVERS=()
+for n in $NAMES; do u=$(url_of "$n"); healthy "$u" && SERVERS+=(--server "$n=$u"); done
+DEADLINE=$((T0 + BUDGET_S))
+say "e2e over ${SERVERS[*]}; deadline in $((DEADLINE - $(date +%s))) s"
+timeout -s INT $((DEADLINE + 20 - $(date +%s))) python3 benchmark/serving/e2e.py "${SERVERS[@]}" --baseline plain \
+  --json "$OUT/e2e-q$Q.json" --workload chat --no-cold --concurrency "${CONC:-1,8,32,128}" \
+  --temperatures 0 --rounds "${ROUNDS:-3}" --round-s 20 --max-new-tokens 128 --workload-cap "${CAP:-256}" \
+  --cold-requests 1 --min-requests 4 --finish-by "$DEADLINE"
+say "e2e.py exit $?"
+for n in $NAMES; do
+  f=$(ls "$W/status/$n"/*.json 2>/dev/null | head -1)
+  [ -n "$f" ] && say "$n status: $(python3 -c "import json,sys; d=json.load(open('$f')); print([r for r in json.dumps(d).split('adaptive_control')[1:2]])" 2>/dev/null | cut -c1-300)"
+done

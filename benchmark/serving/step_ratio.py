@@ -1,0 +1,108 @@
+"""Measure the draft-step / target-step time ratio of a served pair, end to end, from two servers of one target:
+`plain` (no speculation) and `off` (SGLang's adaptive mode with every slot at steps 0: each decode step is a
+1-token target verify plus one draft extend over that token).
+
+    python benchmark/serving/step_ratio.py --plain http://127.0.0.1:30501 --off http://127.0.0.1:30505 \\
+        --json $OUT/step_ratio.json [--concurrency 1,8,32,128] [--prompt-tokens 1024]
+
+  target decode step  t(c) = (latency(max_new 1 + N) - latency(max_new 1)) / N on `plain`, c requests at once
+  draft decode step   d(c) = the same on `off` minus t(c)   (the draft extend of 1 token per request, plus the
+                      off-state's bookkeeping: an upper bound of one draft step)
+  prefill             TTFT-like: latency(max_new 1) of a --prompt-tokens prompt, alone: plain = target prefill,
+                      off - plain = the draft's extend over the prompt
+Every request's prompt differs (no prefix-cache hit); medians over --repeats. One JSON document, rewritten
+atomically after every level. The modelled seed and pair ratios: `python -m sglang_kimi_eagle3.tiny OUT --preset
+deploy --int4 --ratios-only`. Nothing here imports sglang.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import threading
+
+from sglang_kimi_eagle3.bench import client
+from sglang_kimi_eagle3.bench.workload import filler
+from sglang_kimi_eagle3.validate import atomic_write_text
+
+_n = [0]
+
+
+def _prompt(tokens: int) -> str:
+    _n[0] += 1
+    tag = f"{_n[0]:06d} "  # a new first line each time: no prefix-cache hit
+    return (tag + filler(tokens))[:tokens]
+
+
+def batch_latency(url: str, c: int, prompt_tokens: int, new: int, timeout: float) -> float:
+    """c requests at once; the median client latency."""
+    out: list = [None] * c
+    prompts = [_prompt(prompt_tokens) for _ in range(c)]
+
+    def one(i):
+        r = client.generate(url, f"r{i}", "ratio", prompts[i], {"max_new_tokens": new, "temperature": 0.0,
+                                                               "ignore_eos": True}, timeout)
+        out[i] = r.latency_s if r.ok else None
+
+    ts = [threading.Thread(target=one, args=(i,), daemon=True) for i in range(c)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    ok = [x for x in out if x is not None]
+    if not ok:
+        raise RuntimeError(f"{url}: every request failed")
+    return statistics.median(ok)
+
+
+def decode_step(url: str, c: int, n: int, repeats: int, timeout: float) -> float:
+    vals = []
+    for _ in range(repeats):
+        short = batch_latency(url, c, 64, 1, timeout)
+        long = batch_latency(url, c, 64, 1 + n, timeout)
+        vals.append((long - short) / n)
+    return statistics.median(vals)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--plain", required=True)
+    ap.add_argument("--off", required=True)
+    ap.add_argument("--json", required=True)
+    ap.add_argument("--concurrency", default="1,8,32,128")
+    ap.add_argument("--new-tokens", type=int, default=64)
+    ap.add_argument("--prompt-tokens", type=int, default=1024)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--timeout", type=float, default=120.0)
+    a = ap.parse_args(argv)
+    doc: dict = {"schema": "sglang-kimi-eagle3-step-ratio/1", "plain": a.plain, "off": a.off, "decode": [],
+                 "prefill": None, "method": __doc__.split("\n\n")[1]}
+
+    def save():
+        atomic_write_text(a.json, json.dumps(doc, indent=1) + "\n")
+
+    for u in (a.plain, a.off):  # one uncounted pass each: first-traffic compiles out of the numbers
+        batch_latency(u, 1, a.prompt_tokens, 8, a.timeout)
+    pre = {name: statistics.median(batch_latency(u, 1, a.prompt_tokens, 1, a.timeout) for _ in range(a.repeats))
+           for name, u in (("plain", a.plain), ("off", a.off))}
+    doc["prefill"] = {"prompt_tokens": a.prompt_tokens, "target_s": pre["plain"], "off_s": pre["off"],
+                      "ratio": (pre["off"] - pre["plain"]) / pre["plain"]}
+    save()
+    print(f"prefill {a.prompt_tokens} tokens: target {pre['plain'] * 1e3:.2f} ms, off-state {pre['off'] * 1e3:.2f} ms, "
+          f"draft/target {doc['prefill']['ratio']:.4f}", flush=True)
+    for c in [int(x) for x in a.concurrency.split(",")]:
+        t = decode_step(a.plain, c, a.new_tokens, a.repeats, a.timeout)
+        o = decode_step(a.off, c, a.new_tokens, a.repeats, a.timeout)
+        row = {"concurrency": c, "target_step_s": t, "off_step_s": o, "draft_step_s": o - t, "ratio": (o - t) / t,
+               "off_vs_plain": o / t}
+        doc["decode"].append(row)
+        save()
+        print(f"decode c {c}: target step {t * 1e3:.3f} ms, off-state step {o * 1e3:.3f} ms, draft/target "
+              f"{row['ratio']:.4f} (off-state costs {row['off_vs_plain']:.2f}x plain)", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,88 @@
+"""Launch step part: SGLang's adaptive mode on by default for this plugin's chain launches, with a table of ours.
+
+Upstream target: SGLang's resolution step `handle_speculative_decoding` (arg_groups/speculative_hook.py, 0.5.23):
+  with `speculative_adaptive` it resolves the steps from --speculative-adaptive-config
+  (`_init_adaptive_speculative_params`: topk 1, steps among the candidates, draft tokens = steps + 1) and the
+  worker builds one runtime state per candidate step. launch_step._step calls `apply` BEFORE SGLang's step.
+Why: a fixed chain runs below plain decoding where drafting does not pay (large batches, low acceptance): on the
+  H200 (2026-12-02) EAGLE3 3/1/4 ran 0.38-0.78x of plain at c 8-128. SGLang's adaptive mode can fall back to
+  steps 0, but its default table is one guess and its slots thrash; ours (planner/adaptive_table.py) comes from
+  the planner's costs and carries the controller's costs (integration/hooks/adaptive_control.py).
+When: our launches (EAGLE/EAGLE3 with a draft) whose operator typed --speculative-eagle-topk 1 and neither
+  --speculative-adaptive nor --speculative-adaptive-config (theirs wins), no --speculative-num-draft-tokens other
+  than steps + 1 (adaptive mode would override it; preflight reports it instead), SGLANG_KIMI_EAGLE3_ADAPTIVE not `off`,
+  SGLANG_ENABLE_PP_SPEC not set (SGLang refuses adaptive with it). The table is written atomically under the
+  user cache (sglang-kimi-eagle3/adaptive/), checked by SGLang's own loader first, and declared on the record:
+  speculative_adaptive = True, speculative_adaptive_config = that file. The operator's --speculative-num-steps
+  stays a candidate (SGLang requires it) and is where every slot starts.
+Costs: the planner's bundled profile of the embedded default deployment (Kimi-K2.5 INT4 + drafter, TP 8, RTX
+  PRO 6000), or the profile named by SGLANG_KIMI_EAGLE3_ADAPTIVE_PROFILE (a bundled name or a JSON path).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+
+from ..base import ENV_ADAPTIVE, env_choice, env_flag, user_cache_dir
+from .launch_record import raw_input
+
+ENV_PROFILE = "SGLANG_KIMI_EAGLE3_ADAPTIVE_PROFILE"
+BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+MAX_STATES = 3
+SOURCE = "sglang-kimi-eagle3.adaptive_default"
+
+
+def decide(server_args) -> str | None:
+    """Why this launch keeps SGLang's own choice (None: ours applies)."""
+    if env_choice(ENV_ADAPTIVE) == "off":
+        return f"{ENV_ADAPTIVE}=off"
+    if raw_input(server_args, "speculative_adaptive") or raw_input(server_args, "speculative_adaptive_config"):
+        return "the operator's --speculative-adaptive / --speculative-adaptive-config"
+    topk = raw_input(server_args, "speculative_eagle_topk")
+    if topk is None or int(topk) != 1:
+        return f"--speculative-eagle-topk {topk} (adaptive steps are chain-only: topk 1)"
+    steps, n = raw_input(server_args, "speculative_num_steps"), raw_input(server_args, "speculative_num_draft_tokens")
+    if steps is not None and n is not None and int(n) != int(steps) + 1:
+        return f"--speculative-num-draft-tokens {n} is not steps + 1 (adaptive mode would override what was typed)"
+    if env_flag("SGLANG_ENABLE_PP_SPEC"):
+        return "SGLANG_ENABLE_PP_SPEC (SGLang refuses adaptive speculation with it)"
+    return None
+
+
+def table_for(server_args) -> dict:
+    from ..planner import profiles
+    from ..planner.adaptive_table import table
+    from ..planner.costs import from_profile
+
+    name = os.environ.get(ENV_PROFILE, "").strip() or profiles.DEFAULT_PROFILE
+    prof = profiles.load(name)
+    steps = raw_input(server_args, "speculative_num_steps")
+    return table(from_profile(prof), list(BATCH_SIZES), operator_steps=int(steps) if steps else None,
+                 max_states=MAX_STATES, source=f"planner profile {prof.name}")
+
+
+def write_table(cfg: dict) -> str:
+    from ..planner.adaptive import write
+    from .adaptive_check import sglang_loader
+
+    digest = hashlib.sha256(json.dumps(cfg, sort_keys=True).encode()).hexdigest()[:16]
+    path = user_cache_dir("adaptive", f"table-{digest}.json")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return write(cfg, str(path), sglang_check=sglang_loader())
+
+
+def apply(server_args) -> str:
+    """Main process, before SGLang's step. Returns one phrase for the launch step's detail."""
+    from sglang.srt.arg_groups.overrides import declare_resolution
+
+    why = decide(server_args)
+    if why is not None:
+        return f"adaptive steps: SGLang's choice kept ({why})"
+    from ..planner.adaptive_table import states
+
+    cfg = table_for(server_args)
+    path = write_table(cfg)
+    declare_resolution(server_args, SOURCE, speculative_adaptive=True, speculative_adaptive_config=path)
+    return f"adaptive steps on: states {states(cfg)} from {cfg['_generated_by']['costs']} ({path})"

@@ -1,0 +1,73 @@
+"""Hook: this plugin's adaptive-steps controller inside SGLang's per-batch-size slot, for the tables it wrote.
+
+Upstream target: sglang/srt/speculative/adaptive_spec_params.py `AdaptiveStepSlot.__init__` (0.5.23), through
+  HookRegistry (AROUND). SGLang builds one slot per batch-size key of --speculative-adaptive-config with
+  cfg = {**top-level keys, **the key's entry}, in every scheduler (TP rank) of a launch with
+  --speculative-adaptive; `AdaptiveController.on_verify_complete` feeds each verify's accepted-draft counts to
+  the slot's `update`, which returns True when `current_steps` changed (SGLang then switches runtime state).
+Why: SGLang's slot recomputes every 5 batches and at steps 0 probes up at each recompute: on the H200
+  (2026-12-02) a c-128 server switched state 532 times in ~3 minutes and ran at 0.41x of plain decoding.
+How: after SGLang's __init__, a slot whose entry carries `kimi_eagle3` (only tables the launch step wrote:
+  integration/adaptive_default.py, planner/adaptive_table.py) gets planner/adaptive_control.Controller as its
+  `update` (an instance attribute): dwell and hysteresis in batches, cost-based choice, bounded probes at
+  steps 0 with exponential back-off. Every rank gets the same counts, so every rank decides the same (no clock).
+  Any other slot (SGLang's default table, the operator's file) is left exactly as SGLang made it.
+  Each switch is counted (hookstatus.count: `adaptive_control`, bucket `steps A->B`, reason probe / back / cost),
+  so the status file shows the switches per process.
+Status row: registered/applied (HookRegistry patched the target), skipped (SGLANG_KIMI_EAGLE3_ADAPTIVE=off),
+  failed (the target is missing or was not patched).
+Remove when: SGLang's slot has dwell, hysteresis and probe back-off of its own.
+"""
+
+from __future__ import annotations
+
+import types
+
+from ...base import ENV_ADAPTIVE, env_choice, logger
+from ...status import hookstatus
+from .. import registry
+
+NAME = "adaptive_control"
+TARGET = "sglang.srt.speculative.adaptive_spec_params.AdaptiveStepSlot.__init__"
+KEY = "kimi_eagle3"
+
+
+def install() -> None:
+    if env_choice(ENV_ADAPTIVE) == "off":
+        hookstatus.record(NAME, TARGET, "skipped", f"{ENV_ADAPTIVE}=off: SGLang's own slot logic everywhere")
+        return
+    registry.register(NAME, TARGET, _init, "around")
+
+
+def _init(original, slot, initial_steps, cfg, *args, **kwargs):
+    out = original(slot, initial_steps, cfg, *args, **kwargs)
+    entry = cfg.get(KEY) if isinstance(cfg, dict) else None
+    if isinstance(entry, dict):
+        try:
+            attach(slot, entry)
+        except Exception as exc:  # a malformed entry: SGLang's own logic stays, the row says why
+            hookstatus.record(NAME, TARGET, "failed", f"slot left to SGLang: {type(exc).__name__}: {exc}")
+    return out
+
+
+def attach(slot, entry: dict) -> None:
+    """Give one SGLang slot our controller (its `update`), starting at the slot's current steps."""
+    from ...planner.adaptive_control import Controller
+
+    slot._kimi_eagle3_ctl = Controller.from_entry(list(slot.candidate_steps), entry, slot.current_steps)
+    slot.current_steps = slot._kimi_eagle3_ctl.steps
+    slot.update = types.MethodType(_update, slot)
+
+
+def _update(slot, num_correct_drafts_per_req) -> bool:
+    ctl = slot._kimi_eagle3_ctl
+    old = ctl.steps
+    new = ctl.update(list(num_correct_drafts_per_req))
+    if new is None:
+        return False
+    slot.current_steps = new
+    why = ctl.history[-1][3]
+    kind = "probe" if why == "probe" else "back" if why.startswith("probe did not") else "cost"
+    hookstatus.count(NAME, "ours", f"steps {old}->{new}", kind)
+    logger().debug("adaptive steps %s -> %s (%s; switch %d)", old, new, why, ctl.switches)
+    return True

@@ -1,0 +1,78 @@
+"""The launch-time adaptive table: per batch size, the chain (topk 1) steps worth having, with the planner's
+costs of each, for SGLang's `--speculative-adaptive-config` and this plugin's controller (pure).
+
+Why: SGLang's default table (adaptive_spec_params.DEFAULT_ADAPTIVE_CONFIG) is one guess for every model; a
+state per candidate step costs GPU memory (one set of CUDA graphs and buffers per step), and its slot logic
+probes up from steps 0 every few batches. Here the candidates come from the planner's cost model of the
+launch (planner/costs.py): for each batch size, the step that is best at some plausible acceptance (iid per
+position, ALPHAS), then the union is cut to `max_states` steps (the most often best; steps 0 always, it is
+the no-speculation floor), and the operator's --speculative-num-steps is kept (SGLang requires it to be a
+candidate). Each slot carries `kimi_eagle3`: its plain decode time and the round time of each candidate, in
+microseconds, plus the controller's knobs (planner/adaptive_control.py reads them in every scheduler).
+
+State memory (modelled, not measured): SGLang builds one runtime state per candidate step, its CUDA graphs
+pruned to the batch sizes whose slot lists that step. Measured on the H200 (2026-12-02) at vocab 163840,
+--cuda-graph-max-bs-decode 128: 4.2 / 8.3 / 25.1 / ~33 GB for steps 0 / 1 / 5 / 7, about 4.15 GB per
+verified token (steps + 1); `state_memory_gb` (preflight/memory.py) scales that by vocab and the largest
+graph batch size.
+"""
+
+from __future__ import annotations
+
+from ..preflight.memory import (  # noqa: F401 (re-exported)
+    GB_PER_TOKEN_AT,
+    adaptive_memory_lines as memory_lines,
+    adaptive_state_gb as state_memory_gb,  # noqa: F401 (re-exported)
+    adaptive_states as states,
+)
+from .acceptance import expected_tokens
+from .costs import CostModel
+from .model import round_us
+
+MAX_STEPS = 7
+ALPHAS = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95)  # per-position acceptance the table must serve
+KEY = "kimi_eagle3"
+KNOBS = {"dwell_batches": 128, "probe_batches": 32, "probe_wait_batches": 256, "probe_wait_max_batches": 8192,
+         "hysteresis": 0.05, "ema_alpha": 0.1}
+
+
+def speedup(cost: CostModel, bs: int, steps: int, alpha: float) -> float:
+    if steps == 0:
+        return 1.0
+    return expected_tokens([alpha] * steps) * cost.target_us(bs, 1) / round_us(cost, bs, steps, 1, steps + 1)
+
+
+def best_steps(cost: CostModel, bs: int, alpha: float, steps: range = range(MAX_STEPS + 1)) -> int:
+    return max(steps, key=lambda s: (speedup(cost, bs, s, alpha), -s))
+
+
+def table(cost: CostModel, batch_sizes: list[int], *, operator_steps: int | None = None, max_states: int = 3,
+          source: str = "") -> dict:
+    """SGLang's adaptive config (every digit key a slot) with our per-slot costs and knobs under KEY."""
+    bss = sorted(set(batch_sizes))
+    best = {bs: {best_steps(cost, bs, a) for a in ALPHAS} for bs in bss}
+    freq: dict[int, int] = {}
+    for steps in best.values():
+        for s in steps:
+            freq[s] = freq.get(s, 0) + 1
+    keep = {0} | ({operator_steps} if operator_steps else set())
+    for s in sorted(freq, key=lambda s: (-freq[s], s)):
+        if len(keep) >= max_states:
+            break
+        keep.add(s)
+    cfg: dict = {"_generated_by": {"by": "sglang-kimi-eagle3 adaptive default", "costs": source or cost.name,
+                                   "alphas": list(ALPHAS), "max_states": max_states}}
+    positive = sorted(keep - {0})
+    for bs in bss:
+        cands = {s for s in best[bs] if s in keep}
+        wanted = [s for s in best[bs] if s > 0]
+        if wanted and not cands - {0}:  # the slot's best positive steps were cut: the nearest kept one instead
+            cands.add(min(positive, key=lambda p: min(abs(p - w) for w in wanted)))
+        cands |= {0}  # the floor: the controller drops to it when drafting does not pay
+        if operator_steps and bs == bss[0]:
+            cands.add(operator_steps)  # SGLang starts every slot at the launch's steps when it is a candidate
+        cands = sorted(cands)
+        cfg[str(bs)] = {"candidate_steps": cands, KEY: dict(
+            KNOBS, base_us=round(cost.target_us(bs, 1), 3),
+            round_us={str(s): round(round_us(cost, bs, s, 1, s + 1), 3) for s in cands if s})}
+    return cfg

@@ -1,0 +1,99 @@
+"""Adaptive steps by default, through SGLang's real load_plugins + prepare_server_args + resolve_once, and SGLang's
+own AdaptiveSpeculativeParams built from the resolved record: a chain EAGLE3 launch gets --speculative-adaptive
+with our table (and its slots our controller); the operator's adaptive flags, topk 2, the switch off and a plain
+launch keep SGLang's choice."""
+
+import json
+
+import pytest
+
+from helpers import LLAMA_8B, llama_eagle3_argv, run_json
+
+pytestmark = pytest.mark.slow
+
+CODE = r'''
+import json, os, warnings
+warnings.filterwarnings("ignore")
+from sglang.srt.plugins import load_plugins
+load_plugins()
+from sglang.srt.server_args import prepare_server_args
+from sglang.srt.arg_groups.overrides import resolution_result
+from sglang.srt.runtime_context import override_platform
+from sglang.srt.speculative.adaptive_spec_params import AdaptiveSpeculativeParams
+from sglang_kimi_eagle3.status import hookstatus
+from sglang_kimi_eagle3.integration import refresh_status
+from sglang_kimi_eagle3.commands.check import platform_facts
+
+out = {}
+for name, argv, env in CASES:
+    os.environ.update(env)
+    sa = prepare_server_args(argv)
+    with override_platform(**platform_facts(90)):
+        sa.resolve_once()
+    r = {f: resolution_result(sa, f) for f in ("speculative_adaptive", "speculative_adaptive_config",
+         "speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")}
+    r["launch_step"] = hookstatus.get("launch_step").detail
+    if r["speculative_adaptive"]:
+        params = AdaptiveSpeculativeParams(r["speculative_num_steps"], r["speculative_adaptive_config"])
+        params.set_cuda_graph_bs([1, 2, 4, 8, 16, 32, 64, 128])
+        r["ours"] = [hasattr(s, "_kimi_eagle3_ctl") for s in params._slots.values()]
+        r["start"] = params.get_steps_for_batch(128)
+        switches = 0
+        for i in range(3000):  # all drafts accepted, then none, flipping every 300 batches
+            steps = params.get_steps_for_batch(128)
+            new = params.on_verify_complete([steps if (i // 300) % 2 == 0 else 0] * 128, 128)
+            switches += new is not None
+        r["switches"] = switches
+        r["counted"] = sum(n for (hook, *_), n in hookstatus.count_items() if hook == "adaptive_control")
+    for k in env:
+        os.environ.pop(k)
+refresh_status()
+row = hookstatus.get("adaptive_control")
+out["_row"] = [row.state, row.detail, row.target]
+print(json.dumps(out))
+'''
+
+CODE = CODE.replace("    for k in env:\n", "    out[name] = r\n    for k in env:\n", 1)
+
+
+@pytest.fixture(scope="module")
+def launches(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("adaptive")
+    theirs = tmp / "theirs.json"
+    theirs.write_text(json.dumps({"1": {"candidate_steps": [2, 3]}}))
+    eagle3 = llama_eagle3_argv(31981)
+    chain = eagle3[:]
+    chain[chain.index("--speculative-eagle-topk") + 1] = "1"
+    chain[chain.index("--speculative-num-draft-tokens") + 1] = "4"
+    plain = ["--model-path", str(LLAMA_8B), "--device", "cuda", "--port", "31982"]
+    cases = [("plain", plain, {}), ("chain", chain, {}), ("off", chain, {"SGLANG_KIMI_EAGLE3_ADAPTIVE": "off"}),
+             ("tree", eagle3, {}), ("operator_flag", chain + ["--speculative-adaptive"], {}),
+             ("operator_file", chain + ["--speculative-adaptive", "--speculative-adaptive-config", str(theirs)], {})]
+    return run_json(f"CASES = {cases!r}\n" + CODE, timeout=600, HF_HUB_OFFLINE="1", XDG_CACHE_HOME=str(tmp / "cache"),
+                    SGLANG_KIMI_EAGLE3_STATUS_DIR=str(tmp / "status")), theirs
+
+
+def test_a_chain_launch_gets_our_table_and_every_slot_our_controller(launches):
+    out, _ = launches
+    c = out["chain"]
+    assert c["speculative_adaptive"] is True and "sglang-kimi-eagle3/adaptive/table-" in c["speculative_adaptive_config"]
+    assert c["speculative_num_steps"] == 3 and c["speculative_eagle_topk"] == 1 and c["speculative_num_draft_tokens"] == 4
+    cfg = json.loads(open(c["speculative_adaptive_config"]).read())
+    assert len({s for k, v in cfg.items() if k.isdigit() for s in v["candidate_steps"]}) <= 3
+    assert all(c["ours"]) and c["start"] in (0, 1, 3)
+    # the flipping acceptance: dwell and hysteresis hold the switches to a few (SGLang's slot: hundreds)
+    assert 0 < c["switches"] <= 3000 // 32 and c["counted"] == c["switches"]
+    assert "adaptive steps on: states" in c["launch_step"]
+    assert out["_row"][0] == "applied" and out["_row"][2].endswith("AdaptiveStepSlot.__init__")
+
+
+def test_the_operators_choice_the_switch_topk2_and_plain_keep_sglangs(launches):
+    out, theirs = launches
+    assert out["operator_flag"]["speculative_adaptive"] is True and out["operator_flag"]["speculative_adaptive_config"] is None
+    assert not any(out["operator_flag"]["ours"])  # SGLang's default table: SGLang's slot logic
+    assert out["operator_file"]["speculative_adaptive_config"] == str(theirs) and not any(out["operator_file"]["ours"])
+    assert "operator's --speculative-adaptive" in out["operator_file"]["launch_step"]
+    for name, why in (("off", "SGLANG_KIMI_EAGLE3_ADAPTIVE=off"), ("tree", "--speculative-eagle-topk 2")):
+        assert not out[name]["speculative_adaptive"] and out[name]["speculative_num_draft_tokens"] == 4, name
+        assert why in out[name]["launch_step"], out[name]["launch_step"]
+    assert not out["plain"]["speculative_adaptive"] and out["plain"]["speculative_adaptive_config"] is None

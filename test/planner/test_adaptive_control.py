@@ -1,0 +1,106 @@
+"""The launch-time adaptive table (planner/adaptive_table.py) and the controller this plugin puts in SGLang's
+slots (planner/adaptive_control.py): pure, no SGLang. Decisions are counted in batches, never timed."""
+
+import random
+
+from sglang_kimi_eagle3.planner import adaptive_table as T, profiles
+from sglang_kimi_eagle3.planner.adaptive import check
+from sglang_kimi_eagle3.planner.adaptive_control import Controller
+from sglang_kimi_eagle3.planner.costs import from_profile
+
+COST = from_profile(profiles.load(profiles.DEFAULT_PROFILE))
+BSS = [1, 2, 4, 8, 16, 32, 64, 128, 256]
+
+
+def _ctl(**kw):
+    # bs 128 of the seed: steps 1 pays above alpha ~0.25, steps 3 only at high acceptance
+    cfg = T.table(COST, BSS, operator_steps=3)
+    return Controller.from_entry(cfg["128"]["candidate_steps"], cfg["128"][T.KEY] | kw, 3)
+
+
+def _chain(rng, steps, alpha, n=8):
+    """Accepted drafts per request of one verify: a chain stops at the first rejection."""
+    out = []
+    for _ in range(n):
+        k = 0
+        while k < steps and rng.random() < alpha:
+            k += 1
+        out.append(k)
+    return out
+
+
+def test_table_is_memory_bounded_keeps_the_operators_steps_and_floor_and_sglang_rules():
+    cfg = T.table(COST, BSS, operator_steps=5, max_states=3)
+    check(cfg)  # SGLang's loader rules (the integration test runs SGLang's own loader on it)
+    assert len(T.states(cfg)) <= 3 and 0 in T.states(cfg) and 5 in T.states(cfg)
+    assert 5 in cfg["1"]["candidate_steps"]  # where SGLang starts: the launch's steps
+    for k, v in cfg.items():
+        if k.isdigit():
+            e = v[T.KEY]
+            assert 0 in v["candidate_steps"] and e["base_us"] > 0
+            assert set(e["round_us"]) == {str(s) for s in v["candidate_steps"] if s}
+    assert T.states(T.table(COST, BSS, max_states=2)) == [0, 1]  # the most often best positive step at the seed
+
+
+def test_state_memory_is_modelled_from_the_measured_point_and_scaled():
+    assert abs(T.state_memory_gb(0, 163840, 128) - 4.15) < 0.01 and abs(T.state_memory_gb(1, 163840, 128) - 8.3) < 0.01
+    assert abs(T.state_memory_gb(7, 163840, 128) - 33.2) < 0.1  # measured ~33
+    assert T.state_memory_gb(3, 20480, 64) == T.state_memory_gb(3, 163840, 128) / 16
+    lines = T.memory_lines(T.table(COST, BSS, operator_steps=3), 163840, [1, 2, 4, 8, 16, 32, 64, 128])
+    assert len(lines) == 3 and all("modelled" in x for x in lines)
+
+
+def test_high_acceptance_settles_and_stays():
+    ctl, rng = _ctl(), random.Random(1)
+    for _ in range(4000):
+        ctl.update(_chain(rng, ctl.steps, 0.9))
+    assert ctl.steps == 3 and ctl.switches == 0
+
+
+def test_alternating_inputs_do_not_thrash_and_dwell_bounds_the_switch_rate():
+    ctl = _ctl()
+    seq = []
+    for i in range(20000):  # the acceptance flips every 20 batches between all-accepted and none accepted
+        good = (i // 20) % 2 == 0
+        new = ctl.update([ctl.steps if good else 0] * 8)
+        if new is not None:
+            seq.append(i)
+    gaps = [b - a for a, b in zip(seq, seq[1:])]
+    assert all(g >= ctl.probe_batches for g in gaps)  # never two switches within a probe, let alone a dwell
+    assert len(seq) <= 20000 / ctl.probe_batches / 2
+    # SGLang's default slot logic switches every few batches on the same input
+    assert len(seq) < 200
+
+
+def test_steps_zero_probes_with_exponential_back_off_and_resets_when_a_probe_pays():
+    ctl = _ctl()
+    for _ in range(ctl.dwell_batches + 1):  # nothing accepted: drop to 0
+        ctl.update([0] * 8)
+    assert ctl.steps == 0
+    probes = []
+    for i in range(40000):
+        new = ctl.update([0] * 8)
+        if new is not None and new > 0:
+            probes.append(i)
+    waits = [b - a for a, b in zip(probes, probes[1:])]
+    assert len(probes) >= 4 and all(w2 > w1 for w1, w2 in zip(waits, waits[1:]) if w1 < ctl.probe_wait_max_batches)
+    assert max(waits) <= ctl.probe_wait_max_batches + ctl.probe_batches + 1 and ctl.failed_probes == len(probes)
+    # a probe that pays keeps the positive steps and resets the back-off
+    while ctl.steps == 0:
+        ctl.update([0] * 8)
+    for _ in range(ctl.probe_batches + 1):
+        ctl.update([ctl.steps] * 8)
+    assert ctl.steps > 0 and ctl.wait == ctl.probe_wait_batches
+
+
+def test_every_rank_decides_the_same_from_the_same_counts():
+    rng = random.Random(7)
+    counts = [[rng.randrange(0, 4 if (i // 1500) % 2 == 0 else 1) for _ in range(rng.randrange(1, 64))] for i in range(6000)]
+    runs = []
+    for _ in range(3):  # three "TP ranks"
+        ctl, trace = _ctl(), []
+        for c in counts:
+            trace.append(ctl.update([min(x, ctl.steps) for x in c]))
+        runs.append((trace, ctl.steps, ctl.switches))
+    assert runs[0] == runs[1] == runs[2]
+    assert runs[0][2] > 0  # it did decide something
