@@ -133,8 +133,11 @@ def pdl_supported(device) -> bool:
 
 def disable_pdl(device) -> None:
     """Launch without programmatic dependent launch on this device from now on (a benchmark's smoke
-    test found it broken with this Triton/driver)."""
+    test found it broken with this Triton/driver). Launch plans built with it are dropped (ops/_host.py)."""
+    from ._host import clear_plans
+
     _PDL[_index(device)] = False
+    clear_plans()
 
 
 def require_launchable(op: str, *tensors) -> None:

@@ -41,7 +41,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._host import cdiv, next_power_of_2
+from ._host import Step, cdiv, interpreted, next_power_of_2, plan, tensor_key
 from ._tree import cached_plan, check_tree_inputs, first_child, load_tree_block, pick, pow2, take, tree_links, walk, walk_config
 from .arch import Unsupported, op_config, pdl_supported, require_launchable
 from .tables import launch_table
@@ -235,30 +235,73 @@ def tree_speculative_sampling(
     """SGLang's tree_speculative_sampling_target_only, parallel over the vocabulary.
 
     Writes predicts, accept_index, accept_token_num and (rejected entries of) draft_probs. No host
-    sync; allocations are shape-dependent workspaces only (CUDA-graph safe). Guards raise
+    sync, no allocation: guards, config and workspaces come from the call signature's plan (ops/_host.py),
+    built on its first call; later calls launch through the compiled launchers. Guards raise
     arch.Unsupported, except thresholds outside [0, 1]: a plain ValueError (a caller's error that
     SGLang's kernel would not catch either, so handing it over would hide it). config (optional)
     overrides the table entry `tree_sampling` (keys: see sampling_plan). table (optional): the launch table
     in effect (tables.launch_table) when a caller already resolved it. On SM90+ the second and
     third kernels are programmatic dependent launches (they start while the previous one runs)."""
     del deterministic  # both modes are deterministic here (see module docstring)
-    bs, n, s = check_tree_inputs(predicts, accept_index, accept_token_num, candidates, retrive_index,
-                                 retrive_next_token, retrive_next_sibling)
-    check_sampling_inputs(bs, n, uniform_samples, uniform_samples_for_final_sampling, target_probs, draft_probs,
-                          threshold_single, threshold_acc)
-    require_launchable("tree_speculative_sampling", candidates, uniform_samples, uniform_samples_for_final_sampling,
-                       target_probs, draft_probs)
-    vocab = target_probs.shape[2]
-    if vocab <= 0:
-        raise Unsupported("vocab must be positive")
-    if bs == 0:
-        return
+    tensors = (predicts, accept_index, accept_token_num, candidates, retrive_index, retrive_next_token,
+               retrive_next_sibling, uniform_samples, uniform_samples_for_final_sampling, target_probs, draft_probs)
     dev = candidates.device
-    cfg = dict(config) if config is not None else op_config(
-        "tree_sampling", {"bs": bs, "n": n, "vocab": vocab}, table if table is not None else launch_table(dev))
-    launch_sampling(predicts, accept_index, accept_token_num, candidates, retrive_index, retrive_next_token,
-                    retrive_next_sibling, uniform_samples, uniform_samples_for_final_sampling, target_probs,
-                    draft_probs, threshold_single, threshold_acc, s, cfg, pdl_supported(dev))
+    if table is None:
+        table = launch_table(dev)
+    try:
+        cfg_key = tuple(sorted(config.items())) if config is not None else None
+    except TypeError:  # an unhashable value: planned on every call
+        cfg_key = [config]
+    p = plan(("tree_sampling", interpreted(), id(table), cfg_key, tensor_key(tensors)),
+             lambda: _SamplingPlan(tensors, config, table))
+    if not (0 <= threshold_single <= 1 and 0 <= threshold_acc <= 1):
+        raise ValueError(f"threshold_single ({threshold_single}) and threshold_acc ({threshold_acc}) must lie in [0, 1]")
+    if p.bs == 0:
+        return
+    thr_single, thr_acc = _thresholds(threshold_single, threshold_acc)
+    p.walk(predicts, accept_index, accept_token_num, draft_probs, p.work, candidates, retrive_index,
+           retrive_next_token, retrive_next_sibling, uniform_samples, target_probs, thr_single, thr_acc, *p.walk_tail)
+    p.sums(p.tile_sum, p.tile_last, target_probs, draft_probs, p.work, *p.sums_tail)
+    p.sample(predicts, p.tile_sum, p.tile_last, target_probs, draft_probs, p.work, uniform_samples_for_final_sampling,
+             *p.sample_tail)
+
+
+class _SamplingPlan:
+    """One call signature's launch plan (ops/_host.plan): the guards passed once, the three Steps, their integer
+    and constexpr arguments, and the workspaces (reused by every call of the plan)."""
+
+    def __init__(self, tensors, config, table):
+        (predicts, accept_index, accept_token_num, candidates, retrive_index, retrive_next_token, retrive_next_sibling,
+         uniform_samples, uniform_samples_for_final_sampling, target_probs, draft_probs) = tensors
+        bs, n, s = check_tree_inputs(predicts, accept_index, accept_token_num, candidates, retrive_index,
+                                     retrive_next_token, retrive_next_sibling)
+        check_sampling_inputs(bs, n, uniform_samples, uniform_samples_for_final_sampling, target_probs, draft_probs,
+                              0.0, 0.0)
+        require_launchable("tree_speculative_sampling", candidates, uniform_samples, uniform_samples_for_final_sampling,
+                           target_probs, draft_probs)
+        vocab = target_probs.shape[2]
+        if vocab <= 0:
+            raise Unsupported("vocab must be positive")
+        self.table = table  # held: the plan's key names it by id
+        self.bs = bs
+        if bs == 0:
+            return
+        dev = candidates.device
+        cfg = dict(config) if config is not None else op_config("tree_sampling", {"bs": bs, "n": n, "vocab": vocab},
+                                                                 table)
+        pl = sampling_plan(bs, n, vocab, cfg)
+        pdl = bool(cfg.get("pdl", True)) and pdl_supported(dev)
+        tiles, g = pl["tiles"], pl["G"]
+        self.work = torch.empty((bs, 3), dtype=torch.int64, device=dev)
+        self.tile_sum = torch.empty((bs, tiles), dtype=torch.float32, device=dev)
+        self.tile_last = torch.empty((bs, tiles), dtype=torch.int32, device=dev)
+        self.walk = Step(_walk_kernel, (cdiv(bs, pl["walk_bb"]),), num_warps=pl["walk_warps"])
+        self.walk_tail = (bs, s, n, vocab, pl["np"], pl["walk_bb"], pdl)
+        self.sums = Step(_tile_sums_kernel, (cdiv(bs, pl["sum_bb"]), cdiv(tiles, pl["tps"])), num_warps=pl["sum_warps"],
+                         launch_pdl=pdl)
+        self.sums_tail = (bs, vocab, tiles, pl["tps"], pl["sum_bb"], g, pdl)
+        self.sample = Step(_sample_kernel, (cdiv(bs, pl["sample_bb"]),), num_warps=pl["sample_warps"], launch_pdl=pdl)
+        self.sample_tail = (bs, vocab, tiles, pl["sample_bb"], pl["TP"], g, pdl)
 
 
 def check_sampling_inputs(bs: int, n: int, uniform_samples, uniform_samples_for_final_sampling, target_probs,
@@ -290,8 +333,10 @@ def launch_sampling(predicts, accept_index, accept_token_num, candidates, retriv
                     retrive_next_sibling, uniform_samples, uniform_samples_for_final_sampling, target_probs,
                     draft_probs, threshold_single: float, threshold_acc: float, s: int, cfg: dict,
                     pdl_ok: bool) -> None:
-    """The three launches on checked inputs (bs > 0); cfg: launch parameters (see sampling_plan);
-    pdl_ok: programmatic dependent launch available on this device."""
+    """The three launches on checked inputs (bs > 0) through Triton's binder, with fresh workspaces; cfg: launch
+    parameters (see sampling_plan); pdl_ok: programmatic dependent launch available on this device. The reference
+    the planned path (tree_speculative_sampling) is compared with (test/ops/test_host_path.py), and the launch of
+    the upstream PR's copy."""
     bs, n, vocab = target_probs.shape
     dev = candidates.device
     # SGLang's kernel takes float thresholds (threshold_acc clamped to >= 1e-9 to avoid 0/0)
