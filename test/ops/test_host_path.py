@@ -195,7 +195,9 @@ def _sampling_case(bs, n, vocab, seed):
     rng = random.Random(seed)
     g = torch.Generator().manual_seed(seed)
     ridx, nxt, sib = tree_from_parents([random_tree_parents(rng, n, 2, 3) for _ in range(bs)])
-    probs = torch.softmax(torch.randn(bs, n, vocab, generator=g) * 3, -1)
+    w = torch.randint(0, 16, (bs, n, vocab), generator=g).float()  # dyadic: every fp32 sum exact in any order
+    w.scatter_(2, torch.randint(0, vocab, (bs, n, 2), generator=g), 900.0)
+    probs = w / 4096
     cand = probs.argmax(-1)
     cand[:, 1::2] = torch.randint(0, vocab, (bs, n // 2), generator=g)
     ins = [cand, ridx, nxt, sib, torch.rand(bs, n, generator=g), torch.rand(bs, generator=g), probs,
@@ -208,15 +210,17 @@ def _outs(bs, n, s):
             torch.full((bs,), -7, dtype=torch.int32, device=DEV)]
 
 
+@pytest.mark.parametrize("fused", [True, False])
 @pytest.mark.parametrize("bs", [1, 3])
-def test_planned_sampling_matches_the_binder_path_on_every_call(bs):
-    """tree_speculative_sampling (plan + Steps: compiled launchers from the second call on a GPU) writes exactly what
-    launch_sampling (Triton's binder, fresh workspaces) writes, call after call, with new data each time."""
+def test_planned_sampling_matches_the_binder_path_on_every_call(bs, fused):
+    """tree_speculative_sampling (plan + Steps: compiled launchers from the second call on a GPU; one fused launch
+    or the three kernels) writes exactly what launch_sampling (the three kernels through Triton's binder, fresh
+    workspaces) writes, call after call, with new data each time (dyadic probabilities: no rounding anywhere)."""
     from sglang_kimi_eagle3.ops import tree_sampling as ts
     from sglang_kimi_eagle3.ops.arch import pdl_supported
 
     n, s, vocab = 4, 4, 3000
-    cfg = {"num_warps": 4, "tiles_per_program": 1}
+    cfg = {"num_warps": 4, "tiles_per_program": 1, "fused": fused}
     for call in range(3):
         ins = _sampling_case(bs, n, vocab, seed=call)
         a, b = _outs(bs, n, s), _outs(bs, n, s)
