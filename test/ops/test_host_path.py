@@ -219,7 +219,7 @@ def test_planned_sampling_matches_the_binder_path_on_every_call(bs, fused):
     from sglang_kimi_eagle3.ops import tree_sampling as ts
     from sglang_kimi_eagle3.ops.arch import pdl_supported
 
-    n, s, vocab = 4, 4, 3000
+    n, s, vocab = 4, 4, 9000  # three tiles of 4096: three programs per request (the counter) when fused
     cfg = {"num_warps": 4, "tiles_per_program": 1, "fused": fused}
     for call in range(3):
         ins = _sampling_case(bs, n, vocab, seed=call)

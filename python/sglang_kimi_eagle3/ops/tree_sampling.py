@@ -220,10 +220,10 @@ def _sample_kernel(
 
 
 @triton.jit
-def _unrejected(x, cols, rtok, offs, NP: tl.constexpr):
+def _unrejected(x, cols, rtok, offs, N):
     """x with 0 at the columns of rtok [NP] (-1 = none): the last node's rejected children, whose draft_probs entry
     the walk sets to their target prob, so relu(q - p) is exactly 0 there (q - q; NaN -> 0 as well)."""
-    for i in range(NP):
+    for i in range(0, N):  # a runtime bound: not unrolled (slots past N hold -1)
         tok = tl.max(tl.where(offs == i, rtok, -1), axis=0)
         x = tl.where(cols == tok, 0.0, x)
     return x
@@ -296,7 +296,7 @@ def _fused_kernel(
     for t in range(t0, t0 + TPS):
         cols = t * G + tl.arange(0, G)
         m = cols < V
-        x = _unrejected(_residual(target_probs_ptr, draft_probs_ptr, prow, use_p, cols, m, V), cols, rtok, offs, NP)
+        x = _unrejected(_residual(target_probs_ptr, draft_probs_ptr, prow, use_p, cols, m, V), cols, rtok, offs, N)
         tl.store(tile_sum_ptr + bs_ * T + t, tl.sum(x, axis=0), mask=t < T)
         tl.store(tile_last_ptr + bs_ * T + t, tl.max(tl.where(x > 0, cols, -1), axis=0), mask=t < T)
     tl.debug_barrier()
@@ -311,7 +311,7 @@ def _fused_kernel(
         before = tl.sum(tl.where(tt == tstar - 1, cum, 0.0), axis=0)  # 0 for tile 0
         cols = tstar * G + tl.arange(0, G)
         m = (tstar < T) & (cols < V)
-        x = _unrejected(_residual(target_probs_ptr, draft_probs_ptr, prow, use_p, cols, m, V), cols, rtok, offs, NP)
+        x = _unrejected(_residual(target_probs_ptr, draft_probs_ptr, prow, use_p, cols, m, V), cols, rtok, offs, N)
         cdf = tl.cumsum(x, axis=0)
         hit = m & (x > 0) & (cdf + before > u)
         j = tl.min(tl.where(hit, cols, 2**30), axis=0)
