@@ -270,6 +270,7 @@ def test_a_plan_rejects_like_the_guard_and_reuses_its_workspaces():
     ts.tree_speculative_sampling(*_outs(bs, n, s), *ins)
     new = [p for k, p in _host._PLANS.items() if k not in before]
     assert len(new) == 1 and new[0].work.shape == (bs, 3)
+    assert new[0].fused is not None  # the default config: tree sampling in one launch
     ws = new[0].work.data_ptr()
     ts.tree_speculative_sampling(*_outs(bs, n, s), *[t.clone() for t in ins])
     assert [p for k, p in _host._PLANS.items() if k not in before] == new and new[0].work.data_ptr() == ws

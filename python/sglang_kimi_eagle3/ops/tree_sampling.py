@@ -28,7 +28,8 @@ By default (launch config "fused", default true) the three are one launch, `_fus
 tile programs): every program runs its request's walk in registers, sums its tiles with the last node's
 rejected children zeroed (exactly what the walk's draft_probs writes make them), and the last program of the
 request to finish (a counter per request, reset by that program) draws the token. One launch is one launcher
-call of host time per eager call instead of three; "fused": false keeps the three kernels (and their PDL).
+call of host time per eager call instead of three; "fused": false, or any *rows_per_program above 1, keeps the
+three kernels (and their PDL).
 Floating-point order: fixed by G and the launch table's warp counts (which do not vary with the
 batch), never by the batch or the grid, so results are run-to-run deterministic (`deterministic` is accepted
 for SGLang compatibility; both modes are
@@ -417,7 +418,9 @@ class _SamplingPlan:
         self.tile_sum = torch.empty((bs, tiles), dtype=torch.float32, device=dev)
         self.tile_last = torch.empty((bs, tiles), dtype=torch.int32, device=dev)
         self.fused = None
-        if cfg.get("fused", True):  # one launch (fused_kernel); "fused": false -> the three kernels
+        # one launch (_fused_kernel, one request per program) unless "fused": false or a config packs several
+        # requests into a program (then the three kernels, which take such configs)
+        if cfg.get("fused", True) and pl["walk_bb"] == pl["sum_bb"] == pl["sample_bb"] == 1:
             self.sem = torch.zeros(bs, dtype=torch.int32, device=dev)
             self.fused = Step(_fused_kernel, (bs, cdiv(tiles, pl["tps"])), num_warps=pl["sum_warps"])
             self.fused_tail = (bs, s, n, vocab, tiles, pl["tps"], pl["np"], pl["TP"], g)
@@ -491,7 +494,8 @@ def sampling_plan(bs: int, n: int, vocab: int, cfg: dict) -> dict:
     """Launch parameters of the three kernels for one call (pure: used by the launcher and the
     SM120 compile test). cfg keys: walk_rows_per_program, walk_num_warps, rows_per_program,
     num_warps, tiles_per_program (tile sums), sample_rows_per_program, sample_num_warps, pdl; and "fused"
-    (tree_speculative_sampling: one launch, _fused_kernel with num_warps and tiles_per_program; default true)."""
+    (tree_speculative_sampling: one launch, _fused_kernel with num_warps and tiles_per_program; default true, taken
+    when every *rows_per_program is 1)."""
     wcfg = {"rows_per_program": cfg.get("walk_rows_per_program", 1)}
     if "walk_num_warps" in cfg:
         wcfg["num_warps"] = cfg["walk_num_warps"]
