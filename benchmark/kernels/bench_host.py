@@ -10,17 +10,21 @@ concurrency) that host time is what the step pays. This file measures, at the Ki
   eager_us  wall time per call of back-to-back eager calls from an idle GPU, synchronised at the end:
             roughly max(host, GPU) per call
   gpu_us    GPU time per call (CUDA events around calls queued behind the sleep): no host gaps
-Providers: `sglang` (its JIT CUDA kernel; greedy: torch.argmax + JIT verify_tree_greedy), `ours` (the op),
-`ours_hook` (the whole hook path a server takes under SGLANG_KIMI_EAGLE3_KERNELS=auto: dispatch, count, op).
-Rounds alternate the providers (A B C A B C ...); the row is the median over rounds, with min and max.
+Providers: `sglang` (its JIT CUDA kernel; greedy: torch.argmax + JIT verify_tree_greedy), `ours` (the op: its
+launch plan and compiled launchers, ops/_host.py), `ours_hook` (the whole hook path a server takes: dispatch,
+count, op; the process runs with SGLANG_KIMI_EAGLE3_KERNELS=ours unless set, so the hook takes our kernel whatever
+the bundled table says), `ours_binder` (the same kernels through Triton's binder with guards and fresh workspaces
+on every call: the path before launch plans). Rounds alternate the providers (A B C D A B C D ...); the row is the
+median over rounds, with min and max. The file's `fast_path` says whether the compiled launchers ran ("" = yes).
 
-    python -m benchmark.kernels.bench_host [--rounds 3] [--calls 200]      (from the repository root, on a GPU)
+    python -m benchmark.kernels.bench_host [--rounds 3] [--calls 200] [--bs 1 4 16 64]   (repository root, a GPU)
 Results: $OUT/host-<device>.json (or benchmark/results/).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 
@@ -68,9 +72,12 @@ def measure(fn, calls: int) -> dict:
 
 def providers(bs: int):
     """{op: {provider: fn}} at batch size bs."""
+    from sglang_kimi_eagle3.integration import dispatch
     from sglang_kimi_eagle3.integration.hooks import verify_kernels
-    from sglang_kimi_eagle3.ops.argmax_verify import argmax_verify_greedy
-    from sglang_kimi_eagle3.ops.tree_sampling import tree_speculative_sampling
+    from sglang_kimi_eagle3.ops import argmax_verify as av
+    from sglang_kimi_eagle3.ops import tree_sampling as ts
+    from sglang_kimi_eagle3.ops.arch import pdl_supported
+    from sglang_kimi_eagle3.ops.tables import launch_table
 
     tree_mod = sglang_module("kernels.ops.speculative.tree")
     samp_mod = sglang_module("kernels.ops.speculative.sampling")
@@ -82,15 +89,28 @@ def providers(bs: int):
               retrive_next_token=nxt, retrive_next_sibling=sib, uniform_samples=coins,
               uniform_samples_for_final_sampling=final, target_probs=probs, draft_probs=d, threshold_single=1.0,
               threshold_acc=1.0, deterministic=True)
-    sampling = {"sglang": lambda: sg(**kw), "ours": lambda: tree_speculative_sampling(**kw),
-                "ours_hook": lambda: verify_kernels.tree_sampling_hook(sg, **kw)}
+    dev = cand.device
+    pdl = pdl_supported(dev)
+
+    def sampling_binder():  # the pre-plan path: guards, config, workspaces and three binder launches every call
+        b, n, s_ = ts.check_tree_inputs(o[0], o[1], o[2], cand, ridx, nxt, sib)
+        ts.launch_sampling(*o, cand, ridx, nxt, sib, coins, final, probs, d, 1.0, 1.0, s_,
+                           ts.op_config("tree_sampling", {"bs": b, "n": n, "vocab": V}, launch_table(dev)), pdl)
+
+    sampling = {"sglang": lambda: sg(**kw), "ours": lambda: ts.tree_speculative_sampling(**kw),
+                "ours_hook": lambda: verify_kernels.tree_sampling_hook(sg, **kw), "ours_binder": sampling_binder}
     gc, gr, gn, gs, logits, gs_s = greedy_inputs(bs, N)
     go = outs(bs, N, gs_s)
 
     def sglang_greedy():
         tree_mod.verify_tree_greedy(*go, gc, gr, gn, gs, torch.argmax(logits, -1).view(bs, N))
 
-    greedy = {"sglang": sglang_greedy, "ours": lambda: argmax_verify_greedy(*go, gc, gr, gn, gs, logits)}
+    def ours_greedy_hook():  # the greedy hook's dispatch around the op (its SGLang batch objects left out)
+        return dispatch.call(verify_kernels.H1, verify_kernels.shape_key(bs, N), logits.device, "",
+                             lambda: av.argmax_verify_greedy(*go, gc, gr, gn, gs, logits), sglang_greedy)
+
+    greedy = {"sglang": sglang_greedy, "ours": lambda: av.argmax_verify_greedy(*go, gc, gr, gn, gs, logits),
+              "ours_hook": ours_greedy_hook, "ours_binder": lambda: av.launch_binder(*go, gc, gr, gn, gs, logits)}
     return {"tree_sampling": sampling, "argmax+verify": greedy}
 
 
@@ -98,9 +118,17 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=3, help="alternating rounds per provider (median reported)")
     ap.add_argument("--calls", type=int, default=200, help="calls per measurement")
+    ap.add_argument("--bs", type=int, nargs="+", default=list(BS), help="batch sizes (default: %(default)s)")
     args = ap.parse_args()
+    from sglang_kimi_eagle3.base import ENV_KERNELS
+    from sglang_kimi_eagle3.ops._host import fast_path_reason
+
+    os.environ.setdefault(ENV_KERNELS, "ours")  # ours_hook: the hook takes our kernel (not the table's verdict)
     res = Results("host")
-    for bs in BS:
+    res.meta["fast_path"] = fast_path_reason()
+    res.meta["kernels"] = os.environ[ENV_KERNELS]
+    print(f"compiled-launcher fast path: {res.meta['fast_path'] or 'on'}", flush=True)
+    for bs in args.bs:
         ops = providers(bs)
         for op, provs in ops.items():
             runs: dict = {p: [] for p in provs}
@@ -116,9 +144,9 @@ def main() -> None:
                 res.add(op, p, {"bs": bs, "n": N, "vocab": V}, {"us": row["host_us"]}, **row, rounds=args.rounds,
                         calls=args.calls)
         res.save()
-    lines = [f"{'op':14s} {'bs':>3s} {'provider':10s} {'host µs':>9s} {'gpu µs':>8s} {'eager µs':>9s}"]
+    lines = [f"{'op':14s} {'bs':>3s} {'provider':11s} {'host µs':>9s} {'gpu µs':>8s} {'eager µs':>9s}"]
     for r in res.rows:
-        lines.append(f"{r['op']:14s} {r['shape']['bs']:3d} {r['provider']:10s} {r['host_us']:9.1f} {r['gpu_us']:8.1f} "
+        lines.append(f"{r['op']:14s} {r['shape']['bs']:3d} {r['provider']:11s} {r['host_us']:9.1f} {r['gpu_us']:8.1f} "
                      f"{r['eager_us']:9.1f}")
     print("\n".join(lines), flush=True)
 

@@ -76,6 +76,13 @@ def _sampling_cases():
                 "draft_probs_ptr": F32, "work_ptr": I64, "coin_ptr": F32, **{k: "i32" for k in ("bs", "V", "T")}},
                {"BB": pl["sample_bb"], "TP": pl["TP"], "G": pl["G"], "USE_PDL": pdl}, ["target_probs_ptr", "draft_probs_ptr", "V"],
                pl["sample_warps"])
+        yield (f"tree_fused-np{pl['np']}-tp{pl['TP']}-g{pl['G']}-w{pl['sum_warps']}", ts._fused_kernel,
+               {"predicts_ptr": I32, "accept_index_ptr": I32, "accept_num_ptr": I32, "draft_probs_ptr": F32,
+                "tile_sum_ptr": F32, "tile_last_ptr": I32, "sem_ptr": I32, **TREE, "coins_ptr": F32,
+                "target_probs_ptr": F32, "final_ptr": F32, "threshold_single": "fp32", "threshold_acc": "fp32",
+                **{k: "i32" for k in ("bs", "S", "N", "V", "T", "TPS")}},
+               {"NP": pl["np"], "TP": pl["TP"], "G": pl["G"]}, ["target_probs_ptr", "draft_probs_ptr", "V"],
+               pl["sum_warps"])
 
 
 def _cases():

@@ -21,10 +21,9 @@ from ..ops import arch, tables
 from ..status import hookstatus
 from .launch_record import our_launch
 
-# kernel hook -> the op whose launch-table `wins` decide it under SGLANG_KIMI_EAGLE3_KERNELS=auto
-KERNEL_OPS = {"draft_lm_head": "lm_head_gemv", "draft_topk1": "draft_topk", "draft_worker_topk": "draft_topk",
-              "verify_argmax_greedy": "argmax_verify", "verify_tree_greedy": "verify_greedy",
-              "verify_tree_sampling": "tree_sampling"}
+# kernel hook -> the op whose launch-table `wins` decide it under SGLANG_KIMI_EAGLE3_KERNELS=auto (ops/arch.py's
+# one map of the kernel hooks)
+KERNEL_OPS = arch.TABLE_OP
 KERNEL_HOOKS = tuple(KERNEL_OPS)
 NOT_OURS = "not an EAGLE/EAGLE3 launch"
 NO_WIN = "launch table: no win for this shape"

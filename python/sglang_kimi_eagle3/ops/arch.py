@@ -25,6 +25,20 @@ class Unsupported(ValueError):
     """
 
 
+# The one map of the kernel hooks (no sglang: integration/dispatch.py, integration/verify_kernels.py and
+# ops/warmup.py all read it): hook -> (the op it launches, as ops/warmup.py plans it; the launch-table op whose
+# `wins` decide it under SGLANG_KIMI_EAGLE3_KERNELS=auto).
+KERNEL_HOOKS = {
+    "draft_lm_head": ("lm_head_gemv", "lm_head_gemv"),
+    "draft_topk1": ("draft_topk1", "draft_topk"),
+    "draft_worker_topk": ("topk_rows", "draft_topk"),
+    "verify_argmax_greedy": ("argmax_verify", "argmax_verify"),
+    "verify_tree_greedy": ("verify_greedy", "verify_greedy"),
+    "verify_tree_sampling": ("tree_sampling", "tree_sampling"),
+}
+TABLE_OP = {hook: table_op for hook, (_op, table_op) in KERNEL_HOOKS.items()}  # hook -> launch-table op
+
+
 def kernels_mode() -> str:
     """SGLANG_KIMI_EAGLE3_KERNELS: auto | ours | upstream (base.env_choice: one validator, one message)."""
     return env_choice(ENV_KERNELS)
@@ -133,8 +147,11 @@ def pdl_supported(device) -> bool:
 
 def disable_pdl(device) -> None:
     """Launch without programmatic dependent launch on this device from now on (a benchmark's smoke
-    test found it broken with this Triton/driver)."""
+    test found it broken with this Triton/driver). Launch plans built with it are dropped (ops/_host.py)."""
+    from ._host import clear_plans
+
     _PDL[_index(device)] = False
+    clear_plans()
 
 
 def require_launchable(op: str, *tensors) -> None:

@@ -18,7 +18,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._host import cdiv, next_power_of_2
+from ._host import Step, cdiv, interpreted, next_power_of_2, plan, tensor_key
 from ._tree import cached_plan, check_tree_inputs, pow2, walk_config
 from .arch import Unsupported, num_sms, op_config, pdl_supported
 from .tables import launch_table
@@ -121,11 +121,57 @@ def argmax_verify_greedy(
     """verify_tree_greedy with target_predict = argmax(logits [bs*N, V], -1), fused.
 
     Writes predicts, accept_index, accept_token_num exactly as SGLang's greedy path would. No host
-    sync; the only allocations are the two [bs*N, splits] partials (shape-dependent: CUDA-graph safe).
+    sync, no allocation: guards, config and the [bs*N, splits] partials come from the call signature's plan
+    (ops/_host.py), built on its first call; later calls launch through the compiled launchers.
     config (optional) overrides the table entry `argmax_verify`: rows_per_program, block,
     num_warps, splits or chunk / min_programs, verify_rows_per_program / verify_num_warps, and pdl
     (programmatic dependent launch of the verify kernel, SM90+: it loads its tree while the argmax
     runs). table (optional): the launch table in effect (tables.launch_table) when a caller already resolved it."""
+    tensors = (predicts, accept_index, accept_token_num, candidates, retrive_index, retrive_next_token,
+               retrive_next_sibling, logits)
+    if table is None:
+        table = launch_table(logits.device)
+    try:
+        cfg_key = tuple(sorted(config.items())) if config is not None else None
+    except TypeError:  # an unhashable value: planned on every call
+        cfg_key = [config]
+    p = plan(("argmax_verify", interpreted(), id(table), cfg_key, tensor_key(tensors)),
+             lambda: _ArgmaxPlan(tensors, config, table))
+    if p.bs == 0:
+        return
+    p.argmax(p.part_key, p.part_idx, logits, *p.argmax_tail)
+    p.verify(predicts, accept_index, accept_token_num, candidates, retrive_index, retrive_next_token,
+             retrive_next_sibling, candidates, p.part_key, p.part_idx, *p.verify_tail)
+
+
+class _ArgmaxPlan:
+    """One call signature's launch plan (ops/_host.plan): guards passed once, the two Steps with their integer and
+    constexpr arguments, the partials workspace."""
+
+    def __init__(self, tensors, config, table):
+        (predicts, accept_index, accept_token_num, candidates, retrive_index, retrive_next_token, retrive_next_sibling,
+         logits) = tensors
+        self.table = table  # held: the plan's key names it by id
+        bs, n, s = check_logits(*tensors)
+        self.bs = bs
+        if bs == 0:
+            return
+        rows, vocab = logits.shape
+        cfg = argmax_config(rows, vocab, bs, n, logits.device, config, table)
+        br, block, ch, splits, warps, even = argmax_plan(rows, vocab, cfg)
+        pdl = bool(cfg.get("pdl", True)) and pdl_supported(logits.device)
+        self.part_key = torch.empty((rows, splits), dtype=torch.int32, device=logits.device)
+        self.part_idx = torch.empty((rows, splits), dtype=torch.int32, device=logits.device)
+        self.argmax = Step(_split_argmax_kernel, (cdiv(rows, br), splits), num_warps=warps)
+        self.argmax_tail = (logits.stride(0), rows, vocab, ch, splits, br, block, even, pdl)
+        np_, bb, vwarps = _verify_walk(n, bs, verify_config(cfg))
+        self.verify = Step(verify_greedy_kernel, (cdiv(bs, bb),), num_warps=vwarps, launch_pdl=pdl)
+        self.verify_tail = (bs, s, n, rows, splits, np_, bb, pow2(splits, 1), True, pdl)
+
+
+def check_logits(predicts, accept_index, accept_token_num, candidates, retrive_index, retrive_next_token,
+                 retrive_next_sibling, logits) -> tuple[int, int, int]:
+    """The op's guard (check_tree_inputs and the logits rules); (bs, N, S)."""
     bs, n, s = check_tree_inputs(predicts, accept_index, accept_token_num, candidates, retrive_index,
                                  retrive_next_token, retrive_next_sibling)
     if logits.ndim != 2 or logits.shape[0] != bs * n or logits.dtype not in (torch.float32, torch.bfloat16, torch.float16):
@@ -134,13 +180,37 @@ def argmax_verify_greedy(
         raise Unsupported("logits must have a non-empty vocab dimension with unit stride")
     if logits.device != candidates.device:
         raise Unsupported(f"logits on {logits.device}, tree tensors on {candidates.device}")
+    return bs, n, s
+
+
+def argmax_config(rows: int, vocab: int, bs: int, n: int, device, config: dict | None, table: dict | None) -> dict:
+    """The launch config in effect: `config`, else the table's entry (an architecture table's per-SM program count
+    scaled to this GPU)."""
+    cfg = dict(config) if config is not None else op_config(
+        "argmax_verify", {"rows": rows, "vocab": vocab, "bs": bs, "n": n}, table if table is not None else launch_table(device))
+    if "min_programs_per_sm" in cfg and "min_programs" not in cfg:  # an architecture table: scale with the GPU
+        cfg["min_programs"] = int(cfg["min_programs_per_sm"]) * num_sms(device)
+    return cfg
+
+
+def verify_config(cfg: dict) -> dict:
+    """The verify kernel's walk config from the op's config."""
+    vcfg = {"rows_per_program": cfg.get("verify_rows_per_program", 1)}
+    if "verify_num_warps" in cfg:
+        vcfg["num_warps"] = cfg["verify_num_warps"]
+    return vcfg
+
+
+def launch_binder(predicts, accept_index, accept_token_num, candidates, retrive_index, retrive_next_token,
+                  retrive_next_sibling, logits, config: dict | None = None, table: dict | None = None) -> None:
+    """The same op through Triton's binder, guards and fresh workspaces on every call (the path before plans):
+    the reference the planned path is compared with (test/ops/test_host_path.py) and a benchmark provider."""
+    bs, n, s = check_logits(predicts, accept_index, accept_token_num, candidates, retrive_index, retrive_next_token,
+                            retrive_next_sibling, logits)
     if bs == 0:
         return
     rows, vocab = logits.shape
-    cfg = dict(config) if config is not None else op_config(
-        "argmax_verify", {"rows": rows, "vocab": vocab, "bs": bs, "n": n}, table if table is not None else launch_table(logits.device))
-    if "min_programs_per_sm" in cfg and "min_programs" not in cfg:  # an architecture table: scale with the GPU
-        cfg["min_programs"] = int(cfg["min_programs_per_sm"]) * num_sms(logits.device)
+    cfg = argmax_config(rows, vocab, bs, n, logits.device, config, table)
     br, block, ch, splits, warps, even = cached_plan(argmax_plan, rows, vocab, cfg)
     pdl = bool(cfg.get("pdl", True)) and pdl_supported(logits.device)
     part_key = torch.empty((rows, splits), dtype=torch.int32, device=logits.device)
@@ -148,10 +218,7 @@ def argmax_verify_greedy(
     _split_argmax_kernel[(cdiv(rows, br), splits)](
         part_key, part_idx, logits, logits.stride(0), rows, vocab, ch, splits, BR=br, BLOCK=block, EVEN=even,
         USE_PDL=pdl, num_warps=warps)
-    vcfg = {"rows_per_program": cfg.get("verify_rows_per_program", 1)}
-    if "verify_num_warps" in cfg:
-        vcfg["num_warps"] = cfg["verify_num_warps"]
-    np_, bb, vwarps = cached_plan(_verify_walk, n, bs, vcfg)
+    np_, bb, vwarps = cached_plan(_verify_walk, n, bs, verify_config(cfg))
     verify_greedy_kernel[(cdiv(bs, bb),)](
         predicts, accept_index, accept_token_num, candidates, retrive_index, retrive_next_token,
         retrive_next_sibling, candidates, part_key, part_idx, bs, s, n, rows, splits,

@@ -24,6 +24,12 @@ Parallel over the vocabulary (SGLang runs one 1024-thread block per request over
      last positive column.
   3. `_sample_kernel` (per request): cumulative tile sums pick the tile holding u, one tile scan
      picks the token.
+By default (launch config "fused", default true) the three are one launch, `_fused_kernel`, grid (requests,
+tile programs): every program runs its request's walk in registers, sums its tiles with the last node's
+rejected children zeroed (exactly what the walk's draft_probs writes make them), and the last program of the
+request to finish (a counter per request, reset by that program) draws the token. One launch is one launcher
+call of host time per eager call instead of three; "fused": false, or any *rows_per_program above 1, keeps the
+three kernels (and their PDL).
 Floating-point order: fixed by G and the launch table's warp counts (which do not vary with the
 batch), never by the batch or the grid, so results are run-to-run deterministic (`deterministic` is accepted
 for SGLang compatibility; both modes are
@@ -41,7 +47,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._host import cdiv, next_power_of_2
+from ._host import Step, cdiv, interpreted, next_power_of_2, plan, tensor_key
 from ._tree import cached_plan, check_tree_inputs, first_child, load_tree_block, pick, pow2, take, tree_links, walk, walk_config
 from .arch import Unsupported, op_config, pdl_supported, require_launchable
 from .tables import launch_table
@@ -214,6 +220,117 @@ def _sample_kernel(
     tl.store(predicts_ptr + slot, tok.to(tl.int32), mask=bm)
 
 
+@triton.jit
+def _unrejected(x, cols, rtok, offs, N):
+    """x with 0 at the columns of rtok [NP] (-1 = none): the last node's rejected children, whose draft_probs entry
+    the walk sets to their target prob, so relu(q - p) is exactly 0 there (q - q; NaN -> 0 as well)."""
+    for i in range(0, N):  # a runtime bound: not unrolled (slots past N hold -1)
+        tok = tl.max(tl.where(offs == i, rtok, -1), axis=0)
+        x = tl.where(cols == tok, 0.0, x)
+    return x
+
+
+@triton.jit
+def _fused_kernel(
+    predicts_ptr,  # mutable [bs*N] int32
+    accept_index_ptr,  # mutable [bs, S] int32
+    accept_num_ptr,  # mutable [bs] int32
+    draft_probs_ptr,  # mutable [bs, N, V] f32
+    tile_sum_ptr,  # workspace [bs, T] f32
+    tile_last_ptr,  # workspace [bs, T] int32
+    sem_ptr,  # workspace [bs] int32 counters, 0 between launches
+    cand_ptr,
+    ridx_ptr,
+    nxt_ptr,
+    sib_ptr,
+    coins_ptr,  # [bs, N] f32
+    target_probs_ptr,  # [bs, N, V] f32
+    final_ptr,  # [bs] f32 uniform_samples_for_final_sampling
+    threshold_single,
+    threshold_acc,
+    bs,
+    S,
+    N,
+    V,
+    T,
+    TPS,  # tiles per program
+    NP: tl.constexpr,
+    TP: tl.constexpr,
+    G: tl.constexpr,
+):
+    """The three kernels in one launch, grid (bs, programs per request). Every program of request b runs its walk
+    in registers (the tree is N <= 64 nodes); program 0 of b writes the walk's outputs. Each program sums its
+    tiles of the last node's residual, the rejected children's columns zeroed in registers (what the walk's
+    draft_probs writes make them), deposits the tile sums and bumps b's counter; the last to arrive draws the
+    token from all tile sums (read through L2) and resets the counter (release/acquire as draft_topk's split)."""
+    b, bm, offs, nm, row, cand, ridx, nxt, sib = load_tree_block(cand_ptr, ridx_ptr, nxt_ptr, sib_ptr, bs, N, NP, 1)
+    coins = tl.load(coins_ptr + row, mask=nm, other=0.0)
+    par, prev, rank = tree_links(nxt, sib, offs, NP)
+    em = nm & (par >= 0) & (cand >= 0) & (cand < V)
+    qoff = (b[:, None] * N + par) * V + cand
+    q = tl.load(target_probs_ptr + qoff, mask=em, other=0.0)
+    acc = q
+    k = 1
+    max_rank = tl.max(rank)
+    while k <= max_rank:
+        acc = tl.where(rank == k, take(acc, prev, offs) + q, acc)
+        k += 1
+    coin = take(coins, par, offs)
+    ok = em & (q > 0) & ((coin < tl.math.div_rn(acc, threshold_acc)) | (q >= threshold_single))
+    accd = first_child(par, rank, ok, offs, NP)
+    pos, n, cur = walk(accd, offs, S)
+    onp = nm & (pos >= 0)
+    ppos = take(pos + 1, par, offs) - 1
+    tried = (ppos >= 0) & ((ppos < n[:, None]) | (n[:, None] < S - 1))
+    pacc = take(accd + 1, par, offs) - 1
+    arank = take(rank + 1, pacc, offs) - 1
+    rej = em & tried & ((pacc < 0) | (rank < arank))
+    # the draw's row, as scalars (a [1, 1] tensor broadcast over a tile can get a costly layout: _per_request)
+    bs_ = tl.program_id(0).to(tl.int64)
+    cur_s = tl.sum(cur, axis=0)
+    n_s = tl.sum(n, axis=0)
+    prow = bs_ * N + cur_s
+    use_p = (n_s != S - 1).to(tl.int64)
+    slot = tl.sum(pick(ridx, offs, cur), axis=0)
+    rtok = tl.sum(tl.where(rej & (par == cur[:, None]), cand, -1), axis=0)  # [NP]: the last node's rejected children
+    t0 = tl.program_id(1) * TPS
+    for t in range(t0, t0 + TPS):
+        cols = t * G + tl.arange(0, G)
+        m = cols < V
+        x = _unrejected(_residual(target_probs_ptr, draft_probs_ptr, prow, use_p, cols, m, V), cols, rtok, offs, N)
+        tl.store(tile_sum_ptr + bs_ * T + t, tl.sum(x, axis=0), mask=t < T)
+        tl.store(tile_last_ptr + bs_ * T + t, tl.max(tl.where(x > 0, cols, -1), axis=0), mask=t < T)
+    tl.debug_barrier()
+    arrived = tl.atomic_add(sem_ptr + bs_, 1, sem="acq_rel")
+    if arrived == tl.num_programs(1) - 1:
+        coin_f = tl.load(final_ptr + bs_)
+        tt = tl.arange(0, TP)
+        tm = tt < T
+        cum = tl.cumsum(tl.load(tile_sum_ptr + bs_ * T + tt, mask=tm, other=0.0, cache_modifier=".cg"), axis=0)
+        u = coin_f * tl.sum(tl.where(tt == T - 1, cum, 0.0), axis=0)  # coin * total
+        tstar = tl.sum((tm & (cum <= u)).to(tl.int32), axis=0)  # first tile whose cumulative sum exceeds u
+        before = tl.sum(tl.where(tt == tstar - 1, cum, 0.0), axis=0)  # 0 for tile 0
+        cols = tstar * G + tl.arange(0, G)
+        m = (tstar < T) & (cols < V)
+        x = _unrejected(_residual(target_probs_ptr, draft_probs_ptr, prow, use_p, cols, m, V), cols, rtok, offs, N)
+        cdf = tl.cumsum(x, axis=0)
+        hit = m & (x > 0) & (cdf + before > u)
+        j = tl.min(tl.where(hit, cols, 2**30), axis=0)
+        # nothing above u (rounding): the last positive entry among the tiles scanned, else V-1
+        lastcol = tl.load(tile_last_ptr + bs_ * T + tt, mask=tm, other=-1, cache_modifier=".cg")
+        last = tl.max(tl.where(tm & (tt <= tstar), lastcol, -1), axis=0)
+        tok = tl.where(j < 2**30, j, tl.where(last >= 0, last, V - 1))
+        tl.store(predicts_ptr + slot, tok.to(tl.int32))
+        tl.store(sem_ptr + bs_, 0)  # for the next launch / graph replay
+    # the walk's outputs, by program 0 of the request, last: no program's sums depend on when the draft_probs
+    # writes land (the interpreter, which runs programs one by one, then checks that on the CPU too)
+    if tl.program_id(1) == 0:
+        tl.store(accept_index_ptr + b[:, None] * S + pos, ridx.to(tl.int32), mask=onp)
+        tl.store(predicts_ptr + ridx, take(cand, accd, offs).to(tl.int32), mask=onp & (pos < n[:, None]))
+        tl.store(accept_num_ptr + b, n, mask=bm)
+        tl.store(draft_probs_ptr + qoff, q, mask=rej)
+
+
 def tree_speculative_sampling(
     predicts: torch.Tensor,  # mutable
     accept_index: torch.Tensor,  # mutable
@@ -235,30 +352,86 @@ def tree_speculative_sampling(
     """SGLang's tree_speculative_sampling_target_only, parallel over the vocabulary.
 
     Writes predicts, accept_index, accept_token_num and (rejected entries of) draft_probs. No host
-    sync; allocations are shape-dependent workspaces only (CUDA-graph safe). Guards raise
+    sync, no allocation: guards, config and workspaces come from the call signature's plan (ops/_host.py),
+    built on its first call; later calls launch through the compiled launchers. Guards raise
     arch.Unsupported, except thresholds outside [0, 1]: a plain ValueError (a caller's error that
     SGLang's kernel would not catch either, so handing it over would hide it). config (optional)
     overrides the table entry `tree_sampling` (keys: see sampling_plan). table (optional): the launch table
     in effect (tables.launch_table) when a caller already resolved it. On SM90+ the second and
     third kernels are programmatic dependent launches (they start while the previous one runs)."""
     del deterministic  # both modes are deterministic here (see module docstring)
-    bs, n, s = check_tree_inputs(predicts, accept_index, accept_token_num, candidates, retrive_index,
-                                 retrive_next_token, retrive_next_sibling)
-    check_sampling_inputs(bs, n, uniform_samples, uniform_samples_for_final_sampling, target_probs, draft_probs,
-                          threshold_single, threshold_acc)
-    require_launchable("tree_speculative_sampling", candidates, uniform_samples, uniform_samples_for_final_sampling,
-                       target_probs, draft_probs)
-    vocab = target_probs.shape[2]
-    if vocab <= 0:
-        raise Unsupported("vocab must be positive")
-    if bs == 0:
-        return
+    tensors = (predicts, accept_index, accept_token_num, candidates, retrive_index, retrive_next_token,
+               retrive_next_sibling, uniform_samples, uniform_samples_for_final_sampling, target_probs, draft_probs)
     dev = candidates.device
-    cfg = dict(config) if config is not None else op_config(
-        "tree_sampling", {"bs": bs, "n": n, "vocab": vocab}, table if table is not None else launch_table(dev))
-    launch_sampling(predicts, accept_index, accept_token_num, candidates, retrive_index, retrive_next_token,
-                    retrive_next_sibling, uniform_samples, uniform_samples_for_final_sampling, target_probs,
-                    draft_probs, threshold_single, threshold_acc, s, cfg, pdl_supported(dev))
+    if table is None:
+        table = launch_table(dev)
+    try:
+        cfg_key = tuple(sorted(config.items())) if config is not None else None
+    except TypeError:  # an unhashable value: planned on every call
+        cfg_key = [config]
+    p = plan(("tree_sampling", interpreted(), id(table), cfg_key, tensor_key(tensors)),
+             lambda: _SamplingPlan(tensors, config, table))
+    if not (0 <= threshold_single <= 1 and 0 <= threshold_acc <= 1):
+        raise ValueError(f"threshold_single ({threshold_single}) and threshold_acc ({threshold_acc}) must lie in [0, 1]")
+    if p.bs == 0:
+        return
+    thr_single, thr_acc = _thresholds(threshold_single, threshold_acc)
+    if p.fused is not None:
+        p.fused(predicts, accept_index, accept_token_num, draft_probs, p.tile_sum, p.tile_last, p.sem, candidates,
+                retrive_index, retrive_next_token, retrive_next_sibling, uniform_samples, target_probs,
+                uniform_samples_for_final_sampling, thr_single, thr_acc, *p.fused_tail)
+        return
+    p.walk(predicts, accept_index, accept_token_num, draft_probs, p.work, candidates, retrive_index,
+           retrive_next_token, retrive_next_sibling, uniform_samples, target_probs, thr_single, thr_acc, *p.walk_tail)
+    p.sums(p.tile_sum, p.tile_last, target_probs, draft_probs, p.work, *p.sums_tail)
+    p.sample(predicts, p.tile_sum, p.tile_last, target_probs, draft_probs, p.work, uniform_samples_for_final_sampling,
+             *p.sample_tail)
+
+
+class _SamplingPlan:
+    """One call signature's launch plan (ops/_host.plan): the guards passed once, the three Steps, their integer
+    and constexpr arguments, and the workspaces (reused by every call of the plan)."""
+
+    def __init__(self, tensors, config, table):
+        (predicts, accept_index, accept_token_num, candidates, retrive_index, retrive_next_token, retrive_next_sibling,
+         uniform_samples, uniform_samples_for_final_sampling, target_probs, draft_probs) = tensors
+        bs, n, s = check_tree_inputs(predicts, accept_index, accept_token_num, candidates, retrive_index,
+                                     retrive_next_token, retrive_next_sibling)
+        check_sampling_inputs(bs, n, uniform_samples, uniform_samples_for_final_sampling, target_probs, draft_probs,
+                              0.0, 0.0)
+        require_launchable("tree_speculative_sampling", candidates, uniform_samples, uniform_samples_for_final_sampling,
+                           target_probs, draft_probs)
+        vocab = target_probs.shape[2]
+        if vocab <= 0:
+            raise Unsupported("vocab must be positive")
+        self.table = table  # held: the plan's key names it by id
+        self.bs = bs
+        if bs == 0:
+            return
+        dev = candidates.device
+        cfg = dict(config) if config is not None else op_config("tree_sampling", {"bs": bs, "n": n, "vocab": vocab},
+                                                                 table)
+        pl = sampling_plan(bs, n, vocab, cfg)
+        pdl = bool(cfg.get("pdl", True)) and pdl_supported(dev)
+        tiles, g = pl["tiles"], pl["G"]
+        self.work = torch.empty((bs, 3), dtype=torch.int64, device=dev)
+        self.tile_sum = torch.empty((bs, tiles), dtype=torch.float32, device=dev)
+        self.tile_last = torch.empty((bs, tiles), dtype=torch.int32, device=dev)
+        self.fused = None
+        # one launch (_fused_kernel, one request per program) unless "fused": false or a config packs several
+        # requests into a program (then the three kernels, which take such configs)
+        if cfg.get("fused", True) and pl["walk_bb"] == pl["sum_bb"] == pl["sample_bb"] == 1:
+            self.sem = torch.zeros(bs, dtype=torch.int32, device=dev)
+            self.fused = Step(_fused_kernel, (bs, cdiv(tiles, pl["tps"])), num_warps=pl["sum_warps"])
+            self.fused_tail = (bs, s, n, vocab, tiles, pl["tps"], pl["np"], pl["TP"], g)
+            return
+        self.walk = Step(_walk_kernel, (cdiv(bs, pl["walk_bb"]),), num_warps=pl["walk_warps"])
+        self.walk_tail = (bs, s, n, vocab, pl["np"], pl["walk_bb"], pdl)
+        self.sums = Step(_tile_sums_kernel, (cdiv(bs, pl["sum_bb"]), cdiv(tiles, pl["tps"])), num_warps=pl["sum_warps"],
+                         launch_pdl=pdl)
+        self.sums_tail = (bs, vocab, tiles, pl["tps"], pl["sum_bb"], g, pdl)
+        self.sample = Step(_sample_kernel, (cdiv(bs, pl["sample_bb"]),), num_warps=pl["sample_warps"], launch_pdl=pdl)
+        self.sample_tail = (bs, vocab, tiles, pl["sample_bb"], pl["TP"], g, pdl)
 
 
 def check_sampling_inputs(bs: int, n: int, uniform_samples, uniform_samples_for_final_sampling, target_probs,
@@ -290,8 +463,10 @@ def launch_sampling(predicts, accept_index, accept_token_num, candidates, retriv
                     retrive_next_sibling, uniform_samples, uniform_samples_for_final_sampling, target_probs,
                     draft_probs, threshold_single: float, threshold_acc: float, s: int, cfg: dict,
                     pdl_ok: bool) -> None:
-    """The three launches on checked inputs (bs > 0); cfg: launch parameters (see sampling_plan);
-    pdl_ok: programmatic dependent launch available on this device."""
+    """The three launches on checked inputs (bs > 0) through Triton's binder, with fresh workspaces; cfg: launch
+    parameters (see sampling_plan); pdl_ok: programmatic dependent launch available on this device. The reference
+    the planned path (tree_speculative_sampling) is compared with (test/ops/test_host_path.py), and the launch of
+    the upstream PR's copy."""
     bs, n, vocab = target_probs.shape
     dev = candidates.device
     # SGLang's kernel takes float thresholds (threshold_acc clamped to >= 1e-9 to avoid 0/0)
@@ -318,7 +493,9 @@ def launch_sampling(predicts, accept_index, accept_token_num, candidates, retriv
 def sampling_plan(bs: int, n: int, vocab: int, cfg: dict) -> dict:
     """Launch parameters of the three kernels for one call (pure: used by the launcher and the
     SM120 compile test). cfg keys: walk_rows_per_program, walk_num_warps, rows_per_program,
-    num_warps, tiles_per_program (tile sums), sample_rows_per_program, sample_num_warps, pdl."""
+    num_warps, tiles_per_program (tile sums), sample_rows_per_program, sample_num_warps, pdl; and "fused"
+    (tree_speculative_sampling: one launch, _fused_kernel with num_warps and tiles_per_program; default true, taken
+    when every *rows_per_program is 1)."""
     wcfg = {"rows_per_program": cfg.get("walk_rows_per_program", 1)}
     if "walk_num_warps" in cfg:
         wcfg["num_warps"] = cfg["walk_num_warps"]

@@ -26,7 +26,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._host import cdiv
+from ._host import Step, cdiv, interpreted, plan, tensor_key
 from ._tree import (  # noqa: F401
     MAX_DRAFT_TOKENS,
     check_tree_inputs,
@@ -41,6 +41,7 @@ from ._tree import (  # noqa: F401
     walk_config,
 )
 from .arch import Unsupported, pdl_supported, require_launchable  # noqa: F401  (re-exported)
+from .tables import launch_table
 
 # ----------------------------------------------------------------------------- greedy verify kernel
 
@@ -117,12 +118,54 @@ def verify_tree_greedy(
     config (optional) overrides the per-arch table entry `verify_greedy`:
     {"rows_per_program": requests per program, "num_warps": ...}. table (optional): the launch table in
     effect (tables.launch_table) when a caller already resolved it."""
+    tensors = (predicts, accept_index, accept_token_num, candidates, retrive_index, retrive_next_token,
+               retrive_next_sibling, target_predict)
+    if table is None and config is None:
+        table = launch_table(candidates.device)
+    try:
+        cfg_key = tuple(sorted(config.items())) if config is not None else None
+    except TypeError:  # an unhashable value: planned on every call
+        cfg_key = [config]
+    p = plan(("verify_greedy", interpreted(), id(table), cfg_key, tensor_key(tensors)),
+             lambda: _GreedyPlan(tensors, config, table))
+    if p.bs == 0:
+        return
+    p.verify(predicts, accept_index, accept_token_num, candidates, retrive_index, retrive_next_token,
+             retrive_next_sibling, target_predict, predicts, predicts, *p.tail)
+
+
+class _GreedyPlan:
+    """One call signature's launch plan (ops/_host.plan): the guard passed once, the Step and its arguments."""
+
+    def __init__(self, tensors, config, table):
+        self.table = table  # held: the plan's key names it by id
+        self.bs, n, s = check_greedy(*tensors)
+        if self.bs == 0:
+            return
+        bs = self.bs
+        np_, bb, warps = walk_config("verify_greedy", n, bs, config, tensors[3].device, table)
+        self.verify = Step(verify_greedy_kernel, (cdiv(bs, bb),), num_warps=warps)
+        self.tail = (bs, s, n, bs * n, 1, np_, bb, 1, False, False)
+
+
+def check_greedy(predicts, accept_index, accept_token_num, candidates, retrive_index, retrive_next_token,
+                 retrive_next_sibling, target_predict) -> tuple[int, int, int]:
+    """The op's guard: check_tree_inputs and the target_predict rules; (bs, N, S)."""
     bs, n, s = check_tree_inputs(predicts, accept_index, accept_token_num, candidates, retrive_index,
                                  retrive_next_token, retrive_next_sibling)
     if target_predict.dtype != torch.int64 or target_predict.numel() != bs * n or not target_predict.is_contiguous():
         raise Unsupported(f"target_predict must be a contiguous int64 tensor of {bs * n} elements, "
                          f"got {target_predict.dtype} {tuple(target_predict.shape)}")
     require_launchable("verify_tree_greedy", candidates, target_predict)
+    return bs, n, s
+
+
+def launch_binder(predicts, accept_index, accept_token_num, candidates, retrive_index, retrive_next_token,
+                  retrive_next_sibling, target_predict, config: dict | None = None, table: dict | None = None) -> None:
+    """The same op through Triton's binder with the guard on every call (the path before plans): the reference the
+    planned path is compared with (test/ops/test_host_path.py)."""
+    bs, n, s = check_greedy(predicts, accept_index, accept_token_num, candidates, retrive_index, retrive_next_token,
+                            retrive_next_sibling, target_predict)
     if bs == 0:
         return
     np_, bb, warps = walk_config("verify_greedy", n, bs, config, candidates.device, table)
@@ -130,6 +173,7 @@ def verify_tree_greedy(
         predicts, accept_index, accept_token_num, candidates, retrive_index, retrive_next_token,
         retrive_next_sibling, target_predict, predicts, predicts, bs, s, n, bs * n, 1,
         NP=np_, BB=bb, SPP=1, FROM_PARTIALS=False, USE_PDL=False, num_warps=warps)
+
 
 def verify_tree_greedy_ref(
     predicts: torch.Tensor,  # mutable

@@ -26,15 +26,10 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-# op -> (the hook that calls it, the launch-table op whose `wins` decide it under auto)
-OPS = {
-    "lm_head_gemv": ("draft_lm_head", "lm_head_gemv"),
-    "draft_topk1": ("draft_topk1", "draft_topk"),
-    "topk_rows": ("draft_worker_topk", "draft_topk"),
-    "argmax_verify": ("verify_argmax_greedy", "argmax_verify"),
-    "verify_greedy": ("verify_tree_greedy", "verify_greedy"),
-    "tree_sampling": ("verify_tree_sampling", "tree_sampling"),
-}
+from .arch import KERNEL_HOOKS
+
+# op -> (the hook that calls it, the launch-table op whose `wins` decide it under auto): arch.KERNEL_HOOKS
+OPS = {op: (hook, table_op) for hook, (op, table_op) in KERNEL_HOOKS.items()}
 LM_HEAD_FORMS = ("fp32_rounded", "fp32", "16bit")  # what the draft_lm_head hook asks lm_head_gemv for
 
 

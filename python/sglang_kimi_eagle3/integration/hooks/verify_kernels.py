@@ -23,7 +23,7 @@ from . import runtime_status
 shape_key = arch.tree_shape_key  # the key the launch tables and `tune` file wins under
 
 
-H1, H2, H3 = "verify_argmax_greedy", "verify_tree_greedy", "verify_tree_sampling"
+H1, H2, H3 = (h for h in arch.KERNEL_HOOKS if h.startswith("verify_"))  # the three verify hooks, in map order
 
 
 # --- hook 1 ---------------------------------------------------------------------------------------
@@ -134,21 +134,21 @@ def tree_sampling_hook(orig, predicts, accept_index, accept_token_num, candidate
     return call(H3, bucket, candidates.device, "", ours, lambda: orig(*args))
 
 
-SITES = {
-    H1: ["sglang.srt.speculative.eagle_utils:eagle_sample", "sglang.srt.speculative.eagle_worker_common:eagle_sample"],
-    H2: ["sglang.kernels.ops.speculative.spec_tree:verify_tree_greedy_func",
-         "sglang.srt.speculative.eagle_utils:verify_tree_greedy_func"],
-    H3: ["sglang.kernels.ops.speculative.sampling:tree_speculative_sampling_target_only",
-         "sglang.kernels.ops.speculative.verify_sampling:tree_speculative_sampling_target_only",
-         "sglang.srt.speculative.eagle_utils:tree_speculative_sampling_target_only"],
+# hook -> (the target HookRegistry patches, the hook function, the sites runtime_status watches); the op each
+# hook launches and the launch-table op deciding it come from ops/arch.py's one map (KERNEL_HOOKS)
+VERIFY_HOOKS = {
+    H1: ("sglang.srt.speculative.eagle_utils.eagle_sample", eagle_sample_hook,
+         ["sglang.srt.speculative.eagle_utils:eagle_sample", "sglang.srt.speculative.eagle_worker_common:eagle_sample"]),
+    H2: ("sglang.kernels.ops.speculative.spec_tree.verify_tree_greedy_func", verify_tree_greedy_hook,
+         ["sglang.kernels.ops.speculative.spec_tree:verify_tree_greedy_func",
+          "sglang.srt.speculative.eagle_utils:verify_tree_greedy_func"]),
+    H3: ("sglang.kernels.ops.speculative.sampling.tree_speculative_sampling_target_only", tree_sampling_hook,
+         ["sglang.kernels.ops.speculative.sampling:tree_speculative_sampling_target_only",
+          "sglang.kernels.ops.speculative.verify_sampling:tree_speculative_sampling_target_only",
+          "sglang.srt.speculative.eagle_utils:tree_speculative_sampling_target_only"]),
 }
-HOOKS = (
-    ("verify_argmax_greedy", "sglang.srt.speculative.eagle_utils.eagle_sample", eagle_sample_hook, "argmax_verify"),
-    ("verify_tree_greedy", "sglang.kernels.ops.speculative.spec_tree.verify_tree_greedy_func", verify_tree_greedy_hook,
-     "verify_greedy"),
-    ("verify_tree_sampling", "sglang.kernels.ops.speculative.sampling.tree_speculative_sampling_target_only",
-     tree_sampling_hook, "tree_sampling"),
-)
+SITES = {name: sites for name, (_target, _fn, sites) in VERIFY_HOOKS.items()}
+HOOKS = tuple((name, target, fn, arch.TABLE_OP[name]) for name, (target, fn, _sites) in VERIFY_HOOKS.items())
 
 
 def ops_with_wins(device: tuple | None = None) -> list[str]:
