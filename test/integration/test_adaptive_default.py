@@ -65,8 +65,11 @@ def launches(tmp_path_factory):
     chain = eagle3[:]
     chain[chain.index("--speculative-eagle-topk") + 1] = "1"
     chain[chain.index("--speculative-num-draft-tokens") + 1] = "4"
+    big = chain[:]  # SGLang's default decode CUDA graphs up to bs 512: the extra states are modelled over 8 GB
+    chain = chain + ["--cuda-graph-max-bs-decode", "64"]
     plain = ["--model-path", str(LLAMA_8B), "--device", "cuda", "--port", "31982"]
-    cases = [("plain", plain, {}), ("chain", chain, {}), ("off", chain, {"SGLANG_KIMI_EAGLE3_ADAPTIVE": "off"}),
+    cases = [("plain", plain, {}), ("chain", chain, {}), ("too_big", big, {}),
+             ("too_big_allowed", big, {"SGLANG_KIMI_EAGLE3_ADAPTIVE_MAX_GB": "1000"}), ("off", chain, {"SGLANG_KIMI_EAGLE3_ADAPTIVE": "off"}),
              ("tree", eagle3, {}), ("operator_flag", chain + ["--speculative-adaptive"], {}),
              ("operator_file", chain + ["--speculative-adaptive", "--speculative-adaptive-config", str(theirs)], {})]
     return run_json(f"CASES = {cases!r}\n" + CODE, timeout=600, HF_HUB_OFFLINE="1", XDG_CACHE_HOME=str(tmp / "cache"),
@@ -97,3 +100,11 @@ def test_the_operators_choice_the_switch_topk2_and_plain_keep_sglangs(launches):
         assert not out[name]["speculative_adaptive"] and out[name]["speculative_num_draft_tokens"] == 4, name
         assert why in out[name]["launch_step"], out[name]["launch_step"]
     assert not out["plain"]["speculative_adaptive"] and out["plain"]["speculative_adaptive_config"] is None
+
+
+def test_states_modelled_over_the_memory_budget_keep_the_fixed_chain(launches):
+    out, _ = launches
+    big = out["too_big"]
+    assert big["speculative_adaptive"] is False and big["speculative_num_steps"] == 3
+    assert "over the 8 GB budget" in big["launch_step"] and "SGLANG_KIMI_EAGLE3_ADAPTIVE_MAX_GB" in big["launch_step"]
+    assert out["too_big_allowed"]["speculative_adaptive"] is True

@@ -29,6 +29,9 @@ from ..base import ENV_ADAPTIVE, env_choice, env_flag, user_cache_dir
 from .launch_record import raw_input
 
 ENV_PROFILE = "SGLANG_KIMI_EAGLE3_ADAPTIVE_PROFILE"
+ENV_MAX_GB = "SGLANG_KIMI_EAGLE3_ADAPTIVE_MAX_GB"
+MAX_GB = 8.0  # modelled memory of the extra runtime states (beside the launch's own) that ours may add
+GRAPH_BS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)  # SGLang's largest default decode CUDA-graph batch: 512
 BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 MAX_STATES = 3
 SOURCE = "sglang-kimi-eagle3.adaptive_default"
@@ -83,6 +86,49 @@ def apply(server_args) -> str:
     from ..planner.adaptive_table import states
 
     cfg = table_for(server_args)
+    too_big = memory_refusal(server_args, cfg)
+    if too_big is not None:
+        return f"adaptive steps: SGLang's choice kept ({too_big})"
     path = write_table(cfg)
     declare_resolution(server_args, SOURCE, speculative_adaptive=True, speculative_adaptive_config=path)
     return f"adaptive steps on: states {states(cfg)} from {cfg['_generated_by']['costs']} ({path})"
+
+
+def max_gb() -> float:
+    raw = os.environ.get(ENV_MAX_GB, "").strip()
+    if not raw:
+        return MAX_GB
+    try:
+        v = float(raw)
+    except ValueError:
+        v = float("nan")
+    if not v >= 0:  # also NaN
+        from ..errors import UserError
+        raise UserError(f"{ENV_MAX_GB}={raw!r}: expected a number of GB >= 0 (default {MAX_GB})")
+    return v
+
+
+def memory_refusal(server_args, cfg: dict) -> str | None:
+    """Why the table's extra runtime states do not fit the budget (None: they do). SGLang builds one state per
+    candidate step, each with its CUDA graphs (modelled in preflight/memory.py from an H200 measurement); the
+    launch's own steps state exists anyway. Beside a 1T-parameter target the memory left after the weights and
+    the KV pool is a few GB: a launch that would run out of memory while building the states, after every weight
+    has loaded, keeps the fixed chain instead."""
+    from ..configs import read_config
+    from ..preflight.memory import adaptive_extra_gb
+    from .preflight.inputs import local_config_dir
+
+    try:
+        vocab = read_config(local_config_dir(raw_input(server_args, "model_path"), "--model-path")).vocab_size
+    except Exception as exc:  # preflight reports an unreadable model config on its own
+        return f"the target's vocabulary is unknown here ({type(exc).__name__}), so the states' memory is too"
+    top = raw_input(server_args, "cuda_graph_max_bs_decode") or raw_input(server_args, "cuda_graph_max_bs") or 512
+    graph_bs = [b for b in GRAPH_BS if b < int(top)] + [int(top)]
+    steps = raw_input(server_args, "speculative_num_steps")
+    extra = adaptive_extra_gb(cfg, vocab, graph_bs, int(steps) if steps is not None else None)
+    cap = max_gb()
+    if extra > cap:
+        return (f"its extra runtime states are modelled at {extra:.1f} GB at vocab {vocab} and CUDA-graph batch "
+                f"sizes up to {top}, over the {cap:g} GB budget: {ENV_MAX_GB} raises it, "
+                f"--cuda-graph-max-bs-decode lowers the states")
+    return None

@@ -273,17 +273,28 @@ def adaptive_states(cfg: dict) -> list[int]:
     return sorted({s for k, v in cfg.items() if k.isdigit() for s in v["candidate_steps"]})
 
 
-def adaptive_memory_lines(cfg: dict, vocab: int, cuda_graph_bs: list[int]) -> list[str]:
-    """One line per runtime state SGLang will build for `cfg`: its modelled memory (see state_memory_gb)."""
+def adaptive_state_reach(cfg: dict, cuda_graph_bs: list[int]) -> dict[int, int]:
+    """steps -> the largest CUDA-graph batch size whose slot lists it (0: none; SGLang captures no graph for it)."""
     slots = sorted(int(k) for k in cfg if k.isdigit())
 
     def slot_of(bs: int) -> int:
         return max([s for s in slots if s <= bs] or [slots[0]])
 
+    return {s: max([b for b in cuda_graph_bs if s in cfg[str(slot_of(b))]["candidate_steps"]] or [0])
+            for s in adaptive_states(cfg)}
+
+
+def adaptive_extra_gb(cfg: dict, vocab: int, cuda_graph_bs: list[int], launch_steps: int | None) -> float:
+    """Modelled memory of the states SGLang builds beside the launch's own (the launch's steps state exists without
+    adaptive mode too)."""
+    return sum(adaptive_state_gb(s, vocab, top) for s, top in adaptive_state_reach(cfg, cuda_graph_bs).items()
+               if s != launch_steps)
+
+
+def adaptive_memory_lines(cfg: dict, vocab: int, cuda_graph_bs: list[int]) -> list[str]:
+    """One line per runtime state SGLang will build for `cfg`: its modelled memory (see state_memory_gb)."""
     out = []
-    for s in adaptive_states(cfg):
-        reach = [b for b in cuda_graph_bs if s in cfg[str(slot_of(b))]["candidate_steps"]]
-        top = max(reach) if reach else 0
+    for s, top in adaptive_state_reach(cfg, cuda_graph_bs).items():
         out.append(f"steps {s}: ~{adaptive_state_gb(s, vocab, top):.1f} GB (modelled: {GB_PER_TOKEN_AT[0]} GB per "
                    f"verified token at vocab {GB_PER_TOKEN_AT[1]} and CUDA-graph bs {GB_PER_TOKEN_AT[2]}, scaled to "
                    f"vocab {vocab} and bs {top})")
