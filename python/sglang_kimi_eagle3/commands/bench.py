@@ -148,7 +148,7 @@ def main(argv: list[str]) -> int:
     a = parser().parse_args(argv)
     cfg, servers, base_doc = _options(a)
     if a.workload:
-        from .workload import load as load_workload
+        from ..bench.workload import load as load_workload
 
         prompt_set, skipped = load_workload(a.workload)[0], 0
         categories = [a.workload]
