@@ -82,3 +82,15 @@ def test_status_running_counts_bound_sites_out_of_what_the_server_registered(sta
     assert f"/{len(sites)}]" in line and "/0]" not in line, line
     row = next(h for h in json.loads(status.read_text())["hooks"] if h["name"] == "verify_tree_greedy")
     assert row["call_sites"] == sites
+
+
+def test_a_hook_with_no_call_site_shows_no_bound_count():
+    """The serving process records `sites` with empty lists for hooks that bind no call site (launch_step, ...):
+    the status text says nothing about binding there, not 'bound 0/0'."""
+    empty = {"bound": [], "unbound": [], "n/a": [], "not imported": []}
+    row = {"status": "active", "counters": {"ours": {}, "sglang": {}}}
+    snap = {"pid": 1, "time": "t", "table_in_effect": "x", "hooks": [
+        {**row, "name": "launch_step", "sites": empty, "call_sites": []},
+        {**row, "name": "verify_tree_greedy", "sites": {**empty, "bound": ["a:f"]}, "call_sites": ["a:f", "b:f"]}]}
+    text = rs.format_snapshot(snap)
+    assert "bound 0/0" not in text and "bound 1/2" in text, text

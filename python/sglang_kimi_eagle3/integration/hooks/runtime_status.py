@@ -239,7 +239,7 @@ def format_snapshot(snap: dict) -> str:
         # the sites the serving process registered (recorded in its file); an older file: every site it checked
         # is in exactly one of the lists
         total = len(h["call_sites"]) if h.get("call_sites") else sum(len(v) for v in sites.values())
-        bound = f"bound {len(sites.get('bound', []))}/{total}" if sites else ""
+        bound = f"bound {len(sites.get('bound', []))}/{total}" if total else ""  # a hook with no call site: nothing
         lines.append(f"  {h['name']:<{w}}  {h['status']}" + (f"  [{bound}]" if bound else "")
                      + (f"  calls: {calls}" if (ours or theirs) else ""))
     return "\n".join(lines)
