@@ -181,6 +181,17 @@ def tensor_key(tensors) -> tuple:
     return tuple((t.shape, t.stride(), t.dtype, t.device, not t.data_ptr() & 15) for t in tensors)
 
 
+def op_key(op: str, table, config: dict | None, tensors) -> tuple:
+    """The plan key of one op call: the op, the interpreter flag, the launch table (by identity), the explicit
+    config and the tensors (tensor_key). An unhashable config value makes the key unhashable: planned on every
+    call (plan)."""
+    try:
+        cfg_key = tuple(sorted(config.items())) if config is not None else None
+    except TypeError:  # an unhashable value
+        cfg_key = [config]
+    return (op, interpreted(), id(table), cfg_key, tensor_key(tensors))
+
+
 def plan(key, build):
     """build() once per key (an unhashable key: every call). A build that raises (a guard) is not kept."""
     try:

@@ -18,7 +18,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._host import Step, cdiv, interpreted, next_power_of_2, plan, tensor_key
+from ._host import Step, cdiv, next_power_of_2, op_key, plan
 from ._tree import cached_plan, check_tree_inputs, pow2, walk_config
 from .arch import Unsupported, num_sms, op_config, pdl_supported
 from .tables import launch_table
@@ -131,11 +131,7 @@ def argmax_verify_greedy(
                retrive_next_sibling, logits)
     if table is None:
         table = launch_table(logits.device)
-    try:
-        cfg_key = tuple(sorted(config.items())) if config is not None else None
-    except TypeError:  # an unhashable value: planned on every call
-        cfg_key = [config]
-    p = plan(("argmax_verify", interpreted(), id(table), cfg_key, tensor_key(tensors)),
+    p = plan(op_key("argmax_verify", table, config, tensors),
              lambda: _ArgmaxPlan(tensors, config, table))
     if p.bs == 0:
         return

@@ -47,7 +47,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._host import Step, cdiv, interpreted, next_power_of_2, plan, tensor_key
+from ._host import Step, cdiv, next_power_of_2, op_key, plan
 from ._tree import cached_plan, check_tree_inputs, first_child, load_tree_block, pick, pow2, take, tree_links, walk, walk_config
 from .arch import Unsupported, op_config, pdl_supported, require_launchable
 from .tables import launch_table
@@ -365,11 +365,7 @@ def tree_speculative_sampling(
     dev = candidates.device
     if table is None:
         table = launch_table(dev)
-    try:
-        cfg_key = tuple(sorted(config.items())) if config is not None else None
-    except TypeError:  # an unhashable value: planned on every call
-        cfg_key = [config]
-    p = plan(("tree_sampling", interpreted(), id(table), cfg_key, tensor_key(tensors)),
+    p = plan(op_key("tree_sampling", table, config, tensors),
              lambda: _SamplingPlan(tensors, config, table))
     if not (0 <= threshold_single <= 1 and 0 <= threshold_acc <= 1):
         raise ValueError(f"threshold_single ({threshold_single}) and threshold_acc ({threshold_acc}) must lie in [0, 1]")

@@ -26,7 +26,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._host import Step, cdiv, interpreted, plan, tensor_key
+from ._host import Step, cdiv, op_key, plan
 from ._tree import (  # noqa: F401
     MAX_DRAFT_TOKENS,
     check_tree_inputs,
@@ -122,11 +122,7 @@ def verify_tree_greedy(
                retrive_next_sibling, target_predict)
     if table is None and config is None:
         table = launch_table(candidates.device)
-    try:
-        cfg_key = tuple(sorted(config.items())) if config is not None else None
-    except TypeError:  # an unhashable value: planned on every call
-        cfg_key = [config]
-    p = plan(("verify_greedy", interpreted(), id(table), cfg_key, tensor_key(tensors)),
+    p = plan(op_key("verify_greedy", table, config, tensors),
              lambda: _GreedyPlan(tensors, config, table))
     if p.bs == 0:
         return
