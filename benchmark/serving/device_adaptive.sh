@@ -3,6 +3,9 @@
 # is installed (benchmark/live/device.sh install), one call per drafter agreement (each fits one 570-s call):
 #   DA_Q=0.9 benchmark/serving/device_adaptive.sh              # call 1
 #   DA_Q=0.3 DA_OFF=1 benchmark/serving/device_adaptive.sh     # call 2 (+ the off-state server and step ratios)
+# Five servers of the 84-layer pair starting together took 284-332 s on the H200 (2026-12-02), most of one call:
+# DA_STEP=start at the end of one call (build, start, leave them running), DA_STEP=measure in the next (STARTUP_S
+# then counts from that call's start) gives the rounds a whole call. DA_STEP=all (default) does both in one call.
 # Steps:
 #   1. build the deploy-shaped pair (python3 -m sglang_kimi_eagle3.tiny --preset deploy --int4, draft agreement
 #      DA_Q; it prints the planner's modelled draft-step / target-step ratios of the seed and of this pair)
@@ -32,10 +35,14 @@ mkdir -p "$OUT" "$W/logs" "$W/status"
 exec > >(tee -a "$OUT/device_adaptive-q$Q.log") 2>&1
 say() { echo "[device_adaptive q$Q $(( $(date +%s) - T0 )) s] $*"; }
 PIDS=()
+STEP=${DA_STEP:-all}  # all | start (build and start the servers, leave them running) | measure (the servers of start)
+case $STEP in all|start|measure) ;; *) echo "device_adaptive.sh: DA_STEP=$STEP: expected all, start or measure" >&2; exit 2;; esac
 cleanup() {
-  for p in "${PIDS[@]}"; do kill -TERM -- "-$p" 2>/dev/null; done
-  sleep 4
-  for p in "${PIDS[@]}"; do kill -KILL -- "-$p" 2>/dev/null; done
+  if [ "$STEP" != start ]; then
+    for p in "${PIDS[@]}"; do kill -TERM -- "-$p" 2>/dev/null; done
+    sleep 4
+    for p in "${PIDS[@]}"; do kill -KILL -- "-$p" 2>/dev/null; done
+  fi
   tar czf "$OUT/logs-q$Q.tgz" -C "$W" logs status 2>/dev/null
   say "done; \$OUT: $(ls "$OUT" | tr '\n' ' ')"
   sleep 1
@@ -43,6 +50,7 @@ cleanup() {
 trap cleanup EXIT
 { date -u +%FT%TZ; nvidia-smi -L; python3 -c "import torch, triton, importlib.metadata as m; print('torch', torch.__version__, 'triton', triton.__version__, 'sglang', m.version('sglang'))"; git log -1 --format='commit %h %s' 2>/dev/null; } > "$OUT/versions.txt" 2>&1
 
+if [ "$STEP" != measure ]; then
 # 1. the pair
 say "building: python3 -m sglang_kimi_eagle3.tiny $W/q$Q --preset deploy --int4 --draft-agreement $Q --device cuda"
 python3 -m sglang_kimi_eagle3.tiny "$W/q$Q" --preset deploy --int4 --draft-agreement "$Q" --device cuda > "$OUT/build-q$Q.log" 2>&1
@@ -95,8 +103,14 @@ NAMES=$(python3 -c "import json; print(' '.join(s['name'] for s in json.load(ope
 for n in $NAMES; do
   setsid bash "$W/start-$n.sh" > "$W/logs/$n-q$Q.log" 2>&1 < /dev/null &
   PIDS+=($!)
+  echo $! > "$W/pid-q$Q-$n"
   say "started $n (pid $!)"
 done
+fi
+# DA_STEP=start: the servers outlive this call (started with setsid); the next call runs DA_STEP=measure at once
+[ "$STEP" = start ] && { say "servers starting; run DA_STEP=measure next (their start took 284-332 s on 2026-12-02)"; exit 0; }
+NAMES=$(python3 -c "import json; print(' '.join(s['name'] for s in json.load(open('$W/spec-q$Q.json'))['servers']))")
+if [ "$STEP" = measure ]; then for f in "$W"/pid-q"$Q"-*; do [ -f "$f" ] && PIDS+=("$(cat "$f")"); done; fi
 healthy() { curl -s -m 3 -o /dev/null -w '%{http_code}' "$1/health" | grep -q 200; }
 url_of() { python3 -c "import json; print({s['name']: s['url'] for s in json.load(open('$W/spec-q$Q.json'))['servers']}['$1'])"; }
 END=$((T0 + STARTUP_S))
