@@ -57,7 +57,8 @@ LONG_TOKENS = 192  # agree-q: 24 x 192 tokens walk the 1024-token cycle about 4 
 REFUSED_LINE = "is greater than the derived context_length"
 _STRIP = ("SGLANG_KIMI_EAGLE3", "SGLANG_KIMI_EAGLE3_KERNELS", "SGLANG_KIMI_EAGLE3_CONTEXT_POLICY",
           "SGLANG_KIMI_EAGLE3_PREFLIGHT", "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN", "SGLANG_PLUGINS",
-          "SGLANG_IS_IN_CI", "SGLANG_SIMULATE_ACC_LEN")
+          "SGLANG_IS_IN_CI", "SGLANG_SIMULATE_ACC_LEN", "SGLANG_KIMI_EAGLE3_ADAPTIVE",
+          "SGLANG_KIMI_EAGLE3_ADAPTIVE_MAX_GB")
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,10 +106,12 @@ def main_target() -> str:
 
 
 # chain, tree and agree roles run our kernels on every call (SGLANG_KIMI_EAGLE3_KERNELS=ours): they are what these
-# tests check live. Under the default `auto` the bundled H200 table leaves the verify ops to SGLang (they run outside
-# its CUDA graphs, where our eager call costs more), and the tiny pair's draft head has no measured shape: `auto`
-# would run none of ours here.
+# tests check live. Under the default `auto` the bundled H200 table runs ours only at the shapes it lists (tree
+# sampling, argmax + verify at bs >= 16), and the tiny pair's draft head has no measured shape.
 OURS = {"SGLANG_KIMI_EAGLE3_KERNELS": "ours"}
+# the agree roles measure the drafter's per-position acceptance of the fixed 3-step chain: adaptive steps (on by
+# default for chain launches) could move them off it; the chain role keeps the default
+FIXED = {"SGLANG_KIMI_EAGLE3_ADAPTIVE": "off"}
 
 
 def all_roles() -> dict[str, Role]:
@@ -120,7 +123,8 @@ def all_roles() -> dict[str, Role]:
         if t != main:
             roles += [Role(f"chain-{t}", t, "chain", dict(OURS)), Role(f"tree-{t}", t, "tree", dict(OURS)), Role(f"plain-{t}", t)]
     roles.append(Role("upstream", main, "chain", {"SGLANG_KIMI_EAGLE3_KERNELS": "upstream"}))
-    roles += [Role(f"agree-{q:g}", main, "chain", dict(OURS), agreement=q, long_tokens=LONG_TOKENS) for q in AGREEMENTS]
+    roles += [Role(f"agree-{q:g}", main, "chain", {**OURS, **FIXED}, agreement=q, long_tokens=LONG_TOKENS)
+              for q in AGREEMENTS]
     return {r.name: r for r in roles + EXTRA_ROLES}
 
 
