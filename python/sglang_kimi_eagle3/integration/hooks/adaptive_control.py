@@ -55,6 +55,7 @@ def attach(slot, entry: dict) -> None:
     from ...planner.adaptive_control import Controller
 
     slot._kimi_eagle3_ctl = Controller.from_entry(list(slot.candidate_steps), entry, slot.current_steps)
+    slot._kimi_eagle3_sglang_update = slot.update  # SGLang's own, bound: taken back if ours ever raises
     slot.current_steps = slot._kimi_eagle3_ctl.steps
     slot.update = types.MethodType(_update, slot)
 
@@ -62,7 +63,12 @@ def attach(slot, entry: dict) -> None:
 def _update(slot, num_correct_drafts_per_req) -> bool:
     ctl = slot._kimi_eagle3_ctl
     old = ctl.steps
-    new = ctl.update(list(num_correct_drafts_per_req))
+    try:
+        new = ctl.update(list(num_correct_drafts_per_req))
+    except Exception as exc:  # never take the scheduler down: this slot goes back to SGLang's logic, the row says so
+        slot.update = slot._kimi_eagle3_sglang_update
+        hookstatus.record(NAME, TARGET, "failed", f"controller raised, slot back to SGLang's: {type(exc).__name__}: {exc}")
+        return slot.update(num_correct_drafts_per_req)
     if new is None:
         return False
     slot.current_steps = new
