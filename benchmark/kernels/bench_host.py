@@ -14,7 +14,9 @@ Providers: `sglang` (its JIT CUDA kernel; greedy: torch.argmax + JIT verify_tree
 launch plan and compiled launchers, ops/_host.py), `ours_hook` (the whole hook path a server takes: dispatch,
 count, op; the process runs with SGLANG_KIMI_EAGLE3_KERNELS=ours unless set, so the hook takes our kernel whatever
 the bundled table says), `ours_binder` (the same kernels through Triton's binder with guards and fresh workspaces
-on every call: the path before launch plans). Rounds alternate the providers (A B C D A B C D ...); the row is the
+on every call: the path before launch plans), and for argmax + verify `ours_2launch` (the plan with the table's
+config but "fused": false: split argmax and walk as two launches, the path before the one-launch kernel).
+Rounds alternate the providers (A B C D A B C D ...); the row is the
 median over rounds, with min and max. The file's `fast_path` says whether the compiled launchers ran ("" = yes).
 
     python -m benchmark.kernels.bench_host [--rounds 3] [--calls 200] [--bs 1 4 16 64]   (repository root, a GPU)
@@ -109,8 +111,10 @@ def providers(bs: int):
         return dispatch.call(verify_kernels.H1, verify_kernels.shape_key(bs, N), logits.device, "",
                              lambda: av.argmax_verify_greedy(*go, gc, gr, gn, gs, logits), sglang_greedy)
 
+    two = dict(av.argmax_config(bs * N, V, bs, N, dev, None, None), fused=False)  # the table's config, two launches
     greedy = {"sglang": sglang_greedy, "ours": lambda: av.argmax_verify_greedy(*go, gc, gr, gn, gs, logits),
-              "ours_hook": ours_greedy_hook, "ours_binder": lambda: av.launch_binder(*go, gc, gr, gn, gs, logits)}
+              "ours_hook": ours_greedy_hook, "ours_binder": lambda: av.launch_binder(*go, gc, gr, gn, gs, logits),
+              "ours_2launch": lambda: av.argmax_verify_greedy(*go, gc, gr, gn, gs, logits, config=two)}
     return {"tree_sampling": sampling, "argmax+verify": greedy}
 
 

@@ -23,9 +23,10 @@ kernel is a generic one):
   draft lm_head   ours _lm_head_gemv_kernel; SGLang's: the kernel right before a draft top-k on its stream,
                   skipping copies, casts and softmax (its cuBLAS GEMM has no name of its own)
   draft top-k     ours _row_topk_kernel; SGLang's _draft_topk1_* (top-1) and torch.topk's kernels (top-k > 1)
-  greedy verify   ours _split_argmax_kernel + verify_greedy_kernel; SGLang's VerifyTreeGreedy + the
-                  torch.argmax right before it
-  sampling verify ours _walk_kernel, _tile_sums_kernel, _sample_kernel; SGLang's TreeSpeculativeSamplingTargetOnly
+  greedy verify   ours _argmax_verify_kernel (one launch; with "fused": false _split_argmax_kernel +
+                  verify_greedy_kernel); SGLang's VerifyTreeGreedy + the torch.argmax right before it
+  sampling verify ours _tree_sampling_kernel (one launch; with "fused": false _walk_kernel, _tile_sums_kernel,
+                  _sample_kernel); SGLang's TreeSpeculativeSamplingTargetOnly
 """
 
 from __future__ import annotations
@@ -44,8 +45,9 @@ FAMILIES = {  # family -> (ours, SGLang's by name)
     "draft top-k": (r"_row_topk_kernel",
                     r"_draft_topk1_(partial_argmax|finalize)_kernel|gatherTopK|sbtopk|mbtopk|radixFindKthValues|"
                     r"computeBlockwise(WithinKCounts|KthCounts)"),
-    "greedy verify": (r"_split_argmax_kernel|verify_greedy_kernel", r"VerifyTreeGreedy"),
-    "sampling verify": (r"_walk_kernel|_tile_sums_kernel|_sample_kernel", r"TreeSpeculativeSamplingTargetOnly"),
+    "greedy verify": (r"_argmax_verify_kernel|_split_argmax_kernel|verify_greedy_kernel", r"VerifyTreeGreedy"),
+    "sampling verify": (r"_tree_sampling_kernel|_walk_kernel|_tile_sums_kernel|_sample_kernel",
+                        r"TreeSpeculativeSamplingTargetOnly"),
 }
 # SGLang's kernels found by position: (family, anchor on the same stream, kernels skipped walking back, must match)
 BEFORE = (

@@ -23,11 +23,14 @@ def assert_same(ref, ours):
     for name, a, b in zip(("predicts", "accept_index", "accept_token_num"), ref, ours):
         assert torch.equal(a, b), f"{name} differs:\nref  {a.tolist()}\nours {b.tolist()}"
 
-# split argmax configs: several splits, splits that do not divide the vocab, several rows per program
+# split argmax configs: several splits, splits that do not divide the vocab, several rows per program (the two
+# kernels), one launch (the default: fused) with one split, several, and splits from min_programs
 CONFIGS = [
     {"block": 16, "splits": 1},
     {"block": 16, "splits": 3, "rows_per_program": 4},
     {"block": 32, "min_programs": 64, "rows_per_program": 2, "verify_rows_per_program": 4},
+    {"block": 64, "splits": 3},
+    {"block": 64, "min_programs": 8, "chunk": 32},
 ]
 
 
@@ -129,3 +132,31 @@ def test_guards():
         argmax_verify_greedy(*outputs(2, 4, 4), *c[:4], c[4][:7])
     with pytest.raises(ValueError, match="logits"):
         argmax_verify_greedy(*outputs(2, 4, 4), *c[:4], c[4].double())
+
+
+@pytest.mark.parametrize("config", [CONFIGS[3], CONFIGS[4], {"block": 16, "splits": 3, "fused": False}])
+def test_retrive_index_across_requests(config):
+    """retrive_index may name rows of other requests (the contract's flat row indices; SGLang's trees never do): the
+    fused launch walks such a request after every request's partials are in (its global counter), so the outputs
+    still match the reference; a second call on the same plan (counters and flags reset) too."""
+    bs, n, vocab = 3, 4, 90
+    c = case(21, bs, n, 1, 3, vocab, p_match=0.9)
+    cand, ridx, nxt, sib, logits, s = c
+    ridx = ridx.clone()
+    ridx[0] = ridx[0] + n  # request 0 reads request 1's rows, request 1 reads request 2's
+    ridx[1] = ridx[1] + n
+    am = torch.argmax(logits, -1)
+    cand = cand.clone()
+    cand[0, 1:] = am[ridx[0, :-1]]  # a chain that accepts on the rows it reads
+    for _ in range(2):
+        assert_same(*run_both(cand, ridx, nxt, sib, logits, s, config))
+
+
+def test_the_default_config_is_one_launch():
+    from sglang_kimi_eagle3.ops import _host
+
+    c = case(5, 2, 4, 1, 3, 300)
+    before = dict(_host._PLANS)
+    assert_same(*run_both(*c, None))
+    new = [p for k, p in _host._PLANS.items() if k not in before]
+    assert len(new) == 1 and new[0].fused is not None and new[0].sem.tolist() == [0] * 5

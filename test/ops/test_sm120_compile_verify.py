@@ -43,6 +43,15 @@ def _greedy_cases():
                     **{k: "i32" for k in ("stride_row", "R", "V", "CH", "SP")}},
                    {"BR": br, "BLOCK": block, "EVEN": even, "USE_PDL": pdl},
                    ["part_key_ptr", "part_idx_ptr", "logits_ptr", "stride_row", "V", "CH"], warps)
+        np_, fblock, _fch, fsplits, fwarps, feven = av.fused_plan(bs, n, VOCAB, cfg)
+        for dtype in ("fp32", "bf16") if av.fused_applies(cfg, n) else ():
+            yield (f"argmax_verify-{dtype}-np{np_}-b{fblock}-spp{vg.pow2(fsplits, 1)}-w{fwarps}-even{int(feven)}",
+                   av._argmax_verify_kernel,
+                   {"predicts_ptr": I32, "accept_index_ptr": I32, "accept_num_ptr": I32, "part_key_ptr": I32,
+                    "part_idx_ptr": I32, "sem_ptr": I32, **TREE, "logits_ptr": "*" + dtype,
+                    **{k: "i32" for k in ("stride_row", "bs", "S", "N", "V", "CH", "SP")}},
+                   {"NP": np_, "BLOCK": fblock, "SPP": vg.pow2(fsplits, 1), "EVEN": feven},
+                   ["part_key_ptr", "part_idx_ptr", "logits_ptr", "stride_row", "V", "CH"], fwarps)
         vcfg = {"rows_per_program": cfg.get("verify_rows_per_program", 1)}
         if "verify_num_warps" in cfg:
             vcfg["num_warps"] = cfg["verify_num_warps"]
@@ -76,7 +85,7 @@ def _sampling_cases():
                 "draft_probs_ptr": F32, "work_ptr": I64, "coin_ptr": F32, **{k: "i32" for k in ("bs", "V", "T")}},
                {"BB": pl["sample_bb"], "TP": pl["TP"], "G": pl["G"], "USE_PDL": pdl}, ["target_probs_ptr", "draft_probs_ptr", "V"],
                pl["sample_warps"])
-        yield (f"tree_fused-np{pl['np']}-tp{pl['TP']}-g{pl['G']}-w{pl['sum_warps']}", ts._fused_kernel,
+        yield (f"tree_fused-np{pl['np']}-tp{pl['TP']}-g{pl['G']}-w{pl['sum_warps']}", ts._tree_sampling_kernel,
                {"predicts_ptr": I32, "accept_index_ptr": I32, "accept_num_ptr": I32, "draft_probs_ptr": F32,
                 "tile_sum_ptr": F32, "tile_last_ptr": I32, "sem_ptr": I32, **TREE, "coins_ptr": F32,
                 "target_probs_ptr": F32, "final_ptr": F32, "threshold_single": "fp32", "threshold_acc": "fp32",

@@ -139,7 +139,13 @@ def walk(acc, offs, S):
 def load_tree_block(cand_ptr, ridx_ptr, nxt_ptr, sib_ptr, bs, N, NP: tl.constexpr, BB: tl.constexpr):
     """This program's BB requests x NP node slots: candidates, retrive_index/next_token/next_sibling.
     Masked slots (past bs or N) read -1. Request ids in int64 (row offsets may pass 2**31)."""
-    b = tl.program_id(0).to(tl.int64) * BB + tl.arange(0, BB)
+    return load_tree_rows(cand_ptr, ridx_ptr, nxt_ptr, sib_ptr, tl.program_id(0).to(tl.int64) * BB, bs, N, NP, BB)
+
+
+@triton.jit
+def load_tree_rows(cand_ptr, ridx_ptr, nxt_ptr, sib_ptr, b0, bs, N, NP: tl.constexpr, BB: tl.constexpr):
+    """load_tree_block of the requests b0 .. b0+BB-1 (b0 int64)."""
+    b = b0 + tl.arange(0, BB)
     bm = b < bs
     offs = tl.arange(0, NP)
     nm = bm[:, None] & (offs[None, :] < N)

@@ -1,12 +1,15 @@
 """Greedy verify straight from the target logits: split-vocabulary argmax feeding the tree walk.
 
 Same outputs and in-place writes as `verify_tree_greedy(..., target_predict=argmax(logits))`
-(SGLang's `eagle_sample` greedy branch), without materialising target_predict: two launches (the
-second a programmatic dependent launch on SM90+, so it starts while the first runs),
-  1. `_split_argmax_kernel`, grid (row blocks, vocab splits): each program reduces its slice of
-     logits [bs*N, V] to (key, first column of the maximum) per row -> partials [bs*N, splits];
-  2. `verify_greedy.verify_greedy_kernel` (FROM_PARTIALS): per request, combines the partials of
-     its rows (largest key, lowest column) and walks the tree.
+(SGLang's `eagle_sample` greedy branch), without materialising target_predict. By default one launch,
+`_argmax_verify_kernel`, grid (requests, splits): program (b, j) reduces split j of request b's N rows of
+logits [bs*N, V] to (key, first column of the maximum) per row -> partials [bs*N, splits], and the last of
+b's programs to finish (a counter per request, reset by that program) combines b's partials (largest key,
+lowest column) and walks b's tree. SGLang calls this op eagerly, so one launch is one launcher call of host
+time. With "fused": false, a config packing several rows or requests into a program, or more than
+FUSED_MAX_N draft tokens, two launches (the second a programmatic dependent launch on SM90+):
+  1. `_split_argmax_kernel`, grid (row blocks, vocab splits) -> the same partials;
+  2. `verify_greedy.verify_greedy_kernel` (FROM_PARTIALS): per request, combine and walk.
 Numerics match torch.argmax: ties -> lowest index; NaN is the maximum (first NaN wins); -0.0 == +0.0.
 Splits (argmax_plan): enough programs to fill the GPU at small batch, slices of at most `chunk`
 columns at large batch (many short programs, so no half-empty last wave).
@@ -19,10 +22,10 @@ import triton
 import triton.language as tl
 
 from ._host import Step, cdiv, next_power_of_2, op_key, plan
-from ._tree import cached_plan, check_tree_inputs, pow2, walk_config
+from ._tree import cached_plan, check_tree_inputs, load_tree_rows, pow2, walk_config
 from .arch import Unsupported, num_sms, op_config, pdl_supported
 from .tables import launch_table
-from .verify_greedy import verify_greedy_kernel, verify_tree_greedy_ref
+from .verify_greedy import greedy_walk, verify_greedy_kernel, verify_tree_greedy_ref
 
 
 @triton.jit
@@ -38,25 +41,8 @@ def _f32_key(x):
 
 
 @triton.jit
-def _split_argmax_kernel(
-    part_key_ptr,  # out [R, SP] int32: _f32_key of the slice maximum
-    part_idx_ptr,  # out [R, SP] int32: first column holding it
-    logits_ptr,  # [R, V] fp32/bf16/fp16, unit column stride
-    stride_row,
-    R,
-    V,
-    CH,  # columns per split (a multiple of BLOCK)
-    SP,
-    BR: tl.constexpr,
-    BLOCK: tl.constexpr,
-    EVEN: tl.constexpr,  # V % CH == 0 and R % BR == 0: no masks
-    USE_PDL: tl.constexpr,
-):
-    if USE_PDL:
-        tl.extra.cuda.gdc_launch_dependents()  # the verify kernel may start and load its tree now
-    r = tl.program_id(0).to(tl.int64) * BR + tl.arange(0, BR)
-    rm = r < R
-    lo = tl.program_id(1) * CH
+def _slice_argmax(logits_ptr, r, rm, stride_row, lo, CH, V, BR: tl.constexpr, BLOCK: tl.constexpr, EVEN: tl.constexpr):
+    """(key, first column) of the maximum of rows r [BR] over the columns lo .. lo+CH-1 (masked at V unless EVEN)."""
     lane = lo + tl.arange(0, BLOCK)
     # per lane: the largest value seen and its first column; a lane of -inf keeps its first column
     best = tl.full([BR, BLOCK], float("-inf"), tl.float32)
@@ -80,8 +66,89 @@ def _split_argmax_kernel(
     winner = tl.where(any_nan[:, None] != 0, is_nan, best == vmax[:, None])
     col = tl.min(tl.where(winner, best_col, 2**30), axis=1)
     key = tl.where(any_nan != 0, 0x7FFFFFFF, _f32_key(vmax))
+    return key, col
+
+
+@triton.jit
+def _split_argmax_kernel(
+    part_key_ptr,  # out [R, SP] int32: _f32_key of the slice maximum
+    part_idx_ptr,  # out [R, SP] int32: first column holding it
+    logits_ptr,  # [R, V] fp32/bf16/fp16, unit column stride
+    stride_row,
+    R,
+    V,
+    CH,  # columns per split (a multiple of BLOCK)
+    SP,
+    BR: tl.constexpr,
+    BLOCK: tl.constexpr,
+    EVEN: tl.constexpr,  # V % CH == 0 and R % BR == 0: no masks
+    USE_PDL: tl.constexpr,
+):
+    if USE_PDL:
+        tl.extra.cuda.gdc_launch_dependents()  # the verify kernel may start and load its tree now
+    r = tl.program_id(0).to(tl.int64) * BR + tl.arange(0, BR)
+    rm = r < R
+    key, col = _slice_argmax(logits_ptr, r, rm, stride_row, tl.program_id(1) * CH, CH, V, BR, BLOCK, EVEN)
     tl.store(part_key_ptr + r * SP + tl.program_id(1), key, mask=rm)
     tl.store(part_idx_ptr + r * SP + tl.program_id(1), col, mask=rm)
+
+
+@triton.jit
+def _argmax_verify_kernel(
+    predicts_ptr,  # mutable [bs*N] int32
+    accept_index_ptr,  # mutable [bs, S] int32
+    accept_num_ptr,  # mutable [bs] int32
+    part_key_ptr,  # workspace [bs*N, SP] int32
+    part_idx_ptr,  # workspace [bs*N, SP] int32
+    sem_ptr,  # workspace [2*bs + 1] int32, 0 between launches: per-request counters, foreign flags, a global counter
+    cand_ptr,
+    ridx_ptr,
+    nxt_ptr,
+    sib_ptr,
+    logits_ptr,  # [bs*N, V] fp32/bf16/fp16, unit column stride
+    stride_row,
+    bs,
+    S,
+    N,
+    V,
+    CH,  # columns per split (a multiple of BLOCK)
+    SP,
+    NP: tl.constexpr,
+    BLOCK: tl.constexpr,
+    SPP: tl.constexpr,
+    EVEN: tl.constexpr,  # V % CH == 0 and N == NP: no masks
+):
+    """Both launches in one, grid (bs, SP): program (b, j) reduces split j of request b's N rows to partials and
+    bumps b's counter; the last of b's programs to arrive walks b's tree from the partials (read through L2) and
+    resets the counter (release/acquire as tree_sampling's fused draw). A request whose retrive_index points
+    outside its own N rows (never on a SGLang tree: row b*N + i) needs rows of other requests: its last program
+    flags it, and the last request to finish (a global counter) walks every flagged request."""
+    b = tl.program_id(0).to(tl.int64)
+    offs = tl.arange(0, NP)
+    r = b * N + offs
+    key, col = _slice_argmax(logits_ptr, r, offs < N, stride_row, tl.program_id(1) * CH, CH, V, NP, BLOCK, EVEN)
+    tl.store(part_key_ptr + r * SP + tl.program_id(1), key, mask=offs < N)
+    tl.store(part_idx_ptr + r * SP + tl.program_id(1), col, mask=offs < N)
+    tl.debug_barrier()
+    if tl.atomic_add(sem_ptr + b, 1, sem="acq_rel") == SP - 1:
+        bb, bm, offs2, nm, row, cand, ridx, nxt, sib = load_tree_rows(cand_ptr, ridx_ptr, nxt_ptr, sib_ptr, b, bs, N,
+                                                                       NP, 1)
+        foreign = tl.max((nm & (ridx >= 0) & ((ridx < b * N) | (ridx >= b * N + N))).to(tl.int32))
+        if foreign == 0:
+            greedy_walk(predicts_ptr, accept_index_ptr, accept_num_ptr, ridx_ptr, part_key_ptr, part_idx_ptr, bb, bm,
+                        offs2, nm, cand, ridx, nxt, sib, S, bs * N, SP, NP, SPP, True, True)
+        else:
+            tl.store(sem_ptr + bs + b, 1)
+        tl.store(sem_ptr + b, 0)  # for the next launch / graph replay
+        if tl.atomic_add(sem_ptr + 2 * bs, 1, sem="acq_rel") == bs - 1:
+            for f in range(0, bs):
+                if tl.load(sem_ptr + bs + f, cache_modifier=".cg") != 0:
+                    fb, fm, fo, fn, frow, fc, fr, fx, fs = load_tree_rows(cand_ptr, ridx_ptr, nxt_ptr, sib_ptr,
+                                                                          f + b * 0, bs, N, NP, 1)
+                    greedy_walk(predicts_ptr, accept_index_ptr, accept_num_ptr, ridx_ptr, part_key_ptr, part_idx_ptr,
+                                fb, fm, fo, fn, fc, fr, fx, fs, S, bs * N, SP, NP, SPP, True, True)
+                    tl.store(sem_ptr + bs + f, 0)
+            tl.store(sem_ptr + 2 * bs, 0)
 
 
 def _verify_walk(n: int, bs: int, vcfg: dict) -> tuple[int, int, int]:
@@ -135,6 +202,10 @@ def argmax_verify_greedy(
              lambda: _ArgmaxPlan(tensors, config, table))
     if p.bs == 0:
         return
+    if p.fused is not None:
+        p.fused(predicts, accept_index, accept_token_num, p.part_key, p.part_idx, p.sem, candidates, retrive_index,
+                retrive_next_token, retrive_next_sibling, logits, *p.fused_tail)
+        return
     p.argmax(p.part_key, p.part_idx, logits, *p.argmax_tail)
     p.verify(predicts, accept_index, accept_token_num, candidates, retrive_index, retrive_next_token,
              retrive_next_sibling, candidates, p.part_key, p.part_idx, *p.verify_tail)
@@ -154,6 +225,15 @@ class _ArgmaxPlan:
             return
         rows, vocab = logits.shape
         cfg = argmax_config(rows, vocab, bs, n, logits.device, config, table)
+        self.fused = None
+        if fused_applies(cfg, n):
+            np_, block, ch, splits, warps, even = fused_plan(bs, n, vocab, cfg)
+            self.part_key = torch.empty((rows, splits), dtype=torch.int32, device=logits.device)
+            self.part_idx = torch.empty((rows, splits), dtype=torch.int32, device=logits.device)
+            self.sem = torch.zeros(2 * bs + 1, dtype=torch.int32, device=logits.device)
+            self.fused = Step(_argmax_verify_kernel, (bs, splits), num_warps=warps)
+            self.fused_tail = (logits.stride(0), bs, s, n, vocab, ch, splits, np_, block, pow2(splits, 1), even)
+            return
         br, block, ch, splits, warps, even = argmax_plan(rows, vocab, cfg)
         pdl = bool(cfg.get("pdl", True)) and pdl_supported(logits.device)
         self.part_key = torch.empty((rows, splits), dtype=torch.int32, device=logits.device)
@@ -163,6 +243,33 @@ class _ArgmaxPlan:
         np_, bb, vwarps = _verify_walk(n, bs, verify_config(cfg))
         self.verify = Step(verify_greedy_kernel, (cdiv(bs, bb),), num_warps=vwarps, launch_pdl=pdl)
         self.verify_tail = (bs, s, n, rows, splits, np_, bb, pow2(splits, 1), True, pdl)
+
+
+FUSED_MAX_N = 16  # larger trees: the walk's [NP, NP] tiles beside the argmax's spill registers (SM120, 8 warps)
+
+
+def fused_applies(cfg: dict, n: int) -> bool:
+    """One launch (_argmax_verify_kernel) unless the config says "fused": false or packs several rows or requests into a
+    program, or the tree has more than FUSED_MAX_N nodes (the two kernels take those)."""
+    return (bool(cfg.get("fused", True)) and int(cfg.get("rows_per_program", 1)) == 1
+            and int(cfg.get("verify_rows_per_program", 1)) == 1 and n <= FUSED_MAX_N)
+
+
+def fused_plan(bs: int, n: int, vocab: int, cfg: dict) -> tuple[int, int, int, int, int, bool]:
+    """(NP, BLOCK, columns per split, splits, num_warps, EVEN) of the fused kernel: a program reduces one request's
+    N rows (NP = N rounded up to a power of 2) over BLOCK = block / NP columns at a time (the tile of the split
+    kernel's one row), and the splits per request are argmax_plan's with the request as the row; at most
+    8192 / NP splits (the walk holds NP x splits partials in registers)."""
+    np_ = pow2(n, 1)
+    block = min(int(cfg.get("block", 2048)), max(16, int(cfg.get("block", 2048)) // np_))
+    sub = {k: v for k, v in cfg.items() if k not in ("rows_per_program",)}
+    sub["block"] = block
+    if not int(cfg.get("splits", 0)):
+        nblk = cdiv(vocab, block)
+        want = max(cdiv(vocab, int(cfg.get("chunk", 16384))), cdiv(int(cfg.get("min_programs", 528)), bs))
+        sub["splits"] = max(1, min(want, nblk, max(1, 8192 // np_)))
+    _, block, ch, splits, warps, _ = argmax_plan(bs, vocab, sub)
+    return np_, block, ch, splits, warps, vocab % ch == 0 and n == np_
 
 
 def check_logits(predicts, accept_index, accept_token_num, candidates, retrive_index, retrive_next_token,

@@ -24,7 +24,7 @@ Parallel over the vocabulary (SGLang runs one 1024-thread block per request over
      last positive column.
   3. `_sample_kernel` (per request): cumulative tile sums pick the tile holding u, one tile scan
      picks the token.
-By default (launch config "fused", default true) the three are one launch, `_fused_kernel`, grid (requests,
+By default (launch config "fused", default true) the three are one launch, `_tree_sampling_kernel`, grid (requests,
 tile programs): every program runs its request's walk in registers, sums its tiles with the last node's
 rejected children zeroed (exactly what the walk's draft_probs writes make them), and the last program of the
 request to finish (a counter per request, reset by that program) draws the token. One launch is one launcher
@@ -231,7 +231,7 @@ def _unrejected(x, cols, rtok, offs, N):
 
 
 @triton.jit
-def _fused_kernel(
+def _tree_sampling_kernel(
     predicts_ptr,  # mutable [bs*N] int32
     accept_index_ptr,  # mutable [bs, S] int32
     accept_num_ptr,  # mutable [bs] int32
@@ -414,11 +414,11 @@ class _SamplingPlan:
         self.tile_sum = torch.empty((bs, tiles), dtype=torch.float32, device=dev)
         self.tile_last = torch.empty((bs, tiles), dtype=torch.int32, device=dev)
         self.fused = None
-        # one launch (_fused_kernel, one request per program) unless "fused": false or a config packs several
+        # one launch (_tree_sampling_kernel, one request per program) unless "fused": false or a config packs several
         # requests into a program (then the three kernels, which take such configs)
         if cfg.get("fused", True) and pl["walk_bb"] == pl["sum_bb"] == pl["sample_bb"] == 1:
             self.sem = torch.zeros(bs, dtype=torch.int32, device=dev)
-            self.fused = Step(_fused_kernel, (bs, cdiv(tiles, pl["tps"])), num_warps=pl["sum_warps"])
+            self.fused = Step(_tree_sampling_kernel, (bs, cdiv(tiles, pl["tps"])), num_warps=pl["sum_warps"])
             self.fused_tail = (bs, s, n, vocab, tiles, pl["tps"], pl["np"], pl["TP"], g)
             return
         self.walk = Step(_walk_kernel, (cdiv(bs, pl["walk_bb"]),), num_warps=pl["walk_warps"])
@@ -490,7 +490,7 @@ def sampling_plan(bs: int, n: int, vocab: int, cfg: dict) -> dict:
     """Launch parameters of the three kernels for one call (pure: used by the launcher and the
     SM120 compile test). cfg keys: walk_rows_per_program, walk_num_warps, rows_per_program,
     num_warps, tiles_per_program (tile sums), sample_rows_per_program, sample_num_warps, pdl; and "fused"
-    (tree_speculative_sampling: one launch, _fused_kernel with num_warps and tiles_per_program; default true, taken
+    (tree_speculative_sampling: one launch, _tree_sampling_kernel with num_warps and tiles_per_program; default true, taken
     when every *rows_per_program is 1)."""
     wcfg = {"rows_per_program": cfg.get("walk_rows_per_program", 1)}
     if "walk_num_warps" in cfg:

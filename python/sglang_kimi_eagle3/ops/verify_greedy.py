@@ -70,17 +70,32 @@ def verify_greedy_kernel(
     USE_PDL: tl.constexpr,  # launched as a programmatic dependent of _split_argmax_kernel
 ):
     b, bm, offs, nm, row, cand, ridx, nxt, sib = load_tree_block(cand_ptr, ridx_ptr, nxt_ptr, sib_ptr, bs, N, NP, BB)
-    rok = nm & (ridx >= 0) & (ridx < R)
     if USE_PDL:
         tl.extra.cuda.gdc_wait()  # the tree is loaded; the partials need the argmax grid finished
+    greedy_walk(predicts_ptr, accept_index_ptr, accept_num_ptr, target_ptr, part_key_ptr, part_idx_ptr, b, bm, offs, nm,
+                cand, ridx, nxt, sib, S, R, SP, NP, SPP, FROM_PARTIALS, False)
+
+
+@triton.jit
+def greedy_walk(predicts_ptr, accept_index_ptr, accept_num_ptr, target_ptr, part_key_ptr, part_idx_ptr, b, bm, offs, nm,
+                cand, ridx, nxt, sib, S, R, SP, NP: tl.constexpr, SPP: tl.constexpr, FROM_PARTIALS: tl.constexpr,
+                CG: tl.constexpr):
+    """The walk of the requests b [BB] (their tree block loaded: load_tree_block) and its writes. Target token of
+    each node from target_predict, or (FROM_PARTIALS) from the split-argmax partials, read through L2 when CG
+    (written by other programs of the same launch: argmax_verify's fused kernel)."""
+    rok = nm & (ridx >= 0) & (ridx < R)
     if FROM_PARTIALS:
         # target token of node i = argmax of logits row ridx[i]: the largest split key, then the
         # lowest column among the splits holding it (each split stored its own first maximum).
         sp = tl.arange(0, SPP)
         pm = rok[:, :, None] & (sp[None, None, :] < SP)
         poff = ridx[:, :, None] * SP + sp[None, None, :]
-        key = tl.load(part_key_ptr + poff, mask=pm, other=-(2**31))
-        col = tl.load(part_idx_ptr + poff, mask=pm, other=2**30)
+        if CG:
+            key = tl.load(part_key_ptr + poff, mask=pm, other=-(2**31), cache_modifier=".cg")
+            col = tl.load(part_idx_ptr + poff, mask=pm, other=2**30, cache_modifier=".cg")
+        else:
+            key = tl.load(part_key_ptr + poff, mask=pm, other=-(2**31))
+            col = tl.load(part_idx_ptr + poff, mask=pm, other=2**30)
         kmax = tl.max(key, axis=2)
         tgt = tl.min(tl.where(key == kmax[:, :, None], col, 2**30), axis=2).to(tl.int64)
         tgt = tl.where(rok, tgt, -1)
