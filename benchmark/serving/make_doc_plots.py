@@ -1,7 +1,7 @@
 """Re-make the example plots in docs/img (needs the 'plot' extra). Two kinds, labelled as what they are:
 
 1. bench_stub_*.png: `sglang-kimi-eagle3 bench` run against two protocol stubs on 127.0.0.1
-   (benchmark/serving/protocol_stub.py), one "speculative" with SYNTHETIC per-position acceptance
+   (ProtocolStub of test/bench/stub_server.py), one "speculative" with SYNTHETIC per-position acceptance
    0.8 / 0.6 / 0.45 and one plain, with SYNTHETIC timing. It shows what the tool reports; it measures
    no model and no GPU.
 2. planner_*.png: `sglang-kimi-eagle3 plan` PREDICTIONS for the two bundled hardware profiles with the
@@ -20,9 +20,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 REL = HERE.relative_to(ROOT)
-sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(ROOT / "test" / "bench"))  # stub_server.py: the protocol stub
 
-from protocol_stub import ProtocolStub, StubConfig  # noqa: E402
+from stub_server import ProtocolStub, StubConfig  # noqa: E402
 
 from sglang_kimi_eagle3.cli import main as cli  # noqa: E402
 

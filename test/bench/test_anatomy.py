@@ -117,7 +117,7 @@ def test_only_an_argmax_right_before_sglangs_verify_is_its_greedy_verify():
 def test_capture_profiles_a_running_server_and_summarizes_its_trace(tmp_path):
     """The capture loop against the protocol stub's /start_profile (a SYNTHETIC one-kernel trace): request sent
     with SGLang's fields, the new file found in the folder, parsed, and the traffic drained."""
-    from protocol_stub import ProtocolStub, StubConfig
+    from stub_server import ProtocolStub, StubConfig
 
     with ProtocolStub(StubConfig(pass_ms=0.1)) as url:
         rc = A.main(["capture", "--server", f"auto={url}", "--concurrency", "2", "--temperatures", "0,0.7", "--steps", "3",

@@ -2,7 +2,7 @@
 
 import socket
 
-from protocol_stub import ProtocolStub, StubConfig
+from stub_server import ProtocolStub, StubConfig
 from sglang_kimi_eagle3.bench.client import generate, parse_spec, server_info
 
 SP = {"max_new_tokens": 24, "temperature": 0.0}

@@ -6,11 +6,12 @@ import json
 import socket
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
 import e2e
-from protocol_stub import ProtocolStub, StubConfig
+from stub_server import ProtocolStub, StubConfig
 
 FAST = ["--concurrency", "1,2", "--temperatures", "0", "--rounds", "2", "--round-s", "0.25", "--max-new-tokens", "8",
         "--min-requests", "3", "--cold-requests", "1"]
@@ -136,7 +137,7 @@ def _free_port():
 
 def test_servers_from_a_spec_are_started_waited_for_and_stopped(tmp_path):
     ports = [_free_port(), _free_port()]
-    stub = str(e2e.Path(e2e.__file__).with_name("protocol_stub.py"))
+    stub = str(Path(__file__).with_name("stub_server.py"))
     spec = {"servers": [{"name": "plain", "argv": [sys.executable, stub, "--port", str(ports[0]), "--no-spec"]},
                         {"name": "spec", "argv": [sys.executable, stub, "--port", str(ports[1])], "env": {"A": 1}}],
             "concurrency": [1], "temperatures": [0.7], "rounds": 1, "round_s": 0.2, "max_new_tokens": 4, "min_requests": 2}
@@ -184,7 +185,7 @@ def test_a_server_that_dies_at_start_is_dropped_and_the_others_are_measured(tmp_
     """H200, 2026-12-01: one of five servers ran out of GPU memory while loading, and e2e.py gave up on all five.
     A server that exits (or is not healthy in time) is dropped with its reason; the others are measured."""
     port = _free_port()
-    stub = str(e2e.Path(e2e.__file__).with_name("protocol_stub.py"))
+    stub = str(Path(__file__).with_name("stub_server.py"))
     dead = [sys.executable, "-c", "import sys; print('CUDA out of memory'); sys.exit(3)"]
     spec = {"servers": [{"name": "plain", "argv": [sys.executable, stub, "--port", str(port), "--no-spec"]},
                         {"name": "auto", "argv": dead, "url": f"http://127.0.0.1:{_free_port()}"},

@@ -5,7 +5,7 @@ titles whole and inside the figure."""
 import json
 
 import pytest
-from protocol_stub import ProtocolStub, StubConfig
+from stub_server import ProtocolStub, StubConfig
 
 from sglang_kimi_eagle3.bench.plots import acceptance_figure, tau_speedup_figure
 from sglang_kimi_eagle3.cli import main as cli_main

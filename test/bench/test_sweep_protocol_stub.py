@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from protocol_stub import ProtocolStub, StubConfig
+from stub_server import ProtocolStub, StubConfig
 from sglang_kimi_eagle3.bench.plots import plot_bench
 from sglang_kimi_eagle3.cli import main as cli_main
 

@@ -6,7 +6,7 @@ import statistics
 
 import e2e
 import make_workload
-from protocol_stub import ProtocolStub, StubConfig
+from stub_server import ProtocolStub, StubConfig
 from sglang_kimi_eagle3.bench import workload
 from sglang_kimi_eagle3.commands.bench import main as bench_main
 from sglang_kimi_eagle3.errors import UserError

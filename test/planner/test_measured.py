@@ -14,7 +14,7 @@ from sglang_kimi_eagle3.bench.stats import speedup, summarize
 from sglang_kimi_eagle3.bench.step_costs import level_costs
 from sglang_kimi_eagle3.cli import main as cli_main
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmark" / "serving"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))  # stub_server.py: the protocol stub
 INFO = {"model_path": "fixture", "speculative_algorithm": "EAGLE3", "speculative_num_steps": 3,
         "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4}
 
@@ -138,7 +138,7 @@ def test_bad_step_costs_are_one_line_exit_2(tmp_path, capsys):
 
 def test_bench_then_plan_then_sglangs_loader_reads_the_file(tmp_path, capsys):
     """The live loop's data path on CPU: bench a plain and a speculative HTTP server, plan, adaptive file."""
-    from protocol_stub import ProtocolStub, StubConfig
+    from stub_server import ProtocolStub, StubConfig
 
     asp = pytest.importorskip("sglang.srt.speculative.adaptive_spec_params")
     run = tmp_path / "run.json"
