@@ -147,9 +147,16 @@ def test_upstream_leaves_sglang_untouched():
     assert out["rows"] == dict.fromkeys(ROWS, "skipped")
 
 
-def test_auto_without_a_table_win_installs_no_hook():
-    """No win in the table in effect (this box has no GPU): SGLang's functions stay where they are, unwrapped."""
-    out = _run("auto", calls=False)
+NO_WINS = """
+from sglang_kimi_eagle3.ops import tables
+tables.current_device = lambda: ("NVIDIA H100 80GB HBM3", (9, 0))  # the generic SM90 table: no wins listed
+"""
+
+
+def test_auto_without_a_table_win_installs_no_hook(tmp_path):
+    """No win in the table in effect (an SM90 GPU other than the H200, nothing tuned; on the H200 itself the bundled
+    table lists wins): SGLang's functions stay where they are, unwrapped."""
+    out = _run("auto", calls=False, pre=NO_WINS, SGLANG_KIMI_EAGLE3_TUNE_DIR=str(tmp_path / "tuned"))
     assert not any(out["hooked"].values()) and not any(out["wrapped"].values()), out
     assert out["rows"] == dict.fromkeys(ROWS, "skipped")
 

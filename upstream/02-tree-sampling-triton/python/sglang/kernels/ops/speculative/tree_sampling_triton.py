@@ -125,7 +125,7 @@ def _require_launchable(*tensors) -> None:
 # ----------------------------------------------------------------------------- tree helpers
 
 
-# @ops _tree: pick, take, tree_links, first_child, walk, load_tree_block
+# @ops _tree: pick, take, tree_links, first_child, walk, load_tree_block, load_tree_rows
 
 
 # ----------------------------------------------------------------------------- kernels
