@@ -22,7 +22,8 @@
 #   5. $OUT: device_adaptive-q$Q.log, versions.txt, build-q$Q.log, e2e-q$Q.json, step_ratio-q$Q.json, logs-q$Q.tgz
 #      (server logs, status files with the adaptive_control switch counters)
 # Knobs: DA_Q (0.9), DA_OFF (0), CONC (1,8,32,128), ROUNDS (3), CAP (256: output tokens per request at most), MEMF (0.7: --mem-fraction-static as device_e2e.sh, five servers
-# co-resident), MAXTOK (65536: --max-total-tokens), BUDGET_S (555), STARTUP_S (330), DA_WORK (/tmp/da).
+# co-resident), MAXTOK (65536: --max-total-tokens), BUDGET_S (555), STARTUP_S (330), DA_FIRST_S (420: the staged
+# start's wait for the first server), DA_WORK (/tmp/da).
 set -uo pipefail
 T0=$(date +%s)
 eval "$(benchmark/live/device.sh env)"
@@ -89,7 +90,8 @@ if os.environ.get("DA_OFF", "0") == "1":
 spec = {"servers": [], "baseline": "plain"}
 for name, port, extra, env_extra in servers:
     cache = f"{w}/cache/{name}"
-    env = {"TRITON_CACHE_DIR": f"{cache}/triton", "SGLANG_JIT_CACHE_DIR": f"{cache}/jit",
+    # one JIT cache for all (the servers are not timed cold): see the staged start below
+    env = {"TRITON_CACHE_DIR": f"{cache}/triton", "SGLANG_JIT_CACHE_DIR": f"{w}/cache/jit-shared",
            "TORCHINDUCTOR_CACHE_DIR": f"{cache}/inductor", "XDG_CACHE_HOME": f"{cache}/xdg",
            "FLASHINFER_WORKSPACE_BASE": f"{cache}/flashinfer", "SGLANG_KIMI_EAGLE3_STATUS_DIR": f"{w}/status/{name}",
            "SGLANG_KIMI_EAGLE3_WARMUP": "off", **env_extra}
@@ -100,11 +102,23 @@ for name, port, extra, env_extra in servers:
 json.dump(spec, open(f"{w}/spec-q{q}.json", "w"), indent=1)
 PY
 NAMES=$(python3 -c "import json; print(' '.join(s['name'] for s in json.load(open('$W/spec-q$Q.json'))['servers']))")
+# Staged: the first server alone, until healthy (DA_FIRST_S, 420), then the rest. On 2026-12-02 (evening) five
+# servers started together, each with its own JIT cache, sat in their first CUDA-graph capture for over 7 minutes:
+# a lone deploy-pair server's bs-128 decode capture ran a single-threaded nvcc (cicc) compile for over 100 s, and
+# each of the five paid its own. With one shared SGLANG_JIT_CACHE_DIR the later servers find the first's kernels.
+first=1
 for n in $NAMES; do
   setsid bash "$W/start-$n.sh" > "$W/logs/$n-q$Q.log" 2>&1 < /dev/null &
   PIDS+=($!)
   echo $! > "$W/pid-q$Q-$n"
   say "started $n (pid $!)"
+  if [ $first = 1 ]; then
+    first=0
+    u=$(python3 -c "import json; print(json.load(open('$W/spec-q$Q.json'))['servers'][0]['url'])")
+    end=$(( $(date +%s) + ${DA_FIRST_S:-420} ))
+    until curl -s -m 3 -o /dev/null -w '%{http_code}' "$u/health" | grep -q 200 || [ "$(date +%s)" -ge $end ]; do sleep 3; done
+    say "$n: $(curl -s -m 3 -o /dev/null -w '%{http_code}' "$u/health") after the staged wait; starting the rest"
+  fi
 done
 fi
 # DA_STEP=start: the servers outlive this call (started with setsid); the next call runs DA_STEP=measure at once

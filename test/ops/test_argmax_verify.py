@@ -152,11 +152,15 @@ def test_retrive_index_across_requests(config):
         assert_same(*run_both(cand, ridx, nxt, sib, logits, s, config))
 
 
-def test_the_default_config_is_one_launch():
+def test_the_default_config_is_one_launch_up_to_fused_max_bs():
     from sglang_kimi_eagle3.ops import _host
+    from sglang_kimi_eagle3.ops.argmax_verify import FUSED_MAX_BS
 
-    c = case(5, 2, 4, 1, 3, 300)
-    before = dict(_host._PLANS)
-    assert_same(*run_both(*c, None))
-    new = [p for k, p in _host._PLANS.items() if k not in before]
-    assert len(new) == 1 and new[0].fused is not None and new[0].sem.tolist() == [0] * 5
+    for bs, fused in ((2, True), (FUSED_MAX_BS, True), (FUSED_MAX_BS + 1, False)):
+        c = case(5, bs, 4, 1, 3, 300)
+        before = dict(_host._PLANS)
+        assert_same(*run_both(*c, None))
+        new = [p for k, p in _host._PLANS.items() if k not in before]
+        assert len(new) == 1 and (new[0].fused is not None) == fused, bs
+        if fused:
+            assert new[0].sem.tolist() == [0] * (2 * bs + 1)  # every counter and flag back to 0

@@ -6,8 +6,9 @@ Same outputs and in-place writes as `verify_tree_greedy(..., target_predict=argm
 logits [bs*N, V] to (key, first column of the maximum) per row -> partials [bs*N, splits], and the last of
 b's programs to finish (a counter per request, reset by that program) combines b's partials (largest key,
 lowest column) and walks b's tree. SGLang calls this op eagerly, so one launch is one launcher call of host
-time. With "fused": false, a config packing several rows or requests into a program, or more than
-FUSED_MAX_N draft tokens, two launches (the second a programmatic dependent launch on SM90+):
+time. With "fused": false, a config packing several rows or requests into a program, more than
+FUSED_MAX_N draft tokens or more than FUSED_MAX_BS requests (where the GPU time, not the host's, bounds the
+call), two launches (the second a programmatic dependent launch on SM90+):
   1. `_split_argmax_kernel`, grid (row blocks, vocab splits) -> the same partials;
   2. `verify_greedy.verify_greedy_kernel` (FROM_PARTIALS): per request, combine and walk.
 Numerics match torch.argmax: ties -> lowest index; NaN is the maximum (first NaN wins); -0.0 == +0.0.
@@ -226,7 +227,7 @@ class _ArgmaxPlan:
         rows, vocab = logits.shape
         cfg = argmax_config(rows, vocab, bs, n, logits.device, config, table)
         self.fused = None
-        if fused_applies(cfg, n):
+        if fused_applies(cfg, n, bs):
             np_, block, ch, splits, warps, even = fused_plan(bs, n, vocab, cfg)
             self.part_key = torch.empty((rows, splits), dtype=torch.int32, device=logits.device)
             self.part_idx = torch.empty((rows, splits), dtype=torch.int32, device=logits.device)
@@ -246,13 +247,19 @@ class _ArgmaxPlan:
 
 
 FUSED_MAX_N = 16  # larger trees: the walk's [NP, NP] tiles beside the argmax's spill registers (SM120, 8 warps)
+# Above this batch the two launches: on the H200 (2026-12-02, N 4, bench_host) one launch saved 7-13 µs of host
+# time per call at bs 1-4 but cost GPU time from bs 16 (14.4 vs 12.2 µs; bs 64: 58.0 vs 50.7 µs), where the
+# call is no longer host-bound. A config's "fused_max_bs" overrides it.
+FUSED_MAX_BS = 8
 
 
-def fused_applies(cfg: dict, n: int) -> bool:
+def fused_applies(cfg: dict, n: int, bs: int = 1) -> bool:
     """One launch (_argmax_verify_kernel) unless the config says "fused": false or packs several rows or requests into a
-    program, or the tree has more than FUSED_MAX_N nodes (the two kernels take those)."""
+    program, the tree has more than FUSED_MAX_N nodes or the batch more than "fused_max_bs" (FUSED_MAX_BS)
+    requests (the two kernels take those)."""
     return (bool(cfg.get("fused", True)) and int(cfg.get("rows_per_program", 1)) == 1
-            and int(cfg.get("verify_rows_per_program", 1)) == 1 and n <= FUSED_MAX_N)
+            and int(cfg.get("verify_rows_per_program", 1)) == 1 and n <= FUSED_MAX_N
+            and bs <= int(cfg.get("fused_max_bs", FUSED_MAX_BS)))
 
 
 def fused_plan(bs: int, n: int, vocab: int, cfg: dict) -> tuple[int, int, int, int, int, bool]:
