@@ -12,7 +12,8 @@ concurrency) that host time is what the step pays. This file measures, at the Ki
   gpu_us    GPU time per call (CUDA events around calls queued behind the sleep): no host gaps
 Providers: `sglang` (its JIT CUDA kernel; greedy: torch.argmax + JIT verify_tree_greedy), `ours` (the op: its
 launch plan and compiled launchers, ops/_host.py), `ours_hook` (the whole hook path a server takes: dispatch,
-count, op; the process runs with SGLANG_KIMI_EAGLE3_KERNELS=ours unless set, so the hook takes our kernel whatever
+count, op, with the launch known to be EAGLE3 as in a server's scheduler; the process runs with
+SGLANG_KIMI_EAGLE3_KERNELS=ours unless set, so the hook takes our kernel whatever
 the bundled table says), `ours_binder` (the same kernels through Triton's binder with guards and fresh workspaces
 on every call: the path before launch plans), and for argmax + verify `ours_2launch` (the plan with the table's
 config but "fused": false: split argmax and walk as two launches, the path before the one-launch kernel).
@@ -128,6 +129,11 @@ def main() -> None:
     from sglang_kimi_eagle3.ops._host import fast_path_reason
 
     os.environ.setdefault(ENV_KERNELS, "ours")  # ours_hook: the hook takes our kernel (not the table's verdict)
+    from sglang_kimi_eagle3.integration import launch_record
+
+    # a scheduler of an EAGLE3 launch has `our_launch()` cached True once SGLang published its spec config; here no
+    # config is ever published, so without this every hook call would retry (and fail) that lookup
+    launch_record._OURS[0] = True
     res = Results("host")
     res.meta["fast_path"] = fast_path_reason()
     res.meta["kernels"] = os.environ[ENV_KERNELS]
