@@ -141,6 +141,7 @@ def _argmax_verify_kernel(
         else:
             tl.store(sem_ptr + bs + b, 1)
         tl.store(sem_ptr + b, 0)  # for the next launch / graph replay
+        tl.debug_barrier()  # the flag (and the walk's writes) before the release below
         if tl.atomic_add(sem_ptr + 2 * bs, 1, sem="acq_rel") == bs - 1:
             for f in range(0, bs):
                 if tl.load(sem_ptr + bs + f, cache_modifier=".cg") != 0:
