@@ -55,7 +55,10 @@ def attach(slot, entry: dict) -> None:
     from ...planner.adaptive_control import Controller
 
     slot._kimi_eagle3_ctl = Controller.from_entry(list(slot.candidate_steps), entry, slot.current_steps)
-    slot._kimi_eagle3_sglang_update = slot.update  # SGLang's own, bound: taken back if ours ever raises
+    # SGLang's own update, bound: taken back if ours ever raises. A slot attached before (the __init__ hook, then an
+    # explicit attach) keeps the one it saved: saving our own _update here would make that hand-back recurse
+    if getattr(slot, "_kimi_eagle3_sglang_update", None) is None:
+        slot._kimi_eagle3_sglang_update = slot.update
     slot.current_steps = slot._kimi_eagle3_ctl.steps
     slot.update = types.MethodType(_update, slot)
 
