@@ -44,7 +44,7 @@ def _greedy_cases():
                    {"BR": br, "BLOCK": block, "EVEN": even, "USE_PDL": pdl},
                    ["part_key_ptr", "part_idx_ptr", "logits_ptr", "stride_row", "V", "CH"], warps)
         np_, fblock, _fch, fsplits, fwarps, feven = av.fused_plan(bs, n, VOCAB, cfg)
-        for dtype in ("fp32", "bf16") if av.fused_applies(cfg, n, min(bs, av.FUSED_MAX_BS)) else ():
+        for dtype in ("fp32", "bf16") if av.fused_applies(cfg, n, bs) else ():
             yield (f"argmax_verify-{dtype}-np{np_}-b{fblock}-spp{vg.pow2(fsplits, 1)}-w{fwarps}-even{int(feven)}",
                    av._argmax_verify_kernel,
                    {"predicts_ptr": I32, "accept_index_ptr": I32, "accept_num_ptr": I32, "part_key_ptr": I32,
