@@ -269,14 +269,12 @@ def fused_plan(bs: int, n: int, vocab: int, cfg: dict) -> tuple[int, int, int, i
     kernel's one row), and the splits per request are argmax_plan's with the request as the row; at most
     8192 / NP splits (the walk holds NP x splits partials in registers)."""
     np_ = pow2(n, 1)
-    block = min(int(cfg.get("block", 2048)), max(16, int(cfg.get("block", 2048)) // np_))
-    sub = {k: v for k, v in cfg.items() if k not in ("rows_per_program",)}
-    sub["block"] = block
-    if not int(cfg.get("splits", 0)):
-        nblk = cdiv(vocab, block)
-        want = max(cdiv(vocab, int(cfg.get("chunk", 16384))), cdiv(int(cfg.get("min_programs", 528)), bs))
-        sub["splits"] = max(1, min(want, nblk, max(1, 8192 // np_)))
+    sub = dict(cfg, rows_per_program=1)
+    sub["block"] = min(int(cfg.get("block", 2048)), max(16, int(cfg.get("block", 2048)) // np_))
     _, block, ch, splits, warps, _ = argmax_plan(bs, vocab, sub)
+    cap = max(1, 8192 // np_)
+    if splits > cap and not int(cfg.get("splits", 0)):
+        _, block, ch, splits, warps, _ = argmax_plan(bs, vocab, dict(sub, splits=cap))
     return np_, block, ch, splits, warps, vocab % ch == 0 and n == np_
 
 
