@@ -135,7 +135,7 @@ rest)
   ;;
 suite)
   # every server of this lease stopped; the host-cost benchmark on a quiet machine, then the suite alone
-  for f in /tmp/e2e/pid-* /tmp/loop/pid-*; do [ -f "$f" ] && kill -KILL -- "-$(cat "$f")" 2>/dev/null; done
+  for f in /tmp/e2e/pid-* /tmp/loop/pid-* /tmp/da/pid-*; do [ -f "$f" ] && kill -KILL -- "-$(cat "$f")" 2>/dev/null; done
   sleep 3
   eval "$(benchmark/live/device.sh env)"
   if [ "${A_HOST_S:-90}" -gt 0 ]; then  # timeout 0 would mean no limit

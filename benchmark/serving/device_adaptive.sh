@@ -23,7 +23,7 @@
 #      (server logs, status files with the adaptive_control switch counters)
 # Knobs: DA_Q (0.9), DA_OFF (0), CONC (1,8,32,128), ROUNDS (3), CAP (256: output tokens per request at most), MEMF (0.7: --mem-fraction-static as device_e2e.sh, five servers
 # co-resident), MAXTOK (65536: --max-total-tokens), BUDGET_S (555), STARTUP_S (330), DA_FIRST_S (420: the staged
-# start's wait for the first server), DA_WORK (/tmp/da).
+# start's wait for the first server), DA_START_END_S (560: DA_STEP=start waits for every server until then), DA_WORK (/tmp/da).
 set -uo pipefail
 T0=$(date +%s)
 eval "$(benchmark/live/device.sh env)"
@@ -121,12 +121,21 @@ for n in $NAMES; do
   fi
 done
 fi
-# DA_STEP=start: the servers outlive this call (started with setsid); the next call runs DA_STEP=measure at once
-[ "$STEP" = start ] && { say "servers starting; run DA_STEP=measure next (their start took 284-332 s on 2026-12-02)"; exit 0; }
-NAMES=$(python3 -c "import json; print(' '.join(s['name'] for s in json.load(open('$W/spec-q$Q.json'))['servers']))")
-if [ "$STEP" = measure ]; then for f in "$W"/pid-q"$Q"-*; do [ -f "$f" ] && PIDS+=("$(cat "$f")"); done; fi
 healthy() { curl -s -m 3 -o /dev/null -w '%{http_code}' "$1/health" | grep -q 200; }
 url_of() { python3 -c "import json; print({s['name']: s['url'] for s in json.load(open('$W/spec-q$Q.json'))['servers']}['$1'])"; }
+NAMES=$(python3 -c "import json; print(' '.join(s['name'] for s in json.load(open('$W/spec-q$Q.json'))['servers']))")
+# DA_STEP=start: the servers outlive this call (started with setsid); it waits for all of them until DA_START_END_S
+# (560) after its own start, so that the measure call's rounds get the whole next call
+if [ "$STEP" = start ]; then
+  for n in $NAMES; do
+    u=$(url_of "$n")
+    until healthy "$u" || [ "$(date +%s)" -ge $((T0 + ${DA_START_END_S:-560})) ]; do sleep 3; done
+    healthy "$u" && say "$n healthy" || say "$n not healthy yet: $(tail -2 "$W/logs/$n-q$Q.log" | cut -c1-200)"
+  done
+  say "run DA_STEP=measure next"
+  exit 0
+fi
+if [ "$STEP" = measure ]; then for f in "$W"/pid-q"$Q"-*; do [ -f "$f" ] && PIDS+=("$(cat "$f")"); done; fi
 END=$((T0 + STARTUP_S))
 for n in $NAMES; do
   u=$(url_of "$n")

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import re
 
+from ..base import ENV_KERNELS
 from ..ops import arch, tables
 from ..status import hookstatus
 from .launch_record import our_launch
@@ -43,6 +44,31 @@ def device_reason(device) -> str:
     return f"{device.type} tensors (our kernels need CUDA)"
 
 
+# The verdict of steps 3-4 per (hook, bucket, device), valid while the variables it reads and the tables read so far
+# (tables.generation) are unchanged: the environment is fingerprinted from os.environ's own bytes mapping, a few
+# dict lookups, where resolving the verdict afresh (variables, device key, table lookup) cost about 6 µs per call.
+_ENV_KEYS = (ENV_KERNELS, tables.ENV_BUNDLED, tables.ENV_DIR, "XDG_CACHE_HOME", "TRITON_INTERPRET")
+_ENV_DATA = getattr(os.environ, "_data", None)
+if not (isinstance(_ENV_DATA, dict) and all(isinstance(k, bytes) for k in list(_ENV_DATA)[:1])):
+    _ENV_DATA = None  # not the POSIX bytes mapping: read through os.environ
+_ENV_KEYS_B = tuple(os.fsencode(k) for k in _ENV_KEYS)
+_VERDICTS: dict[tuple, str] = {}
+_VERDICTS_MAX = 4096
+
+
+def _env_state() -> tuple:
+    if _ENV_DATA is None:
+        return tuple(map(os.environ.get, _ENV_KEYS))
+    return tuple(map(_ENV_DATA.get, _ENV_KEYS_B))
+
+
+def _verdict(hook: str, bucket: str, device) -> str:
+    why = device_reason(device)
+    if why or device.type != "cuda":
+        return why
+    return "" if arch.use_ours(KERNEL_OPS[hook], bucket, tables.launch_table(device)) else NO_WIN
+
+
 def why_not(hook: str, bucket: str, device, why: str = "") -> str:
     """"" when our kernel should take this call of `hook` (shape key `bucket`, tensors on `device`), else the
     reason SGLang's function takes it. `why`: the hook's own pre-check verdict ("" when it passed)."""
@@ -50,10 +76,16 @@ def why_not(hook: str, bucket: str, device, why: str = "") -> str:
         return NOT_OURS
     if why:
         return why
-    why = device_reason(device)
-    if why or device.type != "cuda":
-        return why
-    return "" if arch.use_ours(KERNEL_OPS[hook], bucket, tables.launch_table(device)) else NO_WIN
+    if device.type == "cuda" and device.index is None:  # the current device decides: not memoised
+        return _verdict(hook, bucket, device)
+    key = (hook, bucket, device.type, device.index, tables.generation(), _env_state())
+    verdict = _VERDICTS.get(key)
+    if verdict is None:
+        verdict = _verdict(hook, bucket, device)
+        if len(_VERDICTS) >= _VERDICTS_MAX:
+            _VERDICTS.clear()
+        _VERDICTS[key] = verdict
+    return verdict
 
 
 def take(hook: str, bucket: str, why: str, ours, sglang):

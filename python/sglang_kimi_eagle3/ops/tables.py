@@ -208,9 +208,19 @@ def _load(device_name, cc, user_dir, bundled, _env) -> dict:
     return table
 
 
+_GENERATION = [0]
+
+
 def clear_cache() -> None:
-    """Forget the tables read so far (a file changed underneath: tune, tests)."""
+    """Forget the tables read so far (a file changed underneath: tune, tests); callers that memoise a verdict
+    drawn from a table key it by generation()."""
     _load.cache_clear()
+    _GENERATION[0] += 1
+
+
+def generation() -> int:
+    """How many times clear_cache() ran in this process."""
+    return _GENERATION[0]
 
 
 def current_device() -> tuple[str | None, tuple[int, int] | None]:
