@@ -138,6 +138,11 @@ suite)
   for f in /tmp/e2e/pid-* /tmp/loop/pid-* /tmp/da/pid-*; do [ -f "$f" ] && kill -KILL -- "-$(cat "$f")" 2>/dev/null; done
   sleep 3
   eval "$(benchmark/live/device.sh env)"
+  # PREBUILD_JIT=DIR: SGLang's INT4 MoE JIT kernels compile into DIR beside the suite (benchmark/live/prebuild_jit.py,
+  # about 5 minutes each, side by side), for the servers of a later call (device_adaptive.sh uses /tmp/da/cache/jit-shared)
+  if [ -n "${PREBUILD_JIT:-}" ]; then
+    setsid python3 benchmark/live/prebuild_jit.py --cache "$PREBUILD_JIT" > "$OUT/prebuild.log" 2>&1 < /dev/null &
+  fi
   if [ "${A_HOST_S:-90}" -gt 0 ]; then  # timeout 0 would mean no limit
     timeout "${A_HOST_S:-90}" python3 -m benchmark.kernels.bench_host > "$OUT/bench-host.log" 2>&1
     say "host cost: exit $?"

@@ -23,7 +23,7 @@
 #      (server logs, status files with the adaptive_control switch counters)
 # Knobs: DA_Q (0.9), DA_OFF (0), CONC (1,8,32,128), ROUNDS (3), CAP (256: output tokens per request at most), MEMF (0.7: --mem-fraction-static as device_e2e.sh, five servers
 # co-resident), MAXTOK (65536: --max-total-tokens), BUDGET_S (555), STARTUP_S (330), DA_FIRST_S (420: the staged
-# start's wait for the first server), DA_START_END_S (560: DA_STEP=start waits for every server until then), DA_WORK (/tmp/da).
+# start's wait for the first server), DA_PREBUILD (1: step 0), DA_START_END_S (560: DA_STEP=start waits for every server until then), DA_WORK (/tmp/da).
 set -uo pipefail
 T0=$(date +%s)
 eval "$(benchmark/live/device.sh env)"
@@ -52,6 +52,13 @@ trap cleanup EXIT
 { date -u +%FT%TZ; nvidia-smi -L; python3 -c "import torch, triton, importlib.metadata as m; print('torch', torch.__version__, 'triton', triton.__version__, 'sglang', m.version('sglang'))"; git log -1 --format='commit %h %s' 2>/dev/null; } > "$OUT/versions.txt" 2>&1
 
 if [ "$STEP" != measure ]; then
+# 0. SGLang's INT4 MoE JIT kernels, two variants side by side (benchmark/live/prebuild_jit.py; seconds when a previous
+#    call of this lease built them into the same folder): on 2026-12-03 a lone server spent over 6 minutes compiling them
+#    one after the other inside its first CUDA-graph capture
+if [ "${DA_PREBUILD:-1}" = 1 ]; then
+  python3 benchmark/live/prebuild_jit.py --cache "$W/cache/jit-shared" --timeout 560 > "$W/prebuild.log" 2>&1 &
+  PREBUILD=$!
+fi
 # 1. the pair
 say "building: python3 -m sglang_kimi_eagle3.tiny $W/q$Q --preset deploy --int4 --draft-agreement $Q --device cuda"
 python3 -m sglang_kimi_eagle3.tiny "$W/q$Q" --preset deploy --int4 --draft-agreement "$Q" --device cuda > "$OUT/build-q$Q.log" 2>&1
@@ -106,6 +113,9 @@ NAMES=$(python3 -c "import json; print(' '.join(s['name'] for s in json.load(ope
 # servers started together, each with its own JIT cache, sat in their first CUDA-graph capture for over 7 minutes:
 # a lone deploy-pair server's bs-128 decode capture ran a single-threaded nvcc (cicc) compile for over 100 s, and
 # each of the five paid its own. With one shared SGLANG_JIT_CACHE_DIR the later servers find the first's kernels.
+if [ -n "${PREBUILD:-}" ]; then
+  wait "$PREBUILD"; say "JIT prebuild exit $?: $(tr '\n' ' ' < "$W/prebuild.log" | cut -c1-300)"
+fi
 first=1
 for n in $NAMES; do
   setsid bash "$W/start-$n.sh" > "$W/logs/$n-q$Q.log" 2>&1 < /dev/null &

@@ -2,8 +2,10 @@
 (a chunk's gap spread over the tokens it brought) and end-to-end percentiles per level, in the JSON and the
 table; broken streams are counted errors; the spec-off baseline workflow on one server address.
 
-The delays are the server's sleeps, so each measured value is at least its designed value; the upper bounds
-leave room for a loaded machine. Only the measurement is asserted, never the speed of anything."""
+The delays are the server's sleeps, so TTFT and end-to-end times are at least their designed values; a gap between
+two chunks can also come out shorter, by as much as the gap before it overran (the H200 suite, 2026-12-03: 78.95 ms
+for an 80 ms gap beside 11 busy workers), so gaps get the slack on both sides. The upper bounds leave room for a
+loaded machine. Only the measurement is asserted, never the speed of anything."""
 
 import json
 
@@ -47,9 +49,9 @@ def test_ttft_itl_and_e2e_percentiles_per_level(tmp_path, capsys):
         assert want - 1e-3 <= st["ttft_s"][q] <= want + SLACK, (q, st["ttft_s"])
     # ITL: 90 token gaps, 60 of 0.02 s and 30 of 0.24 / 3 = 0.08 s: p50 0.02, p90 and p99 0.08
     assert st["itl_s"]["n"] == 90
-    assert 0.02 - 1e-3 <= st["itl_s"]["p50"] <= 0.02 + SLACK, st["itl_s"]
+    assert 0.02 - SLACK / 3 <= st["itl_s"]["p50"] <= 0.02 + SLACK, st["itl_s"]
     for q in ("p90", "p99"):
-        assert 0.08 - 1e-3 <= st["itl_s"][q] <= 0.08 + SLACK, (q, st["itl_s"])
+        assert 0.08 - SLACK <= st["itl_s"][q] <= 0.08 + SLACK, (q, st["itl_s"])
     # end to end: 0.03 n + 0.12 + 0.24
     for q, want in (("p50", 0.51), ("p90", 0.63), ("p99", 0.66)):
         assert want - 1e-3 <= st["e2e_s"][q] <= want + 2 * SLACK, (q, st["e2e_s"])
@@ -57,7 +59,7 @@ def test_ttft_itl_and_e2e_percentiles_per_level(tmp_path, capsys):
     # the spec fields of the last chunk still give tau: 10 tokens over 7 verifies per request
     assert s["tau"] == pytest.approx(10 / 7)
     req = doc["requests"]["spec"]["1"][0]
-    assert req["chunks"] == 8 and req["ttft_s"] > 0 and "itl_s" not in req and req["itl_max_s"] >= 0.08 - 1e-3
+    assert req["chunks"] == 8 and req["ttft_s"] > 0 and "itl_s" not in req and req["itl_max_s"] >= 0.08 - SLACK
     printed = capsys.readouterr().out
     assert "streamed latency" in printed and "TTFT p50" in printed
 
