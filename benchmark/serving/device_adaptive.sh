@@ -23,7 +23,8 @@
 #      (server logs, status files with the adaptive_control switch counters)
 # Knobs: DA_Q (0.9), DA_OFF (0), CONC (1,8,32,128), ROUNDS (3), CAP (256: output tokens per request at most), MEMF (0.7: --mem-fraction-static as device_e2e.sh, five servers
 # co-resident), MAXTOK (65536: --max-total-tokens), BUDGET_S (555), STARTUP_S (330), DA_FIRST_S (420: the staged
-# start's wait for the first server), DA_PREBUILD (1: step 0), DA_START_END_S (560: DA_STEP=start waits for every server until then), DA_WORK (/tmp/da).
+# start's wait for the first server), DA_PREBUILD (1: step 0), DA_OFFSKIP (0; 1: a sixth server, the off-state with
+# SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND=1, and its step ratio), DA_MOE (auto: SGLang's choice, Marlin on SM90; triton: no JIT build), DA_START_END_S (560: DA_STEP=start waits for every server until then), DA_WORK (/tmp/da).
 set -uo pipefail
 T0=$(date +%s)
 eval "$(benchmark/live/device.sh env)"
@@ -55,7 +56,7 @@ if [ "$STEP" != measure ]; then
 # 0. SGLang's INT4 MoE JIT kernels, two variants side by side (benchmark/live/prebuild_jit.py; seconds when a previous
 #    call of this lease built them into the same folder): on 2026-12-03 a lone server spent over 6 minutes compiling them
 #    one after the other inside its first CUDA-graph capture
-if [ "${DA_PREBUILD:-1}" = 1 ]; then
+if [ "${DA_PREBUILD:-1}" = 1 ] && [ "${DA_MOE:-auto}" = auto ]; then
   python3 benchmark/live/prebuild_jit.py --cache "$W/cache/jit-shared" --timeout 560 > "$W/prebuild.log" 2>&1 &
   PREBUILD=$!
 fi
@@ -84,6 +85,8 @@ a[a.index("--max-running-requests") + 1] = "128"
 a[a.index("--cuda-graph-max-bs-decode") + 1] = "128"
 a[a.index("--max-total-tokens") + 1] = os.environ.get("MAXTOK", "65536")
 a += ["--cuda-graph-bs-decode", "1", "2", "4", "8", "16", "32", "64", "128", "--sleep-on-idle"]
+if os.environ.get("DA_MOE", "auto") != "auto":  # e.g. triton: SGLang's Triton WNA16 MoE, no Marlin JIT build
+    a += ["--moe-runner-backend", os.environ["DA_MOE"]]
 eagle = ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", draft]
 servers = [("plain", 30501, [], {}),
            ("fixed", 30502, spec_args(draft, "chain"), {"SGLANG_KIMI_EAGLE3_ADAPTIVE": "off"}),
@@ -94,6 +97,12 @@ if os.environ.get("DA_OFF", "0") == "1":
     servers.append(("off", 30505, eagle + ["--speculative-num-steps", "1", "--speculative-eagle-topk", "1",
                                            "--speculative-adaptive",
                                            "--speculative-adaptive-config", off_cfg], {}))
+if os.environ.get("DA_OFFSKIP", "0") == "1":  # the off-state without its per-step draft extend (SGLang's own
+    # experimental flag: the draft state goes stale, so acceptance after a step up is not what it was): how much of
+    # the off-state's cost is the extend, and how much the 1-token verify path
+    servers.append(("offskip", 30506, eagle + ["--speculative-num-steps", "1", "--speculative-eagle-topk", "1",
+                                               "--speculative-adaptive", "--speculative-adaptive-config", off_cfg],
+                    {"SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND": "1"}))
 spec = {"servers": [], "baseline": "plain"}
 for name, port, extra, env_extra in servers:
     cache = f"{w}/cache/{name}"
@@ -159,6 +168,11 @@ if [ "${DA_OFF:-0}" = 1 ] && healthy http://127.0.0.1:30505 && healthy http://12
   timeout 100 python3 benchmark/serving/step_ratio.py --plain http://127.0.0.1:30501 --off http://127.0.0.1:30505 \
     --json "$OUT/step_ratio-q$Q.json" --concurrency 1,8,32,128 --repeats 3
   say "step_ratio.py exit $?"
+fi
+if [ "${DA_OFFSKIP:-0}" = 1 ] && healthy http://127.0.0.1:30506 && healthy http://127.0.0.1:30501; then
+  timeout 100 python3 benchmark/serving/step_ratio.py --plain http://127.0.0.1:30501 --off http://127.0.0.1:30506 \
+    --json "$OUT/step_ratio-offskip-q$Q.json" --concurrency 1,8,32,128 --repeats 3
+  say "step_ratio.py (offskip) exit $?"
 fi
 
 # 4. rotated rounds on the chat workload (servers given by URL: the spec's started ones are ours to stop)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import re
 
-from ..base import ENV_KERNELS
+from ..base import ENV_KERNELS, env_reader
 from ..ops import arch, tables
 from ..status import hookstatus
 from .launch_record import our_launch
@@ -45,21 +45,11 @@ def device_reason(device) -> str:
 
 
 # The verdict of steps 3-4 per (hook, bucket, device), valid while the variables it reads and the tables read so far
-# (tables.generation) are unchanged: the environment is fingerprinted from os.environ's own bytes mapping, a few
-# dict lookups, where resolving the verdict afresh (variables, device key, table lookup) cost about 6 µs per call.
-_ENV_KEYS = (ENV_KERNELS, tables.ENV_BUNDLED, tables.ENV_DIR, "XDG_CACHE_HOME", "TRITON_INTERPRET")
-_ENV_DATA = getattr(os.environ, "_data", None)
-if not (isinstance(_ENV_DATA, dict) and all(isinstance(k, bytes) for k in list(_ENV_DATA)[:1])):
-    _ENV_DATA = None  # not the POSIX bytes mapping: read through os.environ
-_ENV_KEYS_B = tuple(os.fsencode(k) for k in _ENV_KEYS)
+# (tables.generation) are unchanged (base.env_reader: a few dict lookups, where resolving the verdict afresh -
+# variables, device key, table lookup - cost about 6 µs per call).
+_env_state = env_reader(ENV_KERNELS, tables.ENV_BUNDLED, tables.ENV_DIR, "XDG_CACHE_HOME", "TRITON_INTERPRET")
 _VERDICTS: dict[tuple, str] = {}
 _VERDICTS_MAX = 4096
-
-
-def _env_state() -> tuple:
-    if _ENV_DATA is None:
-        return tuple(map(os.environ.get, _ENV_KEYS))
-    return tuple(map(_ENV_DATA.get, _ENV_KEYS_B))
 
 
 def _verdict(hook: str, bucket: str, device) -> str:

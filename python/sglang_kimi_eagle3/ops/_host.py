@@ -35,7 +35,8 @@ Also the host integer helpers: Triton 3.8 wraps `triton.cdiv` / `triton.next_pow
 from __future__ import annotations
 
 import inspect
-import os
+
+from ..base import env_reader
 
 # The launch statement of Triton's JITFunction.run this fast path mirrors (whitespace folded).
 CONVENTION = ("kernel.run(grid_0, grid_1, grid_2, stream, kernel.function, kernel.packed_metadata, launch_metadata, "
@@ -63,8 +64,12 @@ def next_power_of_2(n: int) -> int:
 
 # ---- is the compiled-launcher fast path usable with this Triton ----------------------------------------------
 
+_interpret_var = env_reader("TRITON_INTERPRET")
+
+
 def interpreted() -> bool:
-    return os.environ.get("TRITON_INTERPRET", "0") == "1"
+    """TRITON_INTERPRET=1 (read per call: tests switch it; a plan key holds it)."""
+    return _interpret_var()[0] in (b"1", "1")
 
 
 def convention_reason() -> str:

@@ -29,7 +29,7 @@ import re
 from functools import lru_cache
 from pathlib import Path
 
-from ..base import user_cache_dir
+from ..base import env_reader, user_cache_dir
 from ..configs import read_json
 from ..validate import expand_path
 
@@ -244,19 +244,38 @@ def ops_with_wins(ops, device: tuple | None = None) -> list[str]:
 
 
 _DEVICE_KEYS: dict[int, tuple] = {}
+_IN_EFFECT: dict[tuple, dict] = {}  # (device index or None, generation, variables) -> the table load_table gave
+_env_state = env_reader(ENV_BUNDLED, ENV_DIR, "XDG_CACHE_HOME")
 
 
 def launch_table(device) -> dict:
     """The launch table in effect for a torch device (load_table of its name and capability, cached per
     device index); the CPU (Triton interpreter) gets the table of no device. Resolve it once per hook
-    call and hand it to use_ours and the launcher's `table=`."""
+    call and hand it to use_ours and the launcher's `table=`. Memoised per (device index, clear_cache generation,
+    the variables load_table reads): the same dict load_table returns, a few dict lookups a call."""
     if device.type != "cuda":
-        return load_table(None, None)
-    import torch
+        idx = None
+    else:
+        idx = device.index
+        if idx is None:
+            import torch
 
-    idx = device.index if device.index is not None else torch.cuda.current_device()
-    key = _DEVICE_KEYS.get(idx)
-    if key is None:
-        with torch.cuda.device(idx):
-            key = _DEVICE_KEYS[idx] = current_device()
-    return load_table(*key)
+            idx = torch.cuda.current_device()
+    memo = (idx, _GENERATION[0], _env_state())
+    table = _IN_EFFECT.get(memo)
+    if table is not None:
+        return table
+    if idx is None:
+        table = load_table(None, None)
+    else:
+        key = _DEVICE_KEYS.get(idx)
+        if key is None:
+            import torch
+
+            with torch.cuda.device(idx):
+                key = _DEVICE_KEYS[idx] = current_device()
+        table = load_table(*key)
+    if len(_IN_EFFECT) >= 64:
+        _IN_EFFECT.clear()
+    _IN_EFFECT[memo] = table
+    return table
