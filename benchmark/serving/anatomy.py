@@ -27,6 +27,10 @@ kernel is a generic one):
                   verify_greedy_kernel); SGLang's VerifyTreeGreedy + the torch.argmax right before it
   sampling verify ours _tree_sampling_kernel (one launch; with "fused": false _walk_kernel, _tile_sums_kernel,
                   _sample_kernel); SGLang's TreeSpeculativeSamplingTargetOnly
+The host side (`host_verify_path`, a row of its own in the table): per step, the CPU time of the eager path around the
+verify kernel, from the end of the CUDA-graph launch before its launch (the target verify) to the start of the next
+graph launch (the draft extend), on the thread that launched it (median over the steps; the profiler's own CPU
+tracing adds to it, the same on both servers).
 """
 
 from __future__ import annotations
@@ -56,7 +60,8 @@ BEFORE = (
      None),
     ("greedy verify", r"VerifyTreeGreedy", r"fill|Memset|Memcpy|copy", r"ArgMax"),
 )
-STEP_END = r"verify_greedy_kernel|_sample_kernel|VerifyTreeGreedy|TreeSpeculativeSamplingTargetOnly"
+STEP_END = (r"_argmax_verify_kernel|_tree_sampling_kernel|verify_greedy_kernel|_sample_kernel|VerifyTreeGreedy|"
+            r"TreeSpeculativeSamplingTargetOnly")
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 
 
@@ -139,7 +144,8 @@ def anatomy(events: list[dict], steps: int | None = None) -> dict:
     """Per step: wall, GPU busy, and for each family and side the µs, share of the step wall, calls and kernels."""
     ks = gpu_events(events)
     if not ks:
-        return {"steps": 0, "step_wall_us": None, "step_gpu_busy_us": None, "families": {}}
+        return {"steps": 0, "step_wall_us": None, "step_gpu_busy_us": None, "families": {},
+                "host_verify_path": host_verify_path(events)}
     end_re = re.compile(STEP_END)
     n = sum(1 for k in ks if k["cat"] == "kernel" and end_re.search(k["name"])) or steps or 1
     wall = (max(k["end"] for k in ks) - ks[0]["ts"]) / n
@@ -154,7 +160,42 @@ def anatomy(events: list[dict], steps: int | None = None) -> dict:
     for sides in fams.values():
         for node in sides.values():
             node["share"] = node["us_per_step"] / wall if wall else None
-    return {"steps": n, "step_wall_us": wall, "step_gpu_busy_us": _union_us(ks) / n, "families": fams}
+    return {"steps": n, "step_wall_us": wall, "step_gpu_busy_us": _union_us(ks) / n, "families": fams,
+            "host_verify_path": host_verify_path(events)}
+
+
+def host_verify_path(events: list[dict]) -> dict:
+    """The host time of the eager path around each step's verify kernel: on the CPU thread that launched it, from the
+    end of the CUDA-graph launch before that kernel's launch (the target-verify graph) to the start of the next
+    graph launch (the draft extend), in µs; the runtime launch is found by the kernel's `correlation` id. A step
+    without a graph launch on either side is left out (`steps` counts those measured)."""
+    rt = [e for e in events if e.get("ph") == "X" and e.get("cat") == "cuda_runtime" and "dur" in e]
+    by_corr = {(e.get("args") or {}).get("correlation"): e for e in rt}
+    end_re = re.compile(STEP_END)
+    graphs: dict = {}
+    for e in rt:
+        if "GraphLaunch" in str(e.get("name", "")):
+            graphs.setdefault((e.get("pid"), e.get("tid")), []).append((float(e["ts"]), float(e["ts"]) + float(e["dur"])))
+    for g in graphs.values():
+        g.sort()
+    spans = []
+    for k in events:
+        if k.get("ph") != "X" or k.get("cat") != "kernel" or not end_re.search(str(k.get("name", ""))):
+            continue
+        r = by_corr.get((k.get("args") or {}).get("correlation"))
+        g = graphs.get((r.get("pid"), r.get("tid"))) if r is not None else None
+        if not g:
+            continue
+        ts, end = float(r["ts"]), float(r["ts"]) + float(r["dur"])
+        before = [ge for gs, ge in g if ge <= ts]
+        after = [gs for gs, ge in g if gs >= end]
+        if before and after:
+            spans.append(after[0] - before[-1])
+    spans.sort()
+    if not spans:
+        return {"steps": 0, "median_us": None, "min_us": None, "max_us": None}
+    return {"steps": len(spans), "median_us": spans[len(spans) // 2] if len(spans) % 2 else
+            (spans[len(spans) // 2 - 1] + spans[len(spans) // 2]) / 2, "min_us": spans[0], "max_us": spans[-1]}
 
 
 def _us(node, side):
@@ -183,6 +224,11 @@ def table(summaries: list[dict], ours_server: str = "auto", theirs_server: str =
             ratio = f"{ours / theirs:.2f}" if ours and theirs else "-"
             lines.append(f"| {fam} | {c} | {t:g} | {ours:.1f}" + (f" (+{mixed:.1f} SGLang's)" if mixed else "")
                          + f" | {theirs:.1f} | {ratio} | {100 * share_a:.1f} % | {100 * share_u:.1f} % "
+                         f"| {a['step_wall_us']:.0f} / {u['step_wall_us']:.0f} |")
+        ha, hu = (a.get("host_verify_path") or {}).get("median_us"), (u.get("host_verify_path") or {}).get("median_us")
+        if ha is not None and hu is not None:  # CPU time, not GPU: the eager path between two graph launches
+            lines.append(f"| host: eager verify path (CPU) | {c} | {t:g} | {ha:.1f} | {hu:.1f} | {ha / hu:.2f} "
+                         f"| {100 * ha / a['step_wall_us']:.1f} % | {100 * hu / u['step_wall_us']:.1f} % "
                          f"| {a['step_wall_us']:.0f} / {u['step_wall_us']:.0f} |")
     return "\n".join(lines)
 

@@ -132,3 +132,54 @@ def test_one_wave_fits_the_kv_budget():
     assert A.wave_tokens(64, 56000, 4096) == 56000 // 64 - len(A.PROMPT) - 8
     assert A.wave_tokens(1, 56000, 4096) == 4096
     assert A.wave_tokens(4096, 56000, 4096) == 16
+
+
+def _rt(name, ts, dur, corr, tid=4242):
+    return {"ph": "X", "cat": "cuda_runtime", "name": name, "pid": 4242, "tid": tid, "ts": ts, "dur": dur,
+            "args": {"correlation": corr}}
+
+
+def _kernel(name, ts, dur, corr):
+    return {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": ts, "dur": dur,
+            "args": {"correlation": corr, "stream": 7}}
+
+
+def _host_trace(steps, verify="verify_greedy_kernel"):
+    """Per step: the target-verify graph launch at g1 (8 µs), eager launches at the given times (the last one the
+    verify kernel), the draft-extend graph launch at g2; plus a graph launch on another thread, which must not count."""
+    ev, corr = [], 100
+    for g1, eager, g2 in steps:
+        ev.append(_rt("cudaGraphLaunch", g1, 8, corr))
+        ev.append(_kernel("fused_moe_kernel", g1 + 40, 30, corr))
+        corr += 1
+        for j, ts in enumerate(eager):
+            ev.append(_rt("cudaLaunchKernel", ts, 3, corr))
+            ev.append(_kernel(verify if j == len(eager) - 1 else "void at::native::vectorized_elementwise_kernel", ts + 60, 2, corr))
+            corr += 1
+        ev.append(_rt("cudaGraphLaunch", g2, 8, corr))
+        ev.append(_kernel("draft_extend_kernel", g2 + 40, 10, corr))
+        corr += 1
+        ev.append(_rt("cudaGraphLaunch", g1 + 20, 5, corr, tid=9999))  # another thread's graph: not this path
+        corr += 1
+    return ev
+
+
+def test_the_host_path_runs_from_the_verify_graph_launch_to_the_draft_extend_launch():
+    h = A.host_verify_path(_host_trace([(1000, [1010, 1030], 1100), (2000, [2005, 2050], 2300)]))
+    assert h == {"steps": 2, "median_us": (92 + 292) / 2, "min_us": 92, "max_us": 292}
+    # no graph launch after the verify kernel (a draft extend run eagerly): nothing measured, nothing made up
+    assert A.host_verify_path(_host_trace([(1000, [1010], 900)]))["steps"] == 0
+    assert A.host_verify_path(trace(UPSTREAM_STEP)["traceEvents"]) == {"steps": 0, "median_us": None, "min_us": None,
+                                                                      "max_us": None}
+
+
+def test_one_launch_verify_kernels_end_a_step_and_the_table_has_a_host_row():
+    up = A.anatomy(_host_trace([(1000, [1010, 1060], 1100), (2000, [2010, 2060], 2100)],
+                               "void sglang::VerifyTreeGreedy<int, long>"))
+    ours = A.anatomy(_host_trace([(1000, [1030], 1070), (2000, [2030], 2070)], "_argmax_verify_kernel"))
+    assert up["steps"] == 2 and ours["steps"] == 2
+    assert up["host_verify_path"]["median_us"] == 92 and ours["host_verify_path"]["median_us"] == 62
+    rows = A.table([{"server": "upstream", "concurrency": 1, "temperature": 0.0, "anatomy": up},
+                    {"server": "auto", "concurrency": 1, "temperature": 0.0, "anatomy": ours}]).splitlines()
+    host = next(r for r in rows if r.startswith("| host: eager verify path"))
+    assert host.startswith("| host: eager verify path (CPU) | 1 | 0 | 62.0 | 92.0 | 0.67 |"), host
