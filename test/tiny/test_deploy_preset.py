@@ -22,6 +22,9 @@ def test_deploy_shapes_are_one_tp8_rank_of_kimi():
     assert tuple(t.target[P + "model.layers.83.self_attn.o_proj.weight"].shape) == (7168, 8 * 128)
     assert t.target[P + "model.layers.83.mlp.experts.7.down_proj.weight_packed"].dtype == torch.int32
     assert {r: tuple(d["lm_head.weight"].shape) for r, d in t.drafts.items()} == {4000: (4000, 7168)}
+    # one rank's drafter attention: 8 heads x 128 from cat(embed, hidden) [2 x 7168]
+    assert tuple(t.drafts[4000]["midlayer.self_attn.q_proj.weight"].shape) == (8 * 128, 2 * 7168)
+    assert tuple(t.drafts[4000]["midlayer.self_attn.o_proj.weight"].shape) == (7168, 8 * 128)
 
 
 def test_deploy_ratio_matches_the_seed_at_decode_bs1_and_the_stress_pair_does_not():
@@ -29,6 +32,8 @@ def test_deploy_ratio_matches_the_seed_at_decode_bs1_and_the_stress_pair_does_no
     deploy = ratio.pair_ratios(preset("deploy"), int4=True)
     stress = ratio.pair_ratios(preset("kimi-width"), int4=True, rows=32000)
     assert 0.7 <= deploy["decode"][1] / seed["decode"][1] <= 1.3, (deploy["decode"], seed["decode"])
+    # the rank-shaped drafter attention keeps it within 2.2x up to bs 128 (a 7168-wide one: 6.9x there)
+    assert all(deploy["decode"][bs] / seed["decode"][bs] < 2.2 for bs in (8, 32, 128)), deploy["decode"]
     assert stress["decode"][1] / seed["decode"][1] > 5  # the 3-layer pair stays the stress case
     assert 0.03 < seed["decode"][1] < 0.08 and seed["prefill"] < seed["decode"][1]
     assert ratio.target_weight_bytes(preset("deploy"), int4=True) < 8.5e9

@@ -71,10 +71,9 @@ def _rope(x, theta=10000.0):  # x [T, heads, d], neox halves as Llama
     return x * cos + torch.cat([-x[..., d // 2:], x[..., : d // 2]], -1) * sin
 
 
-def _draft(w, embeds, hidden, fc: bool):
+def _draft(w, embeds, hidden, fc: bool, nh: int = TinySpec().draft_heads):
     """One LlamaForCausalLMEagle3 forward over T positions: (draft vocab argmax as target ids, pre-norm out)."""
-    s, p = TinySpec(), "midlayer."
-    nh, T = s.draft_heads, embeds.shape[0]
+    p, T = "midlayer.", embeds.shape[0]
     hidden = hidden @ w["fc.weight"].T if fc else hidden
     x = torch.cat([_rms(embeds, w[p + "input_layernorm.weight"]), _rms(hidden, w[p + "hidden_norm.weight"])], -1)
     q, k, v = (x @ w[f"{p}self_attn.{n}_proj.weight"].T for n in "qkv")
@@ -144,20 +143,50 @@ def test_the_drafter_is_the_same_for_every_target_kind(built):
     assert len(set(digests.values())) == 1, "one seed must give one drafter whatever the target's storage"
 
 
-@torch.no_grad()
-def test_drafter_proposes_the_next_token_at_steps_1_and_2(models, built):
-    model, succ = models["int4"], successor(built["int4"][0])
-    w = _draft_tensors(built["int4"][1])
+def _drafts_follow(model, succ, w, nh=TinySpec().draft_heads):
     E = model.model.embed_tokens.weight
     for _plen, seq in _sequences(succ):
         aux = _aux(model, seq)
         # step 1 at every position j: input token seq[j+1] with the target's aux at j proposes seq[j+2]
-        pred, out = _draft(w, E[seq[1:]], aux[:-1], fc=True)
+        pred, out = _draft(w, E[seq[1:]], aux[:-1], fc=True, nh=nh)
         assert pred.tolist() == [succ[t] for t in seq[1:].tolist()]
         # step 2 at the end: the proposed token with step 1's pre-norm hidden proposes its successor
         hidden = torch.cat([aux[:-1] @ w["fc.weight"].T, out[-1:]])
-        pred2, _ = _draft(w, torch.cat([E[seq[1:]], E[pred[-1:]]]), hidden, fc=False)
+        pred2, _ = _draft(w, torch.cat([E[seq[1:]], E[pred[-1:]]]), hidden, fc=False, nh=nh)
         assert pred2[-1].item() == succ[pred[-1].item()]
+
+
+@torch.no_grad()
+def test_drafter_proposes_the_next_token_at_steps_1_and_2(models, built):
+    _drafts_follow(models["int4"], successor(built["int4"][0]), _draft_tensors(built["int4"][1]))
+
+
+# one TP-8 rank's drafter attention is 8 x 128 wide against Kimi's hidden 7168 (the deploy preset): here 4 x 64 = 256
+# against 512, the embeddings in those 256 dimensions (weights.attn_basis)
+NARROW = TinySpec(draft_heads=4, draft_head_dim=64)
+
+
+@pytest.fixture(scope="module")
+def narrow(tmp_path_factory):
+    root = tmp_path_factory.mktemp("narrow")
+    target, draft = build(root / "int4", seed=0, spec=NARROW, int4=True)
+    return target, draft, reference_model(target, root / "reference")
+
+
+@torch.no_grad()
+def test_a_drafter_attention_narrower_than_the_hidden_state_keeps_both_rules(narrow):
+    target, draft, model = narrow
+    cfg = json.loads((draft / "config.json").read_text())
+    assert (cfg["num_attention_heads"], cfg["head_dim"], cfg["hidden_size"]) == (4, 64, 512)
+    w = _draft_tensors(draft)
+    assert w["midlayer.self_attn.q_proj.weight"].shape == (256, 1024)
+    assert w["midlayer.self_attn.o_proj.weight"].shape == (512, 256)
+    succ = successor(target)
+    for plen, seq in _sequences(succ):
+        top2 = model(seq[None]).logits[0, plen - 1:-1].topk(2, -1)
+        assert top2.indices[:, 0].tolist() == seq[plen:].tolist()
+        assert (top2.values[:, 0] - top2.values[:, 1]).min() > 2.0
+    _drafts_follow(model, succ, w, nh=NARROW.draft_heads)
 
 
 @pytest.fixture(scope="module")

@@ -50,11 +50,11 @@ def target_pass(s: TinySpec, *, int4: bool, like: PassModel) -> PassModel:
 
 
 def draft_pass(s: TinySpec, rows: int, *, like: PassModel) -> PassModel:
-    """The tiny drafter (one Llama layer over 2 x hidden, `rows` draft-vocab rows) at TP 1, counted as the profile
+    """The tiny drafter (one Llama layer: q/k/v from 2 x hidden to its attention width, `rows` draft-vocab rows) at TP 1, counted as the profile
     counts the real one (qkv, o, MLP, lm_head; the fc over the aux states runs once per draft extend)."""
-    h = s.hidden_size
-    params = 2 * h * 3 * h + h * h + 3 * h * s.draft_intermediate_size + rows * h
-    hd = h // s.draft_heads
+    h, a = s.hidden_size, s.draft_attn_width
+    params = 2 * h * 3 * a + a * h + 3 * h * s.draft_intermediate_size + rows * h
+    hd = s.draft_head_size
     return replace(like, static_bytes_per_gpu=params * BF16, kv_bytes_per_ctx_token=2 * s.draft_heads * hd * BF16,
                    gemm_flops_per_token=2 * params, attn_flops_per_ctx_token=2 * s.draft_heads * 2 * hd,
                    allreduces=0, allreduce_bytes_per_token=0)

@@ -56,6 +56,10 @@ class TinySpec:
     num_experts_per_tok: int = 2
     max_position_embeddings: int = 8192
     draft_heads: int = 4
+    # the drafter's attention head size; 0: hidden_size // draft_heads (attention as wide as the hidden state).
+    # Narrower (draft_heads * draft_head_dim < hidden_size, e.g. one TP-8 rank's 8 x 128): the token embeddings
+    # then lie in that many dimensions (weights.py), so the planted attention still carries them
+    draft_head_dim: int = 0
     draft_intermediate_size: int = 1024
     aux_layer_ids: tuple[int, ...] = (0, 1, 2)
     # smaller drafters written next to the main one (draft-<rows>/); every planted successor lies in the
@@ -65,8 +69,11 @@ class TinySpec:
     def __post_init__(self):
         if not 0 < self.first_k_dense_replace < self.num_layers:
             raise ValueError(f"first_k_dense_replace {self.first_k_dense_replace} must be in 1..{self.num_layers - 1}")
-        if self.hidden_size % self.draft_heads:
+        if not self.draft_head_dim and self.hidden_size % self.draft_heads:
             raise ValueError(f"hidden_size {self.hidden_size} is not divisible by draft_heads {self.draft_heads}")
+        if self.draft_head_dim and (self.draft_attn_width > self.hidden_size or self.draft_head_dim % 2):
+            raise ValueError(f"draft_heads x draft_head_dim = {self.draft_attn_width} must be at most hidden_size "
+                             f"{self.hidden_size}, with an even head size (RoPE)")
         for rows in (self.draft_vocab_size, *self.draft_variants):
             if not len(SPECIAL_IDS) < rows < self.vocab_size - len(SPECIAL_IDS):
                 raise ValueError(f"draft vocab of {rows} rows must be below vocab_size {self.vocab_size}")
@@ -75,6 +82,15 @@ class TinySpec:
         if max(self.aux_layer_ids) >= self.num_layers or (self.aux_layer_ids and self.aux_layer_ids[0] == 1):
             # SGLang shifts ids by one when the first is 1 (deepseek_v2.set_eagle3_layers_to_capture)
             raise ValueError(f"aux_layer_ids {self.aux_layer_ids}: must be < {self.num_layers} and not start at 1")
+
+    @property
+    def draft_head_size(self) -> int:
+        return self.draft_head_dim or self.hidden_size // self.draft_heads
+
+    @property
+    def draft_attn_width(self) -> int:
+        """The drafter's q / k / v width: draft_heads x its head size (hidden_size unless draft_head_dim narrows it)."""
+        return self.draft_heads * self.draft_head_size
 
     @property
     def draft_max_position_embeddings(self) -> int:
@@ -108,11 +124,11 @@ PRESETS = {
     # shard 163840 / 8 = 20480 rows, 64 / 8 = 8 MLA heads, dense 18432 / 8 = 2304 and expert 2048 / 8 = 256 wide:
     # the rank's own expert shape, INT4 as there) at Kimi's hidden 7168, 84 layers deep so that the target step
     # stands to one draft step as the 61 layers plus 123 all-reduces do in the seed; 8 experts (all of them
-    # active: 8 per token as in Kimi) keep the weights near 8 GB. The drafter: hidden 7168 over 56 heads (the
-    # planted attention needs heads x head_dim == hidden), the rank's 2304-wide MLP and 4000 draft rows.
+    # active: 8 per token as in Kimi) keep the weights near 8 GB. The drafter: one rank's attention (8 heads x 128;
+    # the embeddings lie in those 1024 dimensions, weights.attn_basis), the rank's 2304-wide MLP and 4000 draft rows.
     "deploy": TinySpec(vocab_size=20480, draft_vocab_size=4000, hidden_size=7168, num_layers=84, num_heads=8,
                        q_lora_rank=1536, intermediate_size=2304, moe_intermediate_size=256, n_routed_experts=8,
-                       num_experts_per_tok=8, max_position_embeddings=16384, draft_heads=56,
+                       num_experts_per_tok=8, max_position_embeddings=16384, draft_heads=8, draft_head_dim=128,
                        draft_intermediate_size=2304),
 }
 
@@ -186,7 +202,7 @@ def draft_config(s: TinySpec, draft_vocab_size: int | None = None) -> dict:
         "bos_token_id": SPECIAL_IDS[1], "eos_token_id": SPECIAL_IDS[2], "hidden_act": "silu",
         "hidden_size": s.hidden_size, "intermediate_size": s.draft_intermediate_size,
         "num_attention_heads": s.draft_heads, "num_key_value_heads": s.draft_heads,
-        "head_dim": s.hidden_size // s.draft_heads, "num_hidden_layers": 1, "vocab_size": s.vocab_size,
+        "head_dim": s.draft_head_size, "num_hidden_layers": 1, "vocab_size": s.vocab_size,
         "draft_vocab_size": draft_vocab_size or s.draft_vocab_size,
         "max_position_embeddings": s.draft_max_position_embeddings,
         "rms_norm_eps": 1e-05, "rope_theta": 10000.0, "rope_scaling": None, "tie_word_embeddings": False,

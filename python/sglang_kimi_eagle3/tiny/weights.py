@@ -111,8 +111,29 @@ def _randn(g, shape, std, device):
     return torch.randn(*shape, generator=g, device=device) * std
 
 
+def attn_basis(s: TinySpec, device="cpu") -> torch.Tensor | None:
+    """P [A, H] with orthonormal rows: the subspace the token embeddings lie in when the drafter's attention is
+    narrower than the hidden state (A = draft_attn_width < hidden_size); None when it is as wide. Seeded by the
+    shapes alone (its own generator), so a spec always gets the same one."""
+    A, H = s.draft_attn_width, s.hidden_size
+    if A >= H:
+        return None
+    if str(device) == "meta":
+        return torch.empty(A, H, device="meta")
+    g = torch.Generator().manual_seed(7_919 * A + H)
+    q, _ = torch.linalg.qr(torch.randn(H, A, generator=g))
+    return q.T.contiguous().to(device)
+
+
 def embedding(s: TinySpec, g: torch.Generator, device="cpu") -> torch.Tensor:
-    return _randn(g, (s.vocab_size, s.hidden_size), 1.0, device)
+    """E [V, H], standard normal entries; with a narrower drafter attention, Z [V, A] @ P scaled by sqrt(H / A):
+    in P's A dimensions, with the same expected squared norm H."""
+    P = attn_basis(s, device)
+    if P is None:
+        return _randn(g, (s.vocab_size, s.hidden_size), 1.0, device)
+    if str(device) == "meta":
+        return torch.empty(s.vocab_size, s.hidden_size, device="meta")
+    return _randn(g, (s.vocab_size, s.draft_attn_width), (s.hidden_size / s.draft_attn_width) ** 0.5, device) @ P
 
 
 def planted_head(E: torch.Tensor, succ: torch.Tensor, head: torch.Tensor) -> torch.Tensor:
@@ -172,15 +193,18 @@ def draft_weights(s: TinySpec, g: torch.Generator, head: torch.Tensor, D: torch.
     No embed_tokens: SGLang gives an EAGLE-3 drafter the target's embedding (set_embed)."""
     H, dev = s.hidden_size, head.device
     eye, zero = torch.eye(H, device=dev), torch.zeros(H, H, device=dev)
+    # the attention's basis: I, or P [A, H] when it is narrower (the embeddings lie in P's rows: embedding())
+    P = attn_basis(s, dev)
+    basis = eye if P is None else P
     w = {
         "midlayer.input_layernorm.weight": torch.ones(H, device=dev),
         "midlayer.hidden_norm.weight": torch.ones(H, device=dev),
         "midlayer.post_attention_layernorm.weight": torch.ones(H, device=dev),
         # input to q/k/v is cat(input_layernorm(embed), hidden_norm(hidden)) [2H]
-        "midlayer.self_attn.q_proj.weight": torch.cat([ALPHA * eye, zero], 1),
-        "midlayer.self_attn.k_proj.weight": torch.cat([ALPHA * eye, zero], 1),
-        "midlayer.self_attn.v_proj.weight": torch.cat([eye, -eye], 1),
-        "midlayer.self_attn.o_proj.weight": BETA * eye,
+        "midlayer.self_attn.q_proj.weight": torch.cat([ALPHA * basis, torch.zeros_like(basis)], 1),
+        "midlayer.self_attn.k_proj.weight": torch.cat([ALPHA * basis, torch.zeros_like(basis)], 1),
+        "midlayer.self_attn.v_proj.weight": torch.cat([basis, -basis], 1),
+        "midlayer.self_attn.o_proj.weight": BETA * basis.T.contiguous(),
         "midlayer.mlp.gate_proj.weight": _randn(g, (s.draft_intermediate_size, H), INIT_STD, dev),
         "midlayer.mlp.up_proj.weight": _randn(g, (s.draft_intermediate_size, H), INIT_STD, dev),
         "midlayer.mlp.down_proj.weight": _randn(g, (H, s.draft_intermediate_size), INIT_STD * OUT_SCALE, dev),
