@@ -50,8 +50,9 @@ def target_pass(s: TinySpec, *, int4: bool, like: PassModel) -> PassModel:
 
 
 def draft_pass(s: TinySpec, rows: int, *, like: PassModel) -> PassModel:
-    """The tiny drafter (one Llama layer: q/k/v from 2 x hidden to its attention width, `rows` draft-vocab rows) at TP 1, counted as the profile
-    counts the real one (qkv, o, MLP, lm_head; the fc over the aux states runs once per draft extend)."""
+    """The tiny drafter (one Llama layer: q/k/v from 2 x hidden to its attention width, `rows` draft-vocab rows) at
+    TP 1, counted as the profile counts the real one (qkv, o, MLP, lm_head; the fc over the aux states runs once per
+    draft extend)."""
     h, a = s.hidden_size, s.draft_attn_width
     params = 2 * h * 3 * a + a * h + 3 * h * s.draft_intermediate_size + rows * h
     hd = s.draft_head_size
