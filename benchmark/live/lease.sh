@@ -33,7 +33,17 @@ export OUT=/tmp/res-$step
 mkdir -p "$OUT" "$FINAL_OUT"
 T0=$(date +%s)
 say() { echo "[lease $step $(( $(date +%s) - T0 )) s] $*" | tee -a "$OUT/lease.log"; }
-pack() { tar czf "$FINAL_OUT/res-$step.tgz" -C /tmp "res-$step" && say "packed $(ls "$OUT" | wc -l) files into res-$step.tgz"; }
+pack() {
+  kill "$PACKER" 2>/dev/null
+  tar czf "$FINAL_OUT/res-$step.tgz.tmp" -C /tmp "res-$step" && mv "$FINAL_OUT/res-$step.tgz.tmp" "$FINAL_OUT/res-$step.tgz" \
+    && say "packed $(ls "$OUT" | wc -l) files into res-$step.tgz"
+}
+# a call cut short by the device's limit (the lease's budget) runs no EXIT trap: every PACK_S (60) seconds the folder so
+# far is packed too (atomically), so what finished comes back whatever stops the call
+( while sleep "${PACK_S:-60}"; do
+    tar czf "$FINAL_OUT/res-$step.tgz.tmp" -C /tmp "res-$step" 2>/dev/null && mv "$FINAL_OUT/res-$step.tgz.tmp" "$FINAL_OUT/res-$step.tgz"
+  done ) &
+PACKER=$!
 trap pack EXIT
 case $step in
 a)
