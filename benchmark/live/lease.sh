@@ -34,14 +34,14 @@ mkdir -p "$OUT" "$FINAL_OUT"
 T0=$(date +%s)
 say() { echo "[lease $step $(( $(date +%s) - T0 )) s] $*" | tee -a "$OUT/lease.log"; }
 pack() {
-  kill "$PACKER" 2>/dev/null
+  kill "$PACKER" 2>/dev/null  # its own temporary name: a tar of it still running writes no file of this one
   tar czf "$FINAL_OUT/res-$step.tgz.tmp" -C /tmp "res-$step" && mv "$FINAL_OUT/res-$step.tgz.tmp" "$FINAL_OUT/res-$step.tgz" \
     && say "packed $(ls "$OUT" | wc -l) files into res-$step.tgz"
 }
 # a call cut short by the device's limit (the lease's budget) runs no EXIT trap: every PACK_S (60) seconds the folder so
 # far is packed too (atomically), so what finished comes back whatever stops the call
 ( while sleep "${PACK_S:-60}"; do
-    tar czf "$FINAL_OUT/res-$step.tgz.tmp" -C /tmp "res-$step" 2>/dev/null && mv "$FINAL_OUT/res-$step.tgz.tmp" "$FINAL_OUT/res-$step.tgz"
+    tar czf "$FINAL_OUT/res-$step.tgz.part" -C /tmp "res-$step" 2>/dev/null && mv "$FINAL_OUT/res-$step.tgz.part" "$FINAL_OUT/res-$step.tgz"
   done ) &
 PACKER=$!
 trap pack EXIT
