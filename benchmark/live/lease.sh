@@ -20,7 +20,7 @@
 #       servers and its alternating rounds), then the host-cost benchmark and the suite on an idle GPU (suite).
 #       Knobs: E_END_S (570), L_E2E_S (60), L_END_S (560), PHASE2_WAIT_S (240), A_HOST_S (90), S_SUITE_S (420);
 #       device_e2e.sh's and device_loop.sh's own (CONC, TEMPS, STEADY_TEMPS, ROUNDS, ROUND_S, LOOP_Q, ...) pass through
-# Every step writes into /tmp/res-STEP (kept on the warm machine) and packs it into $OUT/res-STEP.tgz at its end:
+# Every step writes into /tmp/res-STEP (kept on the warm machine) and packs it into $OUT/res-STEP.tgz every PACK_S s and at its end:
 # a call returns at most 8 files from $OUT (2026-12-01: the upstream logs and the loop's phase-1 files were
 # left out of a call that wrote 13). A step cut short leaves /tmp/res-STEP: `tar czf $OUT/x.tgz /tmp/res-*`.
 # Knobs: A_HOST (0; 1: benchmark/kernels/bench_host.py first, limit A_HOST_S 120), A_SUITE_S (330), A_SUITE_N
