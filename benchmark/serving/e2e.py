@@ -17,6 +17,9 @@ NAME=URL of servers already running. Per temperature (default greedy and 0.7):
            traffic (c requests in flight; none starts after the deadline, the ones in flight finish), so a stall
            of a second moves one round by a few percent, not the level.
 
+Before any pass, a greedy check (--greedy-check N, default 8; 0: none): each server answers the first N prompts at
+temperature 0, one at a time, and its output ids are compared with the baseline's ("greedy_check" in the JSON).
+
 Reported per level: each server's aggregate and per-request tok/s (median over rounds, min-max), the ratio to
 the baseline per round (same round index) as median [min, max], the same between every other pair, and the
 cold first/second ratios. Every finished pass or round is written at once (atomically) to --json, so Ctrl-C or
@@ -58,6 +61,7 @@ OPTIONS = {  # option -> (default, kind); a spec may set any of them, a flag ove
     "template": ("raw", "str"), "finish_by": (0.0, "float"), "steady_servers": ("", "names"),
     "steady_temperatures": ("", "floats"), "workload": ("", "str"),
     "workload_cap": (0, "int"),  # at most this many new tokens per workload request (0: the workload's own lengths)
+    "greedy_check": (8, "count"),  # prompts each server answers greedily, one at a time, compared with the baseline's
 }
 
 
@@ -238,6 +242,49 @@ def run_unit(u: Unit, server: Server, prompts, opts: dict, round_s: float) -> di
     return row
 
 
+GREEDY_CHECK_TOKENS = 64  # new tokens per greedy-check request (at most --max-new-tokens)
+
+
+def _first_difference(a, b) -> int | None:
+    """Index of the first differing token (or character), the shorter length when one is a prefix of the other,
+    None when equal."""
+    if a == b:
+        return None
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+
+
+def greedy_check(servers: list[Server], base: str, prompts, opts: dict, progress=print) -> dict:
+    """Speculation must not change a greedy token: each server answers the first --greedy-check prompts at
+    temperature 0, one request at a time (no batch effects), and its output ids (its text where a server sends
+    none) are compared with the baseline's. Uncounted traffic, before any pass or round."""
+    order = interleave(prompts)[: opts["greedy_check"]]
+    params = {"temperature": 0.0, "max_new_tokens": min(GREEDY_CHECK_TOKENS, opts["max_new_tokens"]),
+              "ignore_eos": opts["ignore_eos"]}
+    outs: dict = {}
+    for s in servers:
+        rows = []
+        for p in order:
+            r = client.generate(s.url, p.id, p.category, P.render(opts["template"], p.text), params, opts["timeout_s"],
+                                keep_output=True)
+            rows.append(None if not r.ok else r.output_ids if r.output_ids is not None else r.text)
+        outs[s.name] = rows
+    res = {"prompts": len(order), "max_new_tokens": params["max_new_tokens"], "baseline": base, "servers": {}}
+    for name, rows in outs.items():
+        if name == base:
+            continue
+        diff = None
+        for p, a, b in zip(order, rows, outs[base]):
+            if a is None or b is None or a != b:
+                diff = {"prompt": p.id, "at": None if a is None or b is None else _first_difference(a, b),
+                        "failed": a is None or b is None}
+                break
+        same = sum(1 for a, b in zip(rows, outs[base]) if a is not None and a == b)
+        res["servers"][name] = {"same": same, "of": len(order), "first_difference": diff}
+        progress(f"greedy check {name} vs {base}: {same}/{len(order)} prompts identical"
+                 + (f" (first difference: {diff['prompt']}, token {diff['at']})" if diff else ""))
+    return res
+
+
 def _timeline_entry(r, done_s: float) -> dict:
     """One cold-pass request: when it was sent and finished (seconds from the pass's start), its client latency and
     the server's own (meta_info.e2e_latency: from the tokenizer manager's receipt). A stall the server did not time
@@ -367,12 +414,14 @@ def _opt(kind: str, value, where: str):
         if not isinstance(value, str) or not value:
             raise UserError(f"{where} {value!r}: expected a non-empty string")
         return value
+    whole = kind in ("int", "count")  # count: an integer >= 0 (0 turns the thing off)
     try:
-        v = int(value) if kind == "int" else float(value)
+        v = int(value) if whole else float(value)
     except (TypeError, ValueError):
-        raise UserError(f"{where} {value!r}: expected {'an integer' if kind == 'int' else 'a number'}") from None
+        raise UserError(f"{where} {value!r}: expected {'an integer' if whole else 'a number'}") from None
     if v < (1 if kind == "int" else 0) or v != v or v == float("inf"):
-        raise UserError(f"{where} {value!r}: expected a finite {'integer >= 1' if kind == 'int' else 'number >= 0'}")
+        raise UserError(f"{where} {value!r}: expected a finite "
+                        f"{'integer >= 1' if kind == 'int' else 'integer >= 0' if whole else 'number >= 0'}")
     return v
 
 
@@ -568,6 +617,9 @@ def run(argv: list[str], progress=print, on_row=None) -> int:
                 continue
             doc["servers"][s.name].update({"startup_s": s.started_s, "log": s.log,
                                            "server_info": client.server_info(s.url), "kernel_warmup": warmup_lines(s.log)})
+        live = [s for s in servers if s.name not in doc.get("dropped", {})]
+        if opts["greedy_check"] > 0 and "greedy_check" not in doc and any(s.name == base for s in live):
+            doc["greedy_check"] = greedy_check(live, base, prompts, opts, progress)
         save()
         sent = set()  # (server, temperature, c) this process has sent traffic at
         todo = [u for u in units if u.key not in done]

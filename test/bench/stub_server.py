@@ -321,11 +321,12 @@ class StubConfig:
     nospec_every: int = 0
     garbage_every: int = 0
     model_path: str = "protocol-stub (synthetic)"
+    salt: str = ""  # mixed into the per-prompt seed: a stub with another salt answers other ids (a wrong server)
 
 
 def _simulate(cfg: StubConfig, prompt: str, max_new: int, in_flight: int) -> tuple[dict, list[int], float]:
     """meta_info spec fields, output ids and seconds to sleep for one request."""
-    rng = random.Random(hashlib.sha256(prompt.encode()).digest())
+    rng = random.Random(hashlib.sha256((cfg.salt + prompt).encode()).digest())
     n_out = max(1, min(max_new, max_new - rng.randrange(0, max(1, max_new // 4))))  # some stop early
     ids = [rng.randrange(1000, 30000) for _ in range(n_out)]
     if cfg.alphas is None:

@@ -218,3 +218,25 @@ def test_rounds_cut_short_by_the_deadline_are_flagged(tmp_path, capsys):
     doc = json.loads(out.read_text())
     assert doc["config"]["round_s_used"] < 5 and "too short to decide" in doc["config"]["short_rounds"]
     assert "WARNING: rounds of 1.0 s, not the 20 s asked" in capsys.readouterr().out  # progress goes to stdout
+
+
+def test_the_greedy_check_compares_every_server_with_the_baseline_before_any_pass(tmp_path, capsys):
+    """Stubs answer ids seeded by the prompt: the same for plain and a speculative stub, others for a stub with
+    another salt (a server whose greedy tokens differ). The check runs before the first pass, one request at a time;
+    --greedy-check 0 turns it off."""
+    out, off = tmp_path / "e2e.json", tmp_path / "off.json"
+    a, b, c = ProtocolStub(StubConfig(alphas=None, pass_ms=0.1)), ProtocolStub(StubConfig(pass_ms=0.1)), \
+        ProtocolStub(StubConfig(pass_ms=0.1, salt="x"))
+    with a as ua, b as ub, c as uc:
+        rc = e2e.main(["--server", f"plain={ua}", "--server", f"ours={ub}", "--server", f"wrong={uc}",
+                       "--json", str(out), "--greedy-check", "5"] + FAST)
+        rc_off = e2e.main(["--server", f"plain={ua}", "--server", f"ours={ub}", "--json", str(off),
+                           "--greedy-check", "0"] + FAST)
+    assert rc == 0 and rc_off == 0
+    g = json.loads(out.read_text())["greedy_check"]
+    assert g["prompts"] == 5 and g["baseline"] == "plain" and g["max_new_tokens"] == 8
+    assert g["servers"]["ours"] == {"same": 5, "of": 5, "first_difference": None}
+    wrong = g["servers"]["wrong"]
+    assert wrong["same"] == 0 and wrong["first_difference"]["at"] == 0 and not wrong["first_difference"]["failed"]
+    assert "greedy check wrong vs plain: 0/5 prompts identical" in capsys.readouterr().out
+    assert "greedy_check" not in json.loads(off.read_text())
