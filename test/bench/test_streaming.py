@@ -5,7 +5,8 @@ table; broken streams are counted errors; the spec-off baseline workflow on one 
 The delays are the server's sleeps, so TTFT and end-to-end times are at least their designed values; a gap between
 two chunks can also come out shorter, by as much as the gap before it overran (the H200 suite, 2026-12-03: 78.95 ms
 for an 80 ms gap beside 11 busy workers), so gaps get the slack on both sides. The upper bounds leave room for a
-loaded machine. Only the measurement is asserted, never the speed of anything."""
+loaded machine and still tell a wrong measurement (a gap not spread over its tokens, a doubled time). Only the
+measurement is asserted, never the speed of anything."""
 
 import json
 
@@ -17,7 +18,8 @@ from stub_server import PLAIN_INFO, StreamServer, sglang_chunks
 
 FAST = ["--max-new-tokens", "16", "--rounds", "1", "--warmup", "0", "--categories", "chat", "--no-progress",
         "--timeout", "20"]
-SLACK = 0.03  # seconds a sleep may overrun on a busy 2-core box
+SLACK = 0.03  # seconds a gap may come out shorter (the one before it overran)
+LOAD = 0.1  # seconds a sleep may overrun on a loaded 2-core box (0.069 s seen on a fresh-clone CI run, 2026-12-03)
 
 
 @pytest.fixture(autouse=True)
@@ -46,15 +48,15 @@ def test_ttft_itl_and_e2e_percentiles_per_level(tmp_path, capsys):
     assert st["requests"] == 10
     # TTFT: 0.03 .. 0.30 s; nearest rank over 10: p50 -> 5th (0.15), p90 -> 9th (0.27), p99 -> 10th (0.30)
     for q, want in (("p50", 0.15), ("p90", 0.27), ("p99", 0.30)):
-        assert want - 1e-3 <= st["ttft_s"][q] <= want + SLACK, (q, st["ttft_s"])
+        assert want - 1e-3 <= st["ttft_s"][q] <= want + LOAD, (q, st["ttft_s"])
     # ITL: 90 token gaps, 60 of 0.02 s and 30 of 0.24 / 3 = 0.08 s: p50 0.02, p90 and p99 0.08
     assert st["itl_s"]["n"] == 90
-    assert 0.02 - SLACK / 3 <= st["itl_s"]["p50"] <= 0.02 + SLACK, st["itl_s"]
+    assert 0.02 - SLACK / 3 <= st["itl_s"]["p50"] <= 0.02 + LOAD / 2, st["itl_s"]  # below the 0.08 gaps
     for q in ("p90", "p99"):
-        assert 0.08 - SLACK <= st["itl_s"][q] <= 0.08 + SLACK, (q, st["itl_s"])
+        assert 0.08 - SLACK <= st["itl_s"][q] <= 0.08 + LOAD, (q, st["itl_s"])  # spread: below the chunk's 0.24
     # end to end: 0.03 n + 0.12 + 0.24
     for q, want in (("p50", 0.51), ("p90", 0.63), ("p99", 0.66)):
-        assert want - 1e-3 <= st["e2e_s"][q] <= want + 2 * SLACK, (q, st["e2e_s"])
+        assert want - 1e-3 <= st["e2e_s"][q] <= want + 2 * LOAD, (q, st["e2e_s"])
     assert s["latency_p99_s"] == st["e2e_s"]["p99"]
     # the spec fields of the last chunk still give tau: 10 tokens over 7 verifies per request
     assert s["tau"] == pytest.approx(10 / 7)
