@@ -37,6 +37,7 @@ pack() {
   kill "$PACKER" 2>/dev/null  # its own temporary name: a tar of it still running writes no file of this one
   tar czf "$FINAL_OUT/res-$step.tgz.tmp" -C /tmp "res-$step" && mv "$FINAL_OUT/res-$step.tgz.tmp" "$FINAL_OUT/res-$step.tgz" \
     && say "packed $(ls "$OUT" | wc -l) files into res-$step.tgz"
+  rm -f "$FINAL_OUT/res-$step.tgz.part"  # a periodic pack cut short: not one of the call's few returned files
 }
 # a call cut short by the device's limit (the lease's budget) runs no EXIT trap: every PACK_S (60) seconds the folder so
 # far is packed too (atomically), so what finished comes back whatever stops the call

@@ -12,7 +12,8 @@ into D):
     above any other position, and v = embed - hidden_norm(hidden), o_proj = beta * I, fc = beta * I on
     the first aux state (the target's layer-0 input = E[t]); the residual stream of draft step k is then
     beta * E[x_k], so each step proposes prop(x_k), where the draft lm_head row u = gamma * sum of E[t]
-    over t with prop(t) = u.
+    over t with prop(t) = u. A drafter attention narrower than the hidden state (draft_head_dim: A = heads x head
+    size < H) uses a basis P [A, H] (orthonormal rows) in place of I, and the embeddings lie in P's rows (attn_basis).
 With draft agreement q = 1 (the default) prop = succ and the draft lm_head is the target's own rows, so
 every draft is accepted. With q < 1, prop(t) = succ(t) for a seeded q-fraction of the tokens (exactly
 round(q * n) of the draft vocab's n tokens, and of the rest) and another draft-vocab token otherwise,
