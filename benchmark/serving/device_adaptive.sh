@@ -3,10 +3,13 @@
 # is installed (benchmark/live/device.sh install), one call per drafter agreement (each fits one 570-s call):
 #   DA_Q=0.9 benchmark/serving/device_adaptive.sh              # call 1
 #   DA_Q=0.3 DA_OFF=1 benchmark/serving/device_adaptive.sh     # call 2 (+ the off-state server and step ratios)
-# Five servers of the 84-layer pair starting together took 284-332 s on the H200 (2026-12-02), most of one call:
-# DA_STEP=start at the end of one call (build, start, leave them running), DA_STEP=measure in the next (STARTUP_S
-# then counts from that call's start) gives the rounds a whole call. DA_STEP=all (default) does both in one call.
+# Five servers of the 84-layer pair starting together took 284-332 s on the H200 (2026-12-02), most of one call. One
+# lease: DA_STEP=prep beside another job (the JIT prebuild, left running, and the pair), DA_STEP=start in the next call
+# (start, leave them running, the step ratios while time is left), DA_STEP=measure in the one after (STARTUP_S then
+# counts from that call's start): the rounds get a whole call. DA_STEP=all (default) does everything in one call.
 # Steps:
+#   0. SGLang's Marlin MoE JIT kernels prebuilt (benchmark/live/prebuild_jit.py); if that fails or outlasts
+#      DA_PREBUILD_S (400; 900 in prep), the servers take --moe-runner-backend triton
 #   1. build the deploy-shaped pair (python3 -m sglang_kimi_eagle3.tiny --preset deploy --int4, draft agreement
 #      DA_Q; it prints the planner's modelled draft-step / target-step ratios of the seed and of this pair)
 #   2. start side by side (setsid, own caches, SGLANG_KIMI_EAGLE3_WARMUP=off: the e2e warm pass is the discarded
@@ -15,15 +18,15 @@
 #      also off (SGLang's steps-0 off-state: --speculative-adaptive with candidates [0, 1] and this plugin's
 #      controller told to drop to 0 after the first batch and never probe)
 #   3. DA_OFF=1: benchmark/serving/step_ratio.py on plain and off (measured draft/target step ratio, decode c
-#      1/8/32/128 and a 1024-token prefill) -> $OUT/step_ratio-q$Q.json
+#      1/8/32/128 and a 1024-token prefill) -> $OUT/step_ratio-off-q$Q.json (DA_OFFSKIP: step_ratio-offskip-q$Q.json)
 #   4. benchmark/serving/e2e.py --workload chat, greedy, c $CONC, $ROUNDS rotated rounds per level, no cold passes
 #      (one uncounted warm pass per level and server), rounds sized to end by the deadline -> $OUT/e2e-q$Q.json
 #      (rewritten after every round; no plots: a call returns at most 8 files)
-#   5. $OUT: device_adaptive-q$Q.log, versions.txt, build-q$Q.log, e2e-q$Q.json, step_ratio-q$Q.json, logs-q$Q.tgz
+#   5. $OUT: device_adaptive-q$Q.log, versions.txt, build-q$Q.log, e2e-q$Q.json, step_ratio-*-q$Q.json, logs-q$Q.tgz
 #      (server logs, status files with the adaptive_control switch counters)
 # Knobs: DA_Q (0.9), DA_OFF (0), CONC (1,8,32,128), ROUNDS (3), CAP (256: output tokens per request at most), MEMF (0.7: --mem-fraction-static as device_e2e.sh, five servers
 # co-resident), MAXTOK (65536: --max-total-tokens), BUDGET_S (555), STARTUP_S (330), DA_FIRST_S (420: the staged
-# start's wait for the first server), DA_PREBUILD (1: step 0), DA_OFFSKIP (0; 1: a sixth server, the off-state with
+# start's wait for the first server), DA_PREBUILD (1: step 0), DA_PREBUILD_S, DA_OFFSKIP (0; 1: a sixth server, the off-state with
 # SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND=1, and its step ratio), DA_MOE (auto: SGLang's choice, Marlin on SM90; triton: no JIT build), DA_START_END_S (560: DA_STEP=start waits for every server until then), DA_WORK (/tmp/da).
 set -uo pipefail
 T0=$(date +%s)
@@ -37,10 +40,11 @@ mkdir -p "$OUT" "$W/logs" "$W/status"
 exec > >(tee -a "$OUT/device_adaptive-q$Q.log") 2>&1
 say() { echo "[device_adaptive q$Q $(( $(date +%s) - T0 )) s] $*"; }
 PIDS=()
-STEP=${DA_STEP:-all}  # all | start (build and start the servers, leave them running) | measure (the servers of start)
-case $STEP in all|start|measure) ;; *) echo "device_adaptive.sh: DA_STEP=$STEP: expected all, start or measure" >&2; exit 2;; esac
+STEP=${DA_STEP:-all}  # all | prep (the JIT prebuild and the pair only) | start (build and start the servers, leave them
+# running, then the step ratios if DA_START_END_S leaves time) | measure (the servers of start)
+case $STEP in all|prep|start|measure) ;; *) echo "device_adaptive.sh: DA_STEP=$STEP: expected all, prep, start or measure" >&2; exit 2;; esac
 cleanup() {
-  if [ "$STEP" != start ]; then
+  if [ "$STEP" = all ] || [ "$STEP" = measure ]; then
     for p in "${PIDS[@]}"; do kill -TERM -- "-$p" 2>/dev/null; done
     sleep 4
     for p in "${PIDS[@]}"; do kill -KILL -- "-$p" 2>/dev/null; done
@@ -55,19 +59,42 @@ trap cleanup EXIT
 if [ "$STEP" != measure ]; then
 # 0. SGLang's INT4 MoE JIT kernels, two variants side by side (benchmark/live/prebuild_jit.py; seconds when a previous
 #    call of this lease built them into the same folder): on 2026-12-03 a lone server spent over 6 minutes compiling them
-#    one after the other inside its first CUDA-graph capture
+#    one after the other inside its first CUDA-graph capture. Started in its own session: DA_STEP=prep leaves it running
+#    for the next call. Where it fails or outlasts DA_PREBUILD_S, the servers take SGLang's Triton WNA16 MoE instead
+#    (DA_MOE=triton: no JIT build), so that a call still measures
 if [ "${DA_PREBUILD:-1}" = 1 ] && [ "${DA_MOE:-auto}" = auto ]; then
-  python3 benchmark/live/prebuild_jit.py --cache "$W/cache/jit-shared" --timeout 560 > "$W/prebuild.log" 2>&1 &
+  setsid python3 benchmark/live/prebuild_jit.py --cache "$W/cache/jit-shared" --timeout "${DA_PREBUILD_S:-$([ "$STEP" = prep ] && echo 900 || echo 400)}" \
+    > "$W/prebuild-$STEP.log" 2>&1 < /dev/null &
   PREBUILD=$!
 fi
-# 1. the pair
-say "building: python3 -m sglang_kimi_eagle3.tiny $W/q$Q --preset deploy --int4 --draft-agreement $Q --device cuda"
-python3 -m sglang_kimi_eagle3.tiny "$W/q$Q" --preset deploy --int4 --draft-agreement "$Q" --device cuda > "$OUT/build-q$Q.log" 2>&1
-rc=$?; cat "$OUT/build-q$Q.log"
-[ $rc -eq 0 ] || { say "the pair did not build (exit $rc)"; exit 3; }
-say "built"
+# 1. the pair (DA_STEP=prep built it in an earlier call of this lease: $W/q$Q/built)
+if [ -f "$W/q$Q/built" ]; then
+  say "the pair of an earlier call: $W/q$Q"
+else
+  say "building: python3 -m sglang_kimi_eagle3.tiny $W/q$Q --preset deploy --int4 --draft-agreement $Q --device cuda"
+  python3 -m sglang_kimi_eagle3.tiny "$W/q$Q" --preset deploy --int4 --draft-agreement "$Q" --device cuda > "$OUT/build-q$Q.log" 2>&1
+  rc=$?; cat "$OUT/build-q$Q.log"
+  [ $rc -eq 0 ] || { say "the pair did not build (exit $rc)"; exit 3; }
+  touch "$W/q$Q/built"
+  say "built"
+fi
+if [ "$STEP" = prep ]; then say "prep done (the JIT prebuild goes on: $W/prebuild-prep.log)"; PIDS=(); exit 0; fi
+if [ -n "${PREBUILD:-}" ]; then
+  wait "$PREBUILD"; rc=$?
+  [ -f "$W/prebuild-prep.log" ] && say "the prep call's JIT prebuild: $(tr '\n' ' ' < "$W/prebuild-prep.log" | cut -c1-300)"
+  say "JIT prebuild exit $rc: $(tr '\n' ' ' < "$W/prebuild-$STEP.log" | cut -c1-300)"
+  if [ $rc -ne 0 ]; then
+    pkill -f benchmark/live/prebuild_jit.py; export DA_MOE=triton
+    say "the servers take --moe-runner-backend triton (no Marlin JIT build)"
+  fi
+fi
 
-# 2. the servers
+# 2. the servers, on a GPU no test process still holds (2026-12-01: a pytest worker kept 39 GiB after its suite)
+for p in $(nvidia-smi --query-compute-apps=pid --format=csv,noheader 2>/dev/null); do
+  if tr '\0' ' ' < "/proc/$p/cmdline" 2>/dev/null | grep -q "pytest\|xdist\|execnet"; then
+    say "killing a leftover test process on the GPU: $p $(tr '\0' ' ' < "/proc/$p/cmdline" | cut -c1-120)"; kill -KILL "$p"
+  fi
+done
 python3 - "$W" "$Q" <<'PY'
 import json, os, shlex, sys
 from sglang_kimi_eagle3.tiny.launch import base_args, spec_args
@@ -122,9 +149,6 @@ NAMES=$(python3 -c "import json; print(' '.join(s['name'] for s in json.load(ope
 # servers started together, each with its own JIT cache, sat in their first CUDA-graph capture for over 7 minutes:
 # a lone deploy-pair server's bs-128 decode capture ran a single-threaded nvcc (cicc) compile for over 100 s, and
 # each of the five paid its own. With one shared SGLANG_JIT_CACHE_DIR the later servers find the first's kernels.
-if [ -n "${PREBUILD:-}" ]; then
-  wait "$PREBUILD"; say "JIT prebuild exit $?: $(tr '\n' ' ' < "$W/prebuild.log" | cut -c1-300)"
-fi
 first=1
 for n in $NAMES; do
   setsid bash "$W/start-$n.sh" > "$W/logs/$n-q$Q.log" 2>&1 < /dev/null &
@@ -141,6 +165,22 @@ for n in $NAMES; do
 done
 fi
 healthy() { curl -s -m 3 -o /dev/null -w '%{http_code}' "$1/health" | grep -q 200; }
+# 3. the measured step ratios, plain vs the off-state (DA_OFF) and vs the off-state without its draft extend
+#    (DA_OFFSKIP), each at most 100 s and once per lease ($W/step_ratio-*.done); in DA_STEP=start only while
+#    DA_START_END_S leaves 110 s for one
+step_ratios() {
+  local name port
+  for name in off offskip; do
+    case $name in off) [ "${DA_OFF:-0}" = 1 ] || continue; port=30505;; offskip) [ "${DA_OFFSKIP:-0}" = 1 ] || continue; port=30506;; esac
+    [ -f "$W/step_ratio-$name-q$Q.done" ] && continue
+    if [ -n "${1:-}" ] && [ $(( $1 - $(date +%s) )) -lt 110 ]; then say "step ratio ($name): no time left in this call"; continue; fi
+    healthy http://127.0.0.1:$port && healthy http://127.0.0.1:30501 || { say "step ratio ($name): a server is not healthy"; continue; }
+    timeout 100 python3 benchmark/serving/step_ratio.py --plain http://127.0.0.1:30501 --off http://127.0.0.1:$port \
+      --json "$OUT/step_ratio-$name-q$Q.json" --concurrency 1,8,32,128 --repeats 3
+    rc=$?; say "step_ratio.py ($name) exit $rc"
+    [ $rc -eq 0 ] && touch "$W/step_ratio-$name-q$Q.done"
+  done
+}
 url_of() { python3 -c "import json; print({s['name']: s['url'] for s in json.load(open('$W/spec-q$Q.json'))['servers']}['$1'])"; }
 NAMES=$(python3 -c "import json; print(' '.join(s['name'] for s in json.load(open('$W/spec-q$Q.json'))['servers']))")
 # DA_STEP=start: the servers outlive this call (started with setsid); it waits for all of them until DA_START_END_S
@@ -151,6 +191,7 @@ if [ "$STEP" = start ]; then
     until healthy "$u" || [ "$(date +%s)" -ge $((T0 + ${DA_START_END_S:-560})) ]; do sleep 3; done
     healthy "$u" && say "$n healthy" || say "$n not healthy yet: $(tail -2 "$W/logs/$n-q$Q.log" | cut -c1-200)"
   done
+  step_ratios $((T0 + ${DA_START_END_S:-560}))
   say "run DA_STEP=measure next"
   exit 0
 fi
@@ -162,19 +203,9 @@ for n in $NAMES; do
   healthy "$u" && say "$n healthy" || say "$n NOT healthy after ${STARTUP_S} s: $(tail -3 "$W/logs/$n-q$Q.log" | cut -c1-300)"
 done
 grep -h "adaptive steps\|Built adaptive runtime state\|launch_step" "$W"/logs/*-q$Q.log | cut -c1-300 | head -20
+step_ratios
 
-# 3. the measured step ratio (plain vs the off-state)
-if [ "${DA_OFF:-0}" = 1 ] && healthy http://127.0.0.1:30505 && healthy http://127.0.0.1:30501; then
-  timeout 100 python3 benchmark/serving/step_ratio.py --plain http://127.0.0.1:30501 --off http://127.0.0.1:30505 \
-    --json "$OUT/step_ratio-q$Q.json" --concurrency 1,8,32,128 --repeats 3
-  say "step_ratio.py exit $?"
-fi
-if [ "${DA_OFFSKIP:-0}" = 1 ] && healthy http://127.0.0.1:30506 && healthy http://127.0.0.1:30501; then
-  timeout 100 python3 benchmark/serving/step_ratio.py --plain http://127.0.0.1:30501 --off http://127.0.0.1:30506 \
-    --json "$OUT/step_ratio-offskip-q$Q.json" --concurrency 1,8,32,128 --repeats 3
-  say "step_ratio.py (offskip) exit $?"
-fi
-
+# 3. the measured step ratio (plain vs the off-state): step_ratios below, run by DA_STEP=start when time is left
 # 4. rotated rounds on the chat workload (servers given by URL: the spec's started ones are ours to stop)
 SERVERS=()
 for n in $NAMES; do u=$(url_of "$n"); healthy "$u" && SERVERS+=(--server "$n=$u"); done
