@@ -28,12 +28,6 @@
 # B_BUDGET_S (560), C_BUDGET_S (540: phase 2 ends by then), PHASE2_WAIT_S (90).
 set -uo pipefail
 step=${1:?usage: lease.sh a|b|c|live|e2e|loop|rest|suite}
-SLOW_FIRST="test/commands/test_check_memory.py test/commands/test_check_state.py test/integration/hooks/test_adaptive_control.py
- test/integration/hooks/test_runtime_status.py test/integration/test_version_policy.py test/policy/test_context_margin.py
- test/commands/test_check.py test/tiny/test_tiny_builder.py test/integration/hooks/test_kernel_warmup.py
- test/integration/hooks/test_metrics.py test/gpu_kernels/test_vs_sglang.py test/integration/test_plugin.py
- test/preflight/test_fixes_fix.py test/integration/test_auto_gate.py test/planner/test_capacity.py
- test/integration/hooks/test_verify_kernels.py test/integration/hooks/test_context_policy.py"
 FINAL_OUT=${OUT:-/tmp/out}
 export OUT=/tmp/res-$step
 mkdir -p "$OUT" "$FINAL_OUT"
@@ -169,9 +163,7 @@ suite)
   elif [ -n "${PREBUILD_JIT:-}" ]; then
     setsid python3 benchmark/live/prebuild_jit.py --cache "$PREBUILD_JIT" > "$OUT/prebuild.log" 2>&1 < /dev/null &
   fi
-  # the slowest files first (benchmark/live/suite.sh SUITE_FIRST): the six not reached in 400 s on 2026-12-03, then
-  # the longest of that run's (its junit times, worker seconds: test_check 308, test_tiny_builder 242, ...)
-  SUITE_FIRST=${SUITE_FIRST-"$SLOW_FIRST"} GPU_CI_TARGETS=${GPU_CI_TARGETS:-int4} GPU_CI_PARALLEL=7 SUITE_TIMEOUT=${S_SUITE_S:-420} \
+  GPU_CI_TARGETS=${GPU_CI_TARGETS:-int4} GPU_CI_PARALLEL=7 SUITE_TIMEOUT=${S_SUITE_S:-420} \
     SUITE_ARGS="-n ${A_SUITE_N:-10} --dist loadfile -p no:cacheprovider --ignore=test/gpu/test_live_tiny.py" \
     bash benchmark/live/suite.sh > /dev/null 2>&1
   say "suite: $(tail -3 "$OUT/suite.log" | tr '\n' ' ')"
