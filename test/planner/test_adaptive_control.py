@@ -1,13 +1,16 @@
 """The launch-time adaptive table (planner/adaptive_table.py) and the controller this plugin puts in SGLang's
 slots (planner/adaptive_control.py): pure, no SGLang. Decisions are counted in batches, never timed."""
 
+import json
 import random
+from pathlib import Path
 
 from sglang_kimi_eagle3.planner import adaptive_table as T, profiles
 from sglang_kimi_eagle3.planner.adaptive import check
 from sglang_kimi_eagle3.planner.adaptive_control import Controller
 from sglang_kimi_eagle3.planner.costs import from_profile
 
+ROOT = Path(__file__).resolve().parents[2]
 COST = from_profile(profiles.load(profiles.DEFAULT_PROFILE))
 BSS = [1, 2, 4, 8, 16, 32, 64, 128, 256]
 
@@ -56,6 +59,36 @@ def test_every_slot_lists_the_best_kept_state_at_every_acceptance():
             assert best in cands, (bs, a, best, cands)
     assert 3 in cfg["8"]["candidate_steps"]
     assert T.speedup(COST, 8, 3, 0.9) > 1.2 * T.speedup(COST, 8, 1, 0.9)
+
+
+def test_the_off_state_and_every_round_carry_sglangs_measured_path_cost():
+    # the constant is the raw step-ratio run's (off-state step - plain step), not a typed guess
+    raw = json.loads((ROOT / "benchmark/results/step-ratio-h200-2026-12-03-deploy-q0.9.json").read_text())
+    for row in raw["decode"]:
+        assert abs(T.PATH_EXTRA_US[row["concurrency"]] - 1e6 * (row["off_step_s"] - row["target_step_s"])) < 1.0
+    cfg = T.table(COST, BSS, operator_steps=3)
+    for bs in BSS:
+        e = cfg[str(bs)][T.KEY]
+        assert e["off_us"] > e["base_us"]  # steps 0 is not plain decoding
+        ctl = Controller.from_entry(cfg[str(bs)]["candidate_steps"], e, 3)
+        assert ctl.predicted(0, 0.5) < 1.0
+        # nothing accepted: no positive step beats the off-state (each round pays the same path cost and more)
+        assert all(ctl.predicted(s, 0.0) < ctl.predicted(0, 0.0) for s in ctl.candidates if s)
+
+
+def test_low_acceptance_keeps_a_positive_step_that_beats_the_off_state():
+    # bs 128 of the seed, alpha 0.3 at steps 1: about 0.87x of plain predicted, the off-state about 0.76x. Priced as
+    # plain decoding (1.0), steps 0 looked better and the controller dropped to it; on the H200 the off-state ran
+    # 0.50-0.63x of plain where every positive setting measured ran faster
+    cfg = T.table(COST, BSS, operator_steps=3)
+    entry = cfg["128"][T.KEY]
+    for off_priced, want_zero in ((True, False), (False, True)):
+        e = dict(entry) if off_priced else {k: v for k, v in entry.items() if k != "off_us"}
+        ctl, rng, seen = Controller.from_entry(cfg["128"]["candidate_steps"], e, 1), random.Random(3), set()
+        for _ in range(3000):
+            ctl.update(_chain(rng, ctl.steps, 0.3))
+            seen.add(ctl.steps)
+        assert (0 in seen) == want_zero, (off_priced, seen, ctl.history)
 
 
 def test_state_memory_is_modelled_from_the_measured_point_and_scaled():

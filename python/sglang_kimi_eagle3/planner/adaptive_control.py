@@ -12,7 +12,8 @@ minutes and ran at 0.41x of plain decoding. This one decides from the planner's 
     one that pays resets it.
 The acceptance estimate: an EMA of accepted drafts per request per verify at the current steps s, turned into an
 iid per-position acceptance alpha (tau = 1 + accepted; planner/acceptance.alpha_from_tau); each candidate's
-predicted speedup is expected_tokens(alpha, s') x base_us / round_us[s'] (steps 0: 1.0).
+predicted speedup is expected_tokens(alpha, s') x base_us / round_us[s']; steps 0 is SGLang's off-state, base_us /
+off_us (below 1: on the H200 one steps-0 step cost 1.24-2.32x a plain one; 1.0 for a table without off_us).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ class Controller:
     base_us: float
     round_us: dict[int, float]
     steps: int
+    off_us: float | None = None  # one steps-0 (off-state) step; None: priced as plain decoding
     dwell_batches: int = 128
     probe_batches: int = 32
     probe_wait_batches: int = 256
@@ -49,7 +51,8 @@ class Controller:
         knobs = {k: entry[k] for k in ("dwell_batches", "probe_batches", "probe_wait_batches", "probe_wait_max_batches",
                                        "hysteresis", "ema_alpha") if k in entry}
         c = cls(sorted(set(candidates)), float(entry["base_us"]), {int(k): float(v) for k, v in entry["round_us"].items()},
-                steps if steps in candidates else sorted(set(candidates))[-1], **knobs)
+                steps if steps in candidates else sorted(set(candidates))[-1],
+                float(entry["off_us"]) if entry.get("off_us") else None, **knobs)
         c.wait = c.probe_wait_batches
         return c
 
@@ -59,7 +62,9 @@ class Controller:
         return alpha_from_tau(min(1.0 + self.ema, self.steps + 1 - 1e-6), self.steps)
 
     def predicted(self, s: int, alpha: float) -> float:
-        return 1.0 if s == 0 else expected_tokens([alpha] * s) * self.base_us / self.round_us[s]
+        if s == 0:
+            return self.base_us / self.off_us if self.off_us else 1.0
+        return expected_tokens([alpha] * s) * self.base_us / self.round_us[s]
 
     def _switch(self, new: int, why: str) -> int:
         self.history = (self.history + [(self.seen, self.steps, new, why)])[-16:]
@@ -89,7 +94,7 @@ class Controller:
         gain = self.predicted(best, a) / here if here > 0 else float("inf")
         if self.probing:
             self.probing = False
-            if best == 0 and gain > 1.0 + self.hysteresis or here <= 1.0:
+            if best == 0 and gain > 1.0 + self.hysteresis or here <= self.predicted(0, a):
                 self.failed_probes += 1
                 self.wait = min(self.wait * 2, self.probe_wait_max_batches)
                 return self._switch(0, "probe did not pay")

@@ -5,10 +5,12 @@ Why: SGLang's default table (adaptive_spec_params.DEFAULT_ADAPTIVE_CONFIG) is on
 state per candidate step costs GPU memory (one set of CUDA graphs and buffers per step), and its slot logic
 probes up from steps 0 every few batches. Here the candidates come from the planner's cost model of the
 launch (planner/costs.py): per batch size, the steps that are best at some plausible acceptance (iid per
-position, ALPHAS); their union is cut to `max_states` kept states (the most often best; steps 0 always, it is
-the no-speculation floor; the operator's --speculative-num-steps, which SGLang requires as a candidate), and each
-slot then lists, per acceptance, the best of the kept states. Each slot carries `kimi_eagle3`: its plain decode time and the round time of each candidate, in
-microseconds, plus the controller's knobs (planner/adaptive_control.py reads them in every scheduler).
+position, ALPHAS); their union is cut to `max_states` kept states (the most often best; steps 0 always, SGLang's
+off-state, the nearest it has to no speculation; the operator's --speculative-num-steps, which SGLang requires as a
+candidate), and each slot then lists, per acceptance, the best of the kept states. Each slot carries `kimi_eagle3`:
+its plain decode time, the time of one steps-0 step and of a round of each candidate (SGLang's measured path cost,
+PATH_EXTRA_US, included), in microseconds, plus the controller's knobs (planner/adaptive_control.py reads them in
+every scheduler).
 
 State memory (modelled, not measured): SGLang builds one runtime state per candidate step, its CUDA graphs
 pruned to the batch sizes whose slot lists that step. Measured on the H200 (2026-12-02) at vocab 163840,
@@ -26,7 +28,7 @@ from ..preflight.memory import (  # noqa: F401 (re-exported)
     adaptive_states as states,
 )
 from .acceptance import expected_tokens
-from .costs import CostModel
+from .costs import CostModel, interp
 from .model import round_us
 
 MAX_STEPS = 7
@@ -36,10 +38,30 @@ KNOBS = {"dwell_batches": 128, "probe_batches": 32, "probe_wait_batches": 256, "
          "hysteresis": 0.05, "ema_alpha": 0.1}
 
 
+# SGLang 0.5.23's speculative path costs more than the planner's passes: its steps-0 off-state (a 1-token verify
+# through that path plus a draft extend each step, the drafter's forward about 5 % of a target step) took this much
+# longer per decode step than plain decoding, microseconds by batch size, on one H200 (2026-12-03, the
+# deployment-shaped pair, benchmark/serving/step_ratio.py; plain 8.2 / 8.5 / 14.2 / 20.0 ms, so 1.34 / 1.24 / 1.35 /
+# 2.32x; raw benchmark/results/step-ratio-h200-2026-12-03-deploy-q0.9.json). Every round of the speculative path
+# pays it, so it is added to steps 0 (a plain step + it) and to each positive round (the model's + it; the model's
+# own draft extend, ~5 %, is then counted twice). Taken as absolute time (host work and small kernels, which do not
+# grow with the target's weight reads) and held at the end values outside bs 1-128.
+PATH_EXTRA_US = {1: 2756.0, 8: 2020.0, 32: 4936.0, 128: 26508.0}
+
+
+def path_extra_us(bs: int) -> float:
+    return interp(PATH_EXTRA_US, bs, clamp=True)
+
+
+def step_us(cost: CostModel, bs: int, steps: int) -> float:
+    """One round of `steps` in SGLang's speculative path; steps 0 is its off-state, dearer than plain decoding."""
+    model = cost.target_us(bs, 1) if steps == 0 else round_us(cost, bs, steps, 1, steps + 1)
+    return model + path_extra_us(bs)
+
+
 def speedup(cost: CostModel, bs: int, steps: int, alpha: float) -> float:
-    if steps == 0:
-        return 1.0
-    return expected_tokens([alpha] * steps) * cost.target_us(bs, 1) / round_us(cost, bs, steps, 1, steps + 1)
+    """Predicted throughput of `steps` over plain decoding (steps 0: below 1)."""
+    return expected_tokens([alpha] * steps) * cost.target_us(bs, 1) / step_us(cost, bs, steps)
 
 
 def best_steps(cost: CostModel, bs: int, alpha: float, steps=range(MAX_STEPS + 1)) -> int:
@@ -73,6 +95,6 @@ def table(cost: CostModel, batch_sizes: list[int], *, operator_steps: int | None
             cands.add(operator_steps)  # SGLang starts every slot at the launch's steps when it is a candidate
         cands = sorted(cands)
         cfg[str(bs)] = {"candidate_steps": cands, KEY: dict(
-            KNOBS, base_us=round(cost.target_us(bs, 1), 3),
-            round_us={str(s): round(round_us(cost, bs, s, 1, s + 1), 3) for s in cands if s})}
+            KNOBS, base_us=round(cost.target_us(bs, 1), 3), off_us=round(step_us(cost, bs, 0), 3),
+            round_us={str(s): round(step_us(cost, bs, s), 3) for s in cands if s})}
     return cfg
