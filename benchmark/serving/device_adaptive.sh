@@ -27,7 +27,7 @@
 # Knobs: DA_Q (0.9), DA_OFF (0), CONC (1,8,32,128), ROUNDS (3), CAP (256: output tokens per request at most), MEMF (0.7: --mem-fraction-static as device_e2e.sh, five servers
 # co-resident), MAXTOK (65536: --max-total-tokens), BUDGET_S (555), STARTUP_S (330), DA_FIRST_S (420: the staged
 # start's wait for the first server), DA_PREBUILD (1: step 0), DA_PREBUILD_S, DA_OFFSKIP (0; 1: a sixth server, the off-state with
-# SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND=1, and its step ratio), DA_MOE (auto: SGLang's choice, Marlin on SM90; triton: no JIT build), DA_START_END_S (560: DA_STEP=start waits for every server until then), DA_WORK (/tmp/da).
+# SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND=1, and its step ratio), DA_ANATOMY (0; 1: step 3b), DA_MOE (auto: SGLang's choice, Marlin on SM90; triton: no JIT build), DA_START_END_S (560: DA_STEP=start waits for every server until then), DA_WORK (/tmp/da).
 set -uo pipefail
 T0=$(date +%s)
 eval "$(benchmark/live/device.sh env)"
@@ -181,6 +181,20 @@ step_ratios() {
     [ $rc -eq 0 ] && touch "$W/step_ratio-$name-q$Q.done"
   done
 }
+# 3b. DA_ANATOMY=1: the decode-step anatomy (benchmark/serving/anatomy.py: GPU time per kernel family, GPU idle, and
+#     the host time of SGLang's eager verify path per step) of the fixed and the off-state server at c 1 and 128,
+#     greedy, once per lease, in DA_STEP=start while 150 s are left before DA_START_END_S -> $OUT/anatomy-q$Q.json
+anatomy() {
+  [ "${DA_ANATOMY:-0}" = 1 ] && [ ! -f "$W/anatomy-q$Q.done" ] || return 0
+  local left=$(( $1 - $(date +%s) ))
+  if [ $left -lt 150 ]; then say "anatomy: ${left} s left, not run"; return 0; fi
+  mkdir -p "$W/traces"
+  timeout $((left - 10)) python3 benchmark/serving/anatomy.py capture --server fixed=http://127.0.0.1:30502 \
+    --server off=http://127.0.0.1:30505 --concurrency 1,128 --temperatures 0 --steps 20 --kv-tokens 56000 \
+    --out "$W/traces" --json "$OUT/anatomy-q$Q.json"
+  rc=$?; say "anatomy.py exit $rc"
+  [ $rc -eq 0 ] && touch "$W/anatomy-q$Q.done"
+}
 url_of() { python3 -c "import json; print({s['name']: s['url'] for s in json.load(open('$W/spec-q$Q.json'))['servers']}['$1'])"; }
 NAMES=$(python3 -c "import json; print(' '.join(s['name'] for s in json.load(open('$W/spec-q$Q.json'))['servers']))")
 # DA_STEP=start: the servers outlive this call (started with setsid); it waits for all of them until DA_START_END_S
@@ -192,6 +206,7 @@ if [ "$STEP" = start ]; then
     healthy "$u" && say "$n healthy" || say "$n not healthy yet: $(tail -2 "$W/logs/$n-q$Q.log" | cut -c1-200)"
   done
   step_ratios $((T0 + ${DA_START_END_S:-560}))
+  anatomy $((T0 + ${DA_START_END_S:-560}))
   say "run DA_STEP=measure next"
   exit 0
 fi
