@@ -55,15 +55,36 @@ def decide(server_args) -> str | None:
 
 
 def table_for(server_args) -> dict:
+    """The table for this launch: the profile's costs; its states chosen within the memory budget (max_gb) at this
+    launch's vocabulary and largest decode CUDA-graph batch (unknown vocabulary: no budget here, and
+    memory_refusal then keeps SGLang's choice)."""
     from ..planner import profiles
-    from ..planner.adaptive_table import table
+    from ..planner.adaptive_table import state_memory_gb, table
     from ..planner.costs import from_profile
 
     name = os.environ.get(ENV_PROFILE, "").strip() or profiles.DEFAULT_PROFILE
     prof = profiles.load(name)
     steps = raw_input(server_args, "speculative_num_steps")
+    mem = _vocab_and_graph_bs(server_args)
+    budget = {}
+    if mem is not None:
+        vocab, graph_bs = mem
+        budget = {"state_gb": lambda s: state_memory_gb(s, vocab, max(graph_bs)), "budget_gb": max_gb()}
     return table(from_profile(prof), list(BATCH_SIZES), operator_steps=int(steps) if steps else None,
-                 max_states=MAX_STATES, source=f"planner profile {prof.name}")
+                 max_states=MAX_STATES, source=f"planner profile {prof.name}", **budget)
+
+
+def _vocab_and_graph_bs(server_args) -> tuple[int, list[int]] | None:
+    """The target's vocabulary and the decode CUDA-graph batch sizes SGLang will capture (None: unreadable)."""
+    from ..configs import read_config
+    from .preflight.inputs import local_config_dir
+
+    try:
+        vocab = read_config(local_config_dir(raw_input(server_args, "model_path"), "--model-path")).vocab_size
+    except Exception:  # preflight reports an unreadable model config on its own
+        return None
+    top = int(raw_input(server_args, "cuda_graph_max_bs_decode") or raw_input(server_args, "cuda_graph_max_bs") or 512)
+    return vocab, [b for b in GRAPH_BS if b < top] + [top]
 
 
 def write_table(cfg: dict) -> str:
@@ -114,16 +135,13 @@ def memory_refusal(server_args, cfg: dict) -> str | None:
     launch's own steps state exists anyway. Beside a 1T-parameter target the memory left after the weights and
     the KV pool is a few GB: a launch that would run out of memory while building the states, after every weight
     has loaded, keeps the fixed chain instead."""
-    from ..configs import read_config
     from ..preflight.memory import adaptive_extra_gb
-    from .preflight.inputs import local_config_dir
 
-    try:
-        vocab = read_config(local_config_dir(raw_input(server_args, "model_path"), "--model-path")).vocab_size
-    except Exception as exc:  # preflight reports an unreadable model config on its own
-        return f"the target's vocabulary is unknown here ({type(exc).__name__}), so the states' memory is too"
-    top = raw_input(server_args, "cuda_graph_max_bs_decode") or raw_input(server_args, "cuda_graph_max_bs") or 512
-    graph_bs = [b for b in GRAPH_BS if b < int(top)] + [int(top)]
+    mem = _vocab_and_graph_bs(server_args)
+    if mem is None:
+        return "the target's vocabulary is unknown here, so the states' memory is too"
+    vocab, graph_bs = mem
+    top = max(graph_bs)
     steps = raw_input(server_args, "speculative_num_steps")
     extra = adaptive_extra_gb(cfg, vocab, graph_bs, int(steps) if steps is not None else None)
     cap = max_gb()

@@ -5,12 +5,12 @@ Why: SGLang's default table (adaptive_spec_params.DEFAULT_ADAPTIVE_CONFIG) is on
 state per candidate step costs GPU memory (one set of CUDA graphs and buffers per step), and its slot logic
 probes up from steps 0 every few batches. Here the candidates come from the planner's cost model of the
 launch (planner/costs.py): per batch size, the steps that are best at some plausible acceptance (iid per
-position, ALPHAS); their union is cut to `max_states` kept states (the most often best; steps 0 always, SGLang's
-off-state, the nearest it has to no speculation; the operator's --speculative-num-steps, which SGLang requires as a
-candidate), and each slot then lists, per acceptance, the best of the kept states. Each slot carries `kimi_eagle3`:
-its plain decode time, the time of one steps-0 step and of a round of each candidate (SGLang's measured path cost,
-PATH_EXTRA_US, included), in microseconds, plus the controller's knobs (planner/adaptive_control.py reads them in
-every scheduler).
+position, ALPHAS); from their union at most `max_states` states are kept (steps 0 always, SGLang's off-state, the
+nearest it has to no speculation; the operator's --speculative-num-steps, which SGLang requires as a candidate; then
+the most valuable within a memory budget: `table`), and each slot then lists, per acceptance, the best kept state.
+Each slot carries `kimi_eagle3`: its plain decode time, the time of one steps-0 step and of a round of each
+candidate (SGLang's measured path cost, PATH_EXTRA_US, included), in microseconds, plus the controller's knobs
+(planner/adaptive_control.py reads them in every scheduler).
 
 State memory (modelled, not measured): SGLang builds one runtime state per candidate step, its CUDA graphs
 pruned to the batch sizes whose slot lists that step. Measured on the H200 (2026-12-02) at vocab 163840,
@@ -20,6 +20,8 @@ graph batch size.
 """
 
 from __future__ import annotations
+
+import math
 
 from ..preflight.memory import (  # noqa: F401 (re-exported)
     GB_PER_TOKEN_AT,
@@ -68,22 +70,42 @@ def best_steps(cost: CostModel, bs: int, alpha: float, steps=range(MAX_STEPS + 1
     return max(steps, key=lambda s: (speedup(cost, bs, s, alpha), -s))
 
 
+def _value(cost: CostModel, bss: list[int], keep: set[int]) -> float:
+    """What a set of states is worth: the log of the best kept speedup, summed over the slots and the acceptances
+    served (a log, so that a 20 % loss at a low acceptance weighs what a 20 % gain at a high one does)."""
+    return sum(math.log(max(speedup(cost, bs, s, a) for s in keep)) for bs in bss for a in ALPHAS)
+
+
 def table(cost: CostModel, batch_sizes: list[int], *, operator_steps: int | None = None, max_states: int = 3,
-          source: str = "") -> dict:
-    """SGLang's adaptive config (every digit key a slot) with our per-slot costs and knobs under KEY."""
+          source: str = "", state_gb=None, budget_gb: float | None = None) -> dict:
+    """SGLang's adaptive config (every digit key a slot) with our per-slot costs and knobs under KEY.
+
+    The kept states: steps 0 and the operator's steps, then, one at a time, the step among the slots' unrestricted
+    bests that adds the most value (`_value`), while at most `max_states` and, given `state_gb(steps)` (a state's
+    modelled GB), while the states beside the operator's fit `budget_gb`. Until 2026-12-03 the most often best
+    steps were kept, ties to the smaller: the seed kept [0, 1, 3] where steps 7 is worth about 27 % more than 3
+    at bs 1 and acceptance 0.9 (live on the H200, c 1: SGLang's table with steps 5-7 ran 1.81x of plain, ours
+    with 3 at most 1.53x)."""
     bss = sorted(set(batch_sizes))
     best = {bs: {best_steps(cost, bs, a) for a in ALPHAS} for bs in bss}
-    freq: dict[int, int] = {}
-    for steps in best.values():
-        for s in steps:
-            freq[s] = freq.get(s, 0) + 1
     keep = {0} | ({operator_steps} if operator_steps else set())
-    for s in sorted(freq, key=lambda s: (-freq[s], s)):
-        if len(keep) >= max_states:
+
+    def extra_gb(ks: set[int]) -> float:
+        return sum(state_gb(k) for k in ks if k != operator_steps) if state_gb else 0.0
+
+    pool = sorted(set().union(*best.values()) - keep)
+    while len(keep) < max_states:
+        fits = [k for k in pool if k not in keep and (budget_gb is None or extra_gb(keep | {k}) <= budget_gb)]
+        if not fits:
             break
-        keep.add(s)
+        worth = {k: _value(cost, bss, keep | {k}) for k in fits}
+        k = max(fits, key=lambda k: (worth[k], -k))
+        if worth[k] <= _value(cost, bss, keep) + 1e-9:
+            break
+        keep.add(k)
     cfg: dict = {"_generated_by": {"by": "sglang-kimi-eagle3 adaptive default", "costs": source or cost.name,
-                                   "alphas": list(ALPHAS), "max_states": max_states}}
+                                   "alphas": list(ALPHAS), "max_states": max_states,
+                                   **({"budget_gb": budget_gb} if budget_gb is not None else {})}}
     for bs in bss:
         # per acceptance, the best of the KEPT states (not the kept part of the unrestricted best: on 2026-12-03 the
         # seed's bs-8 slot listed [0, 1] because its unrestricted best at alpha 0.9 was 7, a cut state, though the
