@@ -20,6 +20,11 @@ if [ -z "${SUITE_ARGS+x}" ] && python3 -c "import xdist" 2>/dev/null; then SUITE
 if [[ " ${SUITE_ARGS:-} " == *" --dist loadfile "* ]] && python3 -m pytest --help 2>/dev/null | grep -q -- --no-loadscope-reorder; then
   SUITE_ARGS="$SUITE_ARGS --no-loadscope-reorder"
 fi
+# One or two CPU threads per test process: 12 xdist workers (and the processes they start) with torch's default of
+# one thread per core (16 here) oversubscribe the CPU in the tests that run kernels under the Triton interpreter or
+# SGLang's functions on CPU tensors; on 2026-12-03 two such files did not finish in 380 s beside other work (on the
+# 2-core CPU box 131 s and 183 s). Not yet measured with this setting.
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} MKL_NUM_THREADS=${MKL_NUM_THREADS:-2}
 timeout -s INT ${SUITE_TIMEOUT:-540} python3 -m pytest -q test -rfE --junitxml=${OUT:-/tmp}/suite.xml ${SUITE_ARGS:-} 2>&1 | tee ${OUT:-/tmp}/suite.log
 rc=${PIPESTATUS[0]}
 tar czf ${OUT:-/tmp}/live-logs.tgz -C /tmp live-logs --exclude='live-logs/models' 2>/dev/null
