@@ -41,3 +41,37 @@ def test_a_controller_that_raises_hands_the_slot_back_to_sglang(monkeypatch, att
     assert slot.update.__func__ is AdaptiveStepSlot.update  # the slot is SGLang's from now on
     row = hookstatus.get(hook.NAME)
     assert row.state == "failed" and "RuntimeError: broken" in row.detail
+
+
+def test_each_runtime_state_sglang_builds_is_measured_in_its_own_process(monkeypatch):
+    """The `adaptive_states` row: the growth of this process's allocator across SGLang's state build, per steps
+    (SGLang's own log reads the whole GPU's free memory, which servers starting beside it move)."""
+    import inspect
+
+    from sglang_kimi_eagle3.integration import registry
+
+    real = registry._resolve(hook.STATES_TARGET)  # the installed SGLang's method, called by keyword there
+    assert list(inspect.signature(real).parameters)[:3] == ["self", "speculative_num_steps", "speculative_num_draft_tokens"]
+    readings = iter([10.0, 12.5, 12.5, 13.25])
+    monkeypatch.setattr(hook, "_reserved_gb", lambda: next(readings))
+    monkeypatch.setattr(hook, "_MEASURED", {})
+    built = []
+
+    def original(worker, speculative_num_steps, speculative_num_draft_tokens, cuda_graph_bs=None):
+        built.append((worker, speculative_num_steps, speculative_num_draft_tokens, cuda_graph_bs))
+        return f"state {speculative_num_steps}"
+
+    assert hook._build_state(original, "w", speculative_num_steps=3, speculative_num_draft_tokens=4,
+                             cuda_graph_bs=[1, 8]) == "state 3"
+    assert hook._build_state(original, "w", 0, 1) == "state 0"
+    assert built == [("w", 3, 4, [1, 8]), ("w", 0, 1, None)]  # built as SGLang asked
+    row = hookstatus.get(hook.STATES)
+    assert row.state == "applied" and "steps 0: 0.75 GB, steps 3: 2.50 GB" in row.detail
+
+
+def test_without_a_reading_the_state_is_built_and_nothing_is_claimed(monkeypatch):
+    monkeypatch.setattr(hook, "_MEASURED", {})
+    monkeypatch.setattr(hook, "_reserved_gb", lambda: None)  # no CUDA (or the reading failed)
+    hookstatus.record(hook.STATES, hook.STATES_TARGET, "registered", "queued")
+    assert hook._build_state(lambda w, s, n: (w, s, n), "w", 1, 2) == ("w", 1, 2)
+    assert hookstatus.get(hook.STATES).state == "registered"  # no number made up

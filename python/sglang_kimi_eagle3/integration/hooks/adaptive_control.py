@@ -15,7 +15,8 @@ How: after SGLang's __init__, a slot whose entry carries `kimi_eagle3` (only tab
   Each switch is counted (hookstatus.count: `adaptive_control`, bucket `steps A->B`, reason probe / back / cost),
   so the status file shows the switches per process.
 Status row: registered/applied (HookRegistry patched the target), skipped (SGLANG_KIMI_EAGLE3_ADAPTIVE=off),
-  failed (the target is missing or was not patched).
+  failed (the target is missing or was not patched). A second row, `adaptive_states`, measures each runtime state
+  SGLang builds (below), whatever the table and the switch.
 Remove when: SGLang's slot has dwell, hysteresis and probe back-off of its own.
 """
 
@@ -32,11 +33,49 @@ TARGET = "sglang.srt.speculative.adaptive_spec_params.AdaptiveStepSlot.__init__"
 KEY = "kimi_eagle3"
 
 
+# The memory of each runtime state SGLang builds for adaptive mode, measured where it is built: the growth of this
+# process's CUDA caching allocator (reserved bytes, its CUDA-graph pools included) across
+# EAGLEWorkerV2.build_adaptive_runtime_state. SGLang's own log line measures the whole GPU's free memory, which other
+# processes starting beside it move (on 2026-12-03 the same steps-0 state read 0.72 / 1.37 / 2.45 GB in three
+# servers). A measurement only: the state is built exactly as SGLang builds it, for any table (ours or not).
+STATES = "adaptive_states"
+STATES_TARGET = "sglang.srt.speculative.eagle_worker_v2.EAGLEWorkerV2.build_adaptive_runtime_state"
+_MEASURED: dict[int, float] = {}
+
+
 def install() -> None:
+    registry.register(STATES, STATES_TARGET, _build_state, "around")
     if env_choice(ENV_ADAPTIVE) == "off":
         hookstatus.record(NAME, TARGET, "skipped", f"{ENV_ADAPTIVE}=off: SGLang's own slot logic everywhere")
         return
     registry.register(NAME, TARGET, _init, "around")
+
+
+def _reserved_gb() -> float | None:
+    try:
+        import torch
+
+        if not torch.cuda.is_available():
+            return None
+        torch.cuda.synchronize()
+        return torch.cuda.memory_reserved() / 1e9
+    except Exception:  # a measurement only: never in the way of the build
+        return None
+
+
+def _build_state(original, worker, speculative_num_steps, *args, **kwargs):
+    before = _reserved_gb()
+    out = original(worker, speculative_num_steps, *args, **kwargs)
+    after = _reserved_gb()
+    if before is not None and after is not None:
+        _MEASURED[int(speculative_num_steps)] = after - before
+        hookstatus.record(STATES, STATES_TARGET, "applied", states_detail())
+    return out
+
+
+def states_detail() -> str:
+    return ("runtime states built here, growth of this process's CUDA allocator (reserved): "
+            + ", ".join(f"steps {s}: {gb:.2f} GB" for s, gb in sorted(_MEASURED.items())))
 
 
 def _init(original, slot, initial_steps, cfg, *args, **kwargs):
