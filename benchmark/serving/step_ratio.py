@@ -10,7 +10,8 @@
                       off-state's bookkeeping: an upper bound of one draft step)
   prefill             TTFT-like: latency(max_new 1) of a --prompt-tokens prompt, alone: plain = target prefill,
                       off - plain = the draft's extend over the prompt
-Every request's prompt differs (no prefix-cache hit); medians over --repeats. One JSON document, rewritten
+Every request's prompt differs (no prefix-cache hit); the two servers are read side by side, the order alternating
+every round; medians over --repeats (every reading in the *_all lists). One JSON document, rewritten
 atomically after every level. The modelled seed and pair ratios: `python -m sglang_kimi_eagle3.tiny OUT --preset
 deploy --int4 --ratios-only`. Nothing here imports sglang.
 """
@@ -57,13 +58,20 @@ def batch_latency(url: str, c: int, prompt_tokens: int, new: int, timeout: float
     return statistics.median(ok)
 
 
-def decode_step(url: str, c: int, n: int, repeats: int, timeout: float) -> float:
-    vals = []
-    for _ in range(repeats):
-        short = batch_latency(url, c, 64, 1, timeout)
-        long = batch_latency(url, c, 64, 1 + n, timeout)
-        vals.append((long - short) / n)
-    return statistics.median(vals)
+def decode_step(url: str, c: int, n: int, timeout: float) -> float:
+    short = batch_latency(url, c, 64, 1, timeout)
+    long = batch_latency(url, c, 64, 1 + n, timeout)
+    return (long - short) / n
+
+
+def paired(measure, urls: tuple[str, str], repeats: int) -> tuple[list[float], list[float]]:
+    """`repeats` readings of measure(url) on each of two servers, side by side: the order alternates every round
+    (plain first, then off first, ...), so a drift of the shared GPU or host over the run falls on both alike."""
+    out: tuple[list[float], list[float]] = ([], [])
+    for i in range(repeats):
+        for j in ((0, 1) if i % 2 == 0 else (1, 0)):
+            out[j].append(measure(urls[j]))
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -85,18 +93,18 @@ def main(argv: list[str] | None = None) -> int:
 
     for u in (a.plain, a.off):  # one uncounted pass each: first-traffic compiles out of the numbers
         batch_latency(u, 1, a.prompt_tokens, 8, a.timeout)
-    pre = {name: statistics.median(batch_latency(u, 1, a.prompt_tokens, 1, a.timeout) for _ in range(a.repeats))
-           for name, u in (("plain", a.plain), ("off", a.off))}
+    p, o = paired(lambda u: batch_latency(u, 1, a.prompt_tokens, 1, a.timeout), (a.plain, a.off), a.repeats)
+    pre = {"plain": statistics.median(p), "off": statistics.median(o)}
     doc["prefill"] = {"prompt_tokens": a.prompt_tokens, "target_s": pre["plain"], "off_s": pre["off"],
-                      "ratio": (pre["off"] - pre["plain"]) / pre["plain"]}
+                      "ratio": (pre["off"] - pre["plain"]) / pre["plain"], "target_s_all": p, "off_s_all": o}
     save()
     print(f"prefill {a.prompt_tokens} tokens: target {pre['plain'] * 1e3:.2f} ms, off-state {pre['off'] * 1e3:.2f} ms, "
           f"draft/target {doc['prefill']['ratio']:.4f}", flush=True)
     for c in [int(x) for x in a.concurrency.split(",")]:
-        t = decode_step(a.plain, c, a.new_tokens, a.repeats, a.timeout)
-        o = decode_step(a.off, c, a.new_tokens, a.repeats, a.timeout)
+        ts, os_ = paired(lambda u: decode_step(u, c, a.new_tokens, a.timeout), (a.plain, a.off), a.repeats)
+        t, o = statistics.median(ts), statistics.median(os_)
         row = {"concurrency": c, "target_step_s": t, "off_step_s": o, "draft_step_s": o - t, "ratio": (o - t) / t,
-               "off_vs_plain": o / t}
+               "off_vs_plain": o / t, "target_step_s_all": ts, "off_step_s_all": os_}
         doc["decode"].append(row)
         save()
         print(f"decode c {c}: target step {t * 1e3:.3f} ms, off-state step {o * 1e3:.3f} ms, draft/target "
