@@ -27,7 +27,7 @@
 # Knobs: DA_Q (0.9), DA_OFF (0), CONC (1,8,32,128), ROUNDS (3), CAP (256: output tokens per request at most), MEMF (0.7: --mem-fraction-static as device_e2e.sh, five servers
 # co-resident), MAXTOK (65536: --max-total-tokens), BUDGET_S (555), STARTUP_S (330), DA_FIRST_S (420: the staged
 # start's wait for the first server), DA_PREBUILD (1: step 0), DA_PREBUILD_S, DA_OFFSKIP (0; 1: a sixth server, the off-state with
-# SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND=1, and its step ratio), DA_ANATOMY (0; 1: step 3b), DA_MOE (auto: SGLang's choice, Marlin on SM90; triton: no JIT build), DA_START_END_S (560: DA_STEP=start waits for every server until then), DA_WORK (/tmp/da).
+# SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND=1, and its step ratio), DA_ANATOMY (0; 1: step 3b), DA_E2E_SKIP (names left out of the rounds, e.g. "off offskip"), DA_MOE (auto: SGLang's choice, Marlin on SM90; triton: no JIT build), DA_START_END_S (560: DA_STEP=start waits for every server until then), DA_WORK (/tmp/da).
 set -uo pipefail
 T0=$(date +%s)
 eval "$(benchmark/live/device.sh env)"
@@ -223,7 +223,10 @@ step_ratios
 # 3. the measured step ratio (plain vs the off-state): step_ratios below, run by DA_STEP=start when time is left
 # 4. rotated rounds on the chat workload (servers given by URL: the spec's started ones are ours to stop)
 SERVERS=()
-for n in $NAMES; do u=$(url_of "$n"); healthy "$u" && SERVERS+=(--server "$n=$u"); done
+for n in $NAMES; do
+  case " ${DA_E2E_SKIP:-} " in *" $n "*) say "$n: not in the rounds (DA_E2E_SKIP)"; continue;; esac
+  u=$(url_of "$n"); healthy "$u" && SERVERS+=(--server "$n=$u")
+done
 DEADLINE=$((T0 + BUDGET_S))
 say "e2e over ${SERVERS[*]}; deadline in $((DEADLINE - $(date +%s))) s"
 timeout -s INT $((DEADLINE + 20 - $(date +%s))) python3 benchmark/serving/e2e.py "${SERVERS[@]}" --baseline plain \
