@@ -27,6 +27,8 @@ kernel is a generic one):
                   verify_greedy_kernel); SGLang's VerifyTreeGreedy + the torch.argmax right before it
   sampling verify ours _tree_sampling_kernel (one launch; with "fused": false _walk_kernel, _tile_sums_kernel,
                   _sample_kernel); SGLang's TreeSpeculativeSamplingTargetOnly
+`top_kernels`: every GPU activity by name, µs per step, the dearest TOP_K: where the rest of a step goes. A server
+without a verify kernel (plain decoding) counts the profiled scheduler steps (capture's --steps) as its steps.
 The host side (`host_verify_path`, a row of its own in the table): per step, the CPU time of the eager path around the
 verify kernel, from the end of the CUDA-graph launch before its launch (the target verify) to the start of the next
 graph launch (the draft extend), on the thread that launched it (median over the steps; the profiler's own CPU
@@ -63,6 +65,7 @@ BEFORE = (
 STEP_END = (r"_argmax_verify_kernel|_tree_sampling_kernel|verify_greedy_kernel|_sample_kernel|VerifyTreeGreedy|"
             r"TreeSpeculativeSamplingTargetOnly")
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
+TOP_K = 15  # kernels listed per summary (top_kernels)
 
 
 # ---- the trace (pure) -------------------------------------------------------------------------------------
@@ -161,7 +164,17 @@ def anatomy(events: list[dict], steps: int | None = None) -> dict:
         for node in sides.values():
             node["share"] = node["us_per_step"] / wall if wall else None
     return {"steps": n, "step_wall_us": wall, "step_gpu_busy_us": _union_us(ks) / n, "families": fams,
-            "host_verify_path": host_verify_path(events)}
+            "top_kernels": top_kernels(ks, n), "host_verify_path": host_verify_path(events)}
+
+
+def top_kernels(ks: list[dict], n: int, k: int = TOP_K) -> dict:
+    """Every GPU activity by name (kernels, copies, sets; names cut at 80 characters), µs per step, the `k` dearest
+    first: where a step's GPU time goes whatever family it is (the off-state against plain decoding: which kernels
+    the speculative path adds)."""
+    by: dict = {}
+    for e in ks:
+        by[e["name"][:80]] = by.get(e["name"][:80], 0.0) + e["dur"] / n
+    return dict(sorted(by.items(), key=lambda kv: -kv[1])[:k])
 
 
 def host_verify_path(events: list[dict]) -> dict:
@@ -306,10 +319,13 @@ def main(argv: list[str] | None = None) -> int:
     if a.cmd == "capture":
         out = Path(a.out)
         out.mkdir(parents=True, exist_ok=True)
-        for srv in a.server:
-            name, _, url = srv.partition("=")
-            for t in [float(x) for x in a.temperatures.split(",")]:
-                for c in [int(x) for x in a.concurrency.split(",")]:
+        dest = a.json or str(out / "anatomy.json")
+        # every server at one level before the next level (a cut call keeps whole comparisons), the summary rewritten
+        # after every capture
+        for t in [float(x) for x in a.temperatures.split(",")]:
+            for c in [int(x) for x in a.concurrency.split(",")]:
+                for srv in a.server:
+                    name, _, url = srv.partition("=")
                     prefix = f"{name}-c{c}-T{t:g}"
                     try:
                         path = capture_one(url, out, prefix, c, t, a.steps, wave_tokens(c, a.kv_tokens, a.max_new_tokens),
@@ -324,7 +340,7 @@ def main(argv: list[str] | None = None) -> int:
                           f"{summaries[-1]['anatomy']['step_wall_us'] or 0:.0f} µs per step"
                           + ("" if got * 2 >= a.steps else " (fewer verifies than steps profiled: the wave ended "
                                                              "early? raise --kv-tokens or lower --settle-s)"), flush=True)
-        dest = a.json or str(out / "anatomy.json")
+                    _write(dest, summaries)
     else:
         for p in a.traces:
             m = re.match(r"(?P<server>[^-]+)-c(?P<c>\d+)-T(?P<t>[\d.]+)-", Path(p).name)
@@ -332,16 +348,23 @@ def main(argv: list[str] | None = None) -> int:
                               "temperature": float(m["t"]) if m else 0.0, "trace": Path(p).name,
                               "anatomy": anatomy(load_events(p))})
         dest = a.json
-    # the column of ours: the first server that is not upstream (auto, or ours: device_e2e.sh OURS=1)
-    ours_name = next((x["server"] for x in summaries if x["server"] != "upstream"), "auto")
     if dest:
-        from sglang_kimi_eagle3.validate import atomic_write_text
-
-        atomic_write_text(dest, json.dumps({"summaries": summaries, "table": table(summaries, ours_name)}, indent=1) + "\n",
-                          "--json")
+        _write(dest, summaries)
         print(f"wrote {dest}")
-    print(table(summaries, ours_name))
+    print(table(summaries, _ours_name(summaries)))
     return 0
+
+
+def _ours_name(summaries: list[dict]) -> str:
+    """The column of ours: the first server that is not upstream (auto, or ours: device_e2e.sh OURS=1)."""
+    return next((x["server"] for x in summaries if x["server"] != "upstream"), "auto")
+
+
+def _write(dest: str, summaries: list[dict]) -> None:
+    from sglang_kimi_eagle3.validate import atomic_write_text
+
+    atomic_write_text(dest, json.dumps({"summaries": summaries, "table": table(summaries, _ours_name(summaries))},
+                                       indent=1) + "\n", "--json")
 
 
 if __name__ == "__main__":

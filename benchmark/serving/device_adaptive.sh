@@ -182,15 +182,16 @@ step_ratios() {
   done
 }
 # 3b. DA_ANATOMY=1: the decode-step anatomy (benchmark/serving/anatomy.py: GPU time per kernel family, GPU idle, and
-#     the host time of SGLang's eager verify path per step) of the fixed and the off-state server at c 1 and 128,
+#     the host time of SGLang's eager verify path per step, the dearest kernels) of the off-state, plain and fixed at c 128 and 1,
 #     greedy, once per lease, in DA_STEP=start while 150 s are left before DA_START_END_S -> $OUT/anatomy-q$Q.json
 anatomy() {
   [ "${DA_ANATOMY:-0}" = 1 ] && [ ! -f "$W/anatomy-q$Q.done" ] || return 0
   local left=$(( $1 - $(date +%s) ))
   if [ $left -lt 150 ]; then say "anatomy: ${left} s left, not run"; return 0; fi
   mkdir -p "$W/traces"
-  timeout $((left - 10)) python3 benchmark/serving/anatomy.py capture --server fixed=http://127.0.0.1:30502 \
-    --server off=http://127.0.0.1:30505 --concurrency 1,128 --temperatures 0 --steps 20 --kv-tokens 56000 \
+  timeout $((left - 10)) python3 benchmark/serving/anatomy.py capture --server off=http://127.0.0.1:30505 \
+    --server plain=http://127.0.0.1:30501 --server fixed=http://127.0.0.1:30502 --concurrency 128,1 --temperatures 0 \
+    --steps 20 --kv-tokens 56000 \
     --out "$W/traces" --json "$OUT/anatomy-q$Q.json"
   rc=$?; say "anatomy.py exit $rc"
   [ $rc -eq 0 ] && touch "$W/anatomy-q$Q.done"

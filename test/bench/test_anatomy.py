@@ -183,3 +183,17 @@ def test_one_launch_verify_kernels_end_a_step_and_the_table_has_a_host_row():
                     {"server": "auto", "concurrency": 1, "temperature": 0.0, "anatomy": ours}]).splitlines()
     host = next(r for r in rows if r.startswith("| host: eager verify path"))
     assert host.startswith("| host: eager verify path (CPU) | 1 | 0 | 62.0 | 92.0 | 0.67 |"), host
+
+
+def test_top_kernels_say_where_a_step_goes_and_plain_decoding_counts_the_profiled_steps():
+    # the upstream step: the MoE kernel (50 µs), then the two draft GEMMs (20 + 20 µs under one name), per step
+    a = A.anatomy(trace(UPSTREAM_STEP, steps=2)["traceEvents"])
+    top = a["top_kernels"]
+    assert list(top)[:2] == ["fused_moe_kernel", "nvjet_tst_128x64_64x3_1x2_h_bz_TNT"]
+    assert top["nvjet_tst_128x64_64x3_1x2_h_bz_TNT"] == pytest.approx(40.0)
+    assert top["fused_moe_kernel"] == pytest.approx(50.0) and len(top) <= A.TOP_K
+    assert list(top.values()) == sorted(top.values(), reverse=True)
+    # plain decoding has no verify kernel: the steps profiled (capture's --steps) are its steps
+    plain = [("fused_moe_kernel", 50), ("void at::native::reduce_kernel<ArgMaxOps>", 3)]
+    p = A.anatomy(trace(plain, steps=4)["traceEvents"], steps=4)
+    assert p["steps"] == 4 and p["top_kernels"]["fused_moe_kernel"] == pytest.approx(50.0)
