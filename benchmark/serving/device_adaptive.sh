@@ -206,8 +206,8 @@ if [ "$STEP" = start ]; then
     until healthy "$u" || [ "$(date +%s)" -ge $((T0 + ${DA_START_END_S:-560})) ]; do sleep 3; done
     healthy "$u" && say "$n healthy" || say "$n not healthy yet: $(tail -2 "$W/logs/$n-q$Q.log" | cut -c1-200)"
   done
+  anatomy $((T0 + ${DA_START_END_S:-560}))  # first: the off-state's extra kernels at c 128 (run 14 measured its step ratio)
   step_ratios $((T0 + ${DA_START_END_S:-560}))
-  anatomy $((T0 + ${DA_START_END_S:-560}))
   say "run DA_STEP=measure next"
   exit 0
 fi
