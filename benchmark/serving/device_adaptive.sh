@@ -27,7 +27,7 @@
 # Knobs: DA_Q (0.9), DA_OFF (0), CONC (1,8,32,128), ROUNDS (3), CAP (256: output tokens per request at most), MEMF (0.7: --mem-fraction-static as device_e2e.sh, five servers
 # co-resident), MAXTOK (65536: --max-total-tokens), BUDGET_S (555), STARTUP_S (330), DA_FIRST_S (420: the staged
 # start's wait for the first server), DA_PREBUILD (1: step 0), DA_PREBUILD_S, DA_OFFSKIP (0; 1: a sixth server, the off-state with
-# SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND=1, and its step ratio), DA_ANATOMY (0; 1: step 3b, in start, else in measure within DA_ANATOMY_S 200), DA_E2E_SKIP (names left out of the rounds, e.g. "off offskip"), DA_MOE (auto: SGLang's choice, Marlin on SM90; triton: no JIT build), DA_START_END_S (560: DA_STEP=start waits for every server until then), DA_WORK (/tmp/da).
+# SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND=1, and its step ratio), DA_ANATOMY (0; 1: step 3b, c 128 in start, the rest in measure within DA_ANATOMY_S 150 per level), DA_E2E_SKIP (names left out of the rounds, e.g. "off offskip"), DA_MOE (auto: SGLang's choice, Marlin on SM90; triton: no JIT build), DA_START_END_S (560: DA_STEP=start waits for every server until then), DA_WORK (/tmp/da).
 set -uo pipefail
 T0=$(date +%s)
 eval "$(benchmark/live/device.sh env)"
@@ -183,18 +183,19 @@ step_ratios() {
 }
 # 3b. DA_ANATOMY=1: the decode-step anatomy (benchmark/serving/anatomy.py: GPU time per kernel family, GPU idle, and
 #     the host time of SGLang's eager verify path per step, the dearest kernels) of the off-state, plain and fixed at c 128 and 1,
-#     greedy, once per lease, in DA_STEP=start while 150 s are left before DA_START_END_S -> $OUT/anatomy-q$Q.json
-anatomy() {
-  [ "${DA_ANATOMY:-0}" = 1 ] && [ ! -f "$W/anatomy-q$Q.done" ] || return 0
+#     greedy, once per level and lease: c 128 in DA_STEP=start while 100 s are left before DA_START_END_S, the rest in
+#     measure -> $OUT/anatomy-cC-q$Q.json
+anatomy() {  # $1: the call's end (epoch s); $2: concurrency levels
+  local c=$2
+  [ "${DA_ANATOMY:-0}" = 1 ] && [ ! -f "$W/anatomy-c$c-q$Q.done" ] || return 0
   local left=$(( $1 - $(date +%s) ))
-  if [ $left -lt 150 ]; then say "anatomy: ${left} s left, not run"; return 0; fi
+  if [ $left -lt 100 ]; then say "anatomy (c $c): ${left} s left, not run"; return 0; fi
   mkdir -p "$W/traces"
   timeout $((left - 10)) python3 benchmark/serving/anatomy.py capture --server off=http://127.0.0.1:30505 \
-    --server plain=http://127.0.0.1:30501 --server fixed=http://127.0.0.1:30502 --concurrency 128,1 --temperatures 0 \
-    --steps 20 --kv-tokens 56000 \
-    --out "$W/traces" --json "$OUT/anatomy-q$Q.json"
-  rc=$?; say "anatomy.py exit $rc"
-  [ $rc -eq 0 ] && touch "$W/anatomy-q$Q.done"
+    --server plain=http://127.0.0.1:30501 --server fixed=http://127.0.0.1:30502 --concurrency "$c" --temperatures 0 \
+    --steps 20 --kv-tokens 56000 --out "$W/traces" --json "$OUT/anatomy-c$c-q$Q.json"
+  rc=$?; say "anatomy.py (c $c) exit $rc"
+  [ $rc -eq 0 ] && touch "$W/anatomy-c$c-q$Q.done"
 }
 url_of() { python3 -c "import json; print({s['name']: s['url'] for s in json.load(open('$W/spec-q$Q.json'))['servers']}['$1'])"; }
 NAMES=$(python3 -c "import json; print(' '.join(s['name'] for s in json.load(open('$W/spec-q$Q.json'))['servers']))")
@@ -206,7 +207,7 @@ if [ "$STEP" = start ]; then
     until healthy "$u" || [ "$(date +%s)" -ge $((T0 + ${DA_START_END_S:-560})) ]; do sleep 3; done
     healthy "$u" && say "$n healthy" || say "$n not healthy yet: $(tail -2 "$W/logs/$n-q$Q.log" | cut -c1-200)"
   done
-  anatomy $((T0 + ${DA_START_END_S:-560}))  # first: the off-state's extra kernels at c 128 (run 14 measured its step ratio)
+  anatomy $((T0 + ${DA_START_END_S:-560})) 128  # first: the off-state's extra kernels at c 128 (run 14 measured its step ratio)
   step_ratios $((T0 + ${DA_START_END_S:-560}))
   say "run DA_STEP=measure next"
   exit 0
@@ -220,7 +221,7 @@ for n in $NAMES; do
 done
 grep -h "adaptive steps\|Built adaptive runtime state\|launch_step" "$W"/logs/*-q$Q.log | cut -c1-300 | head -20
 step_ratios
-anatomy $(( $(date +%s) + ${DA_ANATOMY_S:-200} ))  # when the start call left it undone (DA_ANATOMY=1), at most DA_ANATOMY_S
+for c in 128 1; do anatomy $(( $(date +%s) + ${DA_ANATOMY_S:-150} )) $c; done  # what the start call left undone, DA_ANATOMY_S each
 
 # 3. the measured step ratio (plain vs the off-state): step_ratios below, run by DA_STEP=start when time is left
 # 4. rotated rounds on the chat workload (servers given by URL: the spec's started ones are ours to stop)
