@@ -27,7 +27,7 @@
 # Knobs: DA_Q (0.9), DA_OFF (0), CONC (1,8,32,128), ROUNDS (3), CAP (256: output tokens per request at most), MEMF (0.7: --mem-fraction-static as device_e2e.sh, five servers
 # co-resident), MAXTOK (65536: --max-total-tokens), BUDGET_S (555), STARTUP_S (330), DA_FIRST_S (420: the staged
 # start's wait for the first server), DA_PREBUILD (1: step 0), DA_PREBUILD_S, DA_OFFSKIP (0; 1: a sixth server, the off-state with
-# SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND=1, and its step ratio), DA_ANATOMY (0; 1: step 3b, c 128 in start, the rest in measure within DA_ANATOMY_S 150 per level), DA_E2E_SKIP (names left out of the rounds, e.g. "off offskip"), DA_MOE (auto: SGLang's choice, Marlin on SM90; triton: no JIT build), DA_START_END_S (560: DA_STEP=start waits for every server until then), DA_WORK (/tmp/da).
+# SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND=1, and its step ratio), DA_ANATOMY (0; 1: step 3b, c 128 in start, the rest of DA_ANATOMY_LEVELS ("128 1") in measure within DA_ANATOMY_S 150 per level), DA_RATIOS (step ratios of "off offskip"), DA_E2E_SKIP (names left out of the rounds, e.g. "off offskip"), DA_MOE (auto: SGLang's choice, Marlin on SM90; triton: no JIT build), DA_START_END_S (560: DA_STEP=start waits for every server until then), DA_WORK (/tmp/da).
 set -uo pipefail
 T0=$(date +%s)
 eval "$(benchmark/live/device.sh env)"
@@ -170,7 +170,7 @@ healthy() { curl -s -m 3 -o /dev/null -w '%{http_code}' "$1/health" | grep -q 20
 #    DA_START_END_S leaves 110 s for one
 step_ratios() {
   local name port
-  for name in off offskip; do
+  for name in ${DA_RATIOS:-off offskip}; do
     case $name in off) [ "${DA_OFF:-0}" = 1 ] || continue; port=30505;; offskip) [ "${DA_OFFSKIP:-0}" = 1 ] || continue; port=30506;; esac
     [ -f "$W/step_ratio-$name-q$Q.done" ] && continue
     if [ -n "${1:-}" ] && [ $(( $1 - $(date +%s) )) -lt 110 ]; then say "step ratio ($name): no time left in this call"; continue; fi
@@ -221,7 +221,7 @@ for n in $NAMES; do
 done
 grep -h "adaptive steps\|Built adaptive runtime state\|launch_step" "$W"/logs/*-q$Q.log | cut -c1-300 | head -20
 step_ratios
-for c in 128 1; do anatomy $(( $(date +%s) + ${DA_ANATOMY_S:-150} )) $c; done  # what the start call left undone, DA_ANATOMY_S each
+for c in ${DA_ANATOMY_LEVELS:-128 1}; do anatomy $(( $(date +%s) + ${DA_ANATOMY_S:-150} )) $c; done  # what start left undone
 
 # 3. the measured step ratio (plain vs the off-state): step_ratios below, run by DA_STEP=start when time is left
 # 4. rotated rounds on the chat workload (servers given by URL: the spec's started ones are ours to stop)
