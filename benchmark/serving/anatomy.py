@@ -352,7 +352,7 @@ def main(argv: list[str] | None = None) -> int:
         _write(dest, summaries)
         print(f"wrote {dest}")
     print(table(summaries, _ours_name(summaries)))
-    return 0
+    return 0 if summaries or a.cmd != "capture" else 1  # every capture failed: not done
 
 
 def _ours_name(summaries: list[dict]) -> str:
