@@ -415,6 +415,40 @@ def test_tensor_key_sees_layout_dtype_device_and_alignment():
     assert _host.tensor_key([t.int()]) != k
 
 
+class _Facts:
+    """What a plan key reads of a tensor (shape, stride(), dtype, device, data_ptr(); get_device() and is_cuda as
+    torch has them), for devices this machine may not have."""
+
+    def __init__(self, shape=(8, 8), stride=(8, 1), dtype=torch.float32, device="cuda:0", ptr=0x7F0000001000):
+        self.shape, self._stride, self.dtype, self.device, self._ptr = torch.Size(shape), stride, dtype, torch.device(device), ptr
+        self.is_cuda = self.device.type == "cuda"
+
+    def stride(self):
+        return self._stride
+
+    def data_ptr(self):
+        return self._ptr
+
+    def get_device(self):
+        return -1 if self.device.index is None else self.device.index
+
+
+@pytest.mark.parametrize("change", [
+    {"device": "cuda:1"}, {"device": "xpu:0"}, {"device": "meta"}, {"ptr": 0x7F0000001004}, {"ptr": 0x7F0000001008},
+    {"stride": (1, 8)}, {"stride": (16, 1)}, {"shape": (8, 9)}, {"dtype": torch.bfloat16},
+])
+def test_a_plan_is_per_device_alignment_layout_and_dtype(change):
+    """Two calls whose tensors differ in one fact the guard or Triton's specialisation reads (device type or index,
+    16-byte alignment, strides, shape, dtype) get two plans; the same facts (another address, 16-byte aligned) one."""
+    others = [_Facts(shape=(4,), stride=(1,), dtype=torch.int32), _Facts(shape=(4, 4), stride=(4, 1), dtype=torch.int64)]
+    base, same, changed = _Facts(), _Facts(ptr=0x7F0000009000), _Facts(**change)
+    key = lambda t: _host.op_key("test-facts", None, None, [*others, t])  # noqa: E731
+    assert key(base) == key(same) and key(base) != key(changed)
+    assert key(changed)[-1] == _host.tensor_key([*others, changed])  # op_key's inline copy of tensor_key
+    a = _host.plan(key(base), object)
+    assert _host.plan(key(same), object) is a and _host.plan(key(changed), object) is not a
+
+
 def _sampling_case(bs, n, vocab, seed):
     import random
 

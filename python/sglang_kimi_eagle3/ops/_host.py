@@ -5,12 +5,16 @@ SGLang runs the tree-verification ops outside its CUDA graphs, so every decode s
 binder, ~32 µs per launch on the H200's host against ~13 µs for the compiled kernel's own C launcher), and the
 op around it re-ran its guards, looked its config up and allocated its workspaces on every call. Here:
 
-  plan(key, build)  the op's launch plan for one call signature, built once: `key` is the op's own facts
-                    (config, table) plus `tensor_key` of its tensors (shape, strides, dtype, device, 16-byte
-                    alignment: everything the input guard reads and everything Triton specialises a pointer on),
-                    so the full guard, the config lookup, the launch geometry and the workspaces (allocated
-                    once per plan, reused: one stream per device, as SGLang runs these ops) come from the first
-                    call of a key, and every later call is one dict lookup.
+  plan(key, build, *args)
+                    the op's launch plan for one call signature, built once (build(*args): no closure per call):
+                    `key` (op_key) is the op's own facts (config, table) plus, per tensor, shape, strides, dtype,
+                    device (type and index) and 16-byte alignment (everything the input guard reads and everything
+                    Triton specialises a pointer on), so the full guard, the config lookup, the launch geometry and
+                    the workspaces (allocated once per plan, reused: one stream per device, as SGLang runs these
+                    ops) come from the first call of a key, and every later call is one key and one dict lookup.
+                    The key is most of a planned call's host time (~40 tensor attribute reads): `t.device` stays,
+                    as `t.get_device()` (an int, cheaper to hash and compare) drops the device type, and the exact
+                    int forms (`is_cuda` with `get_device()`) cost as much as `t.device`.
   Step              one kernel of a plan with its grid and launch options. The first call launches through
                     Triton's binder (`kernel[grid](*args, **opts)`, which compiles and returns the compiled
                     kernel); later calls hand the same arguments straight to the compiled kernel's C launch (Triton
@@ -46,8 +50,8 @@ from __future__ import annotations
 
 import copy
 import inspect
-
-from ..base import env_reader
+import os
+from functools import partial
 
 # The launch statement of Triton's JITFunction.run this fast path mirrors (whitespace folded).
 CONVENTION = ("kernel.run(grid_0, grid_1, grid_2, stream, kernel.function, kernel.packed_metadata, launch_metadata, "
@@ -90,12 +94,19 @@ def next_power_of_2(n: int) -> int:
 
 # ---- is the compiled-launcher fast path usable with this Triton ----------------------------------------------
 
-_interpret_var = env_reader("TRITON_INTERPRET")
+# TRITON_INTERPRET's raw value, one C call (~0.08 µs against ~0.33 µs through base.env_reader's tuple on a slow host): on
+# POSIX from os.environ's own bytes mapping (which os.environ and monkeypatch.setenv update in place), else os.environ
+_environ = getattr(os.environ, "_data", None)
+if isinstance(_environ, dict) and all(isinstance(k, bytes) for k in list(_environ)[:1]):
+    _interpret_raw = partial(_environ.get, os.fsencode("TRITON_INTERPRET"))
+else:  # pragma: no cover - not POSIX
+    _interpret_raw = partial(os.environ.get, "TRITON_INTERPRET")
+_ON = (b"1", "1")
 
 
 def interpreted() -> bool:
     """TRITON_INTERPRET=1 (read per call: tests switch it; a plan key holds it)."""
-    return _interpret_var()[0] in (b"1", "1")
+    return _interpret_raw() in _ON
 
 
 def _source(fn) -> str:
@@ -329,31 +340,36 @@ _RETIRED: list = []  # dropped plans: a CUDA graph captured with their workspace
 
 
 def tensor_key(tensors) -> tuple:
-    """What a plan depends on of its tensors: shape, strides, dtype, device and 16-byte alignment of each."""
-    return tuple((t.shape, t.stride(), t.dtype, t.device, not t.data_ptr() & 15) for t in tensors)
+    """What a plan depends on of its tensors: shape, strides, dtype, device (type and index) and 16-byte alignment
+    of each (op_key holds the same, built inline)."""
+    return tuple([(t.shape, t.stride(), t.dtype, t.device, not t.data_ptr() & 15) for t in tensors])
 
 
 def op_key(op: str, table, config: dict | None, tensors) -> tuple:
     """The plan key of one op call: the op, the interpreter flag, the launch table (by identity), the explicit
-    config and the tensors (tensor_key). An unhashable config value makes the key unhashable: planned on every
-    call (plan)."""
-    try:
-        cfg_key = tuple(sorted(config.items())) if config is not None else None
-    except TypeError:  # an unhashable value
-        cfg_key = [config]
-    return (op, interpreted(), id(table), cfg_key, tensor_key(tensors))
+    config and the tensors (tensor_key, inline: a call less). An unhashable config value makes the key unhashable:
+    planned on every call (plan)."""
+    if config is None:
+        cfg_key = None
+    else:
+        try:
+            cfg_key = tuple(sorted(config.items()))
+        except TypeError:  # an unhashable value
+            cfg_key = [config]
+    return (op, _interpret_raw() in _ON, id(table), cfg_key,
+            tuple([(t.shape, t.stride(), t.dtype, t.device, not t.data_ptr() & 15) for t in tensors]))
 
 
-def plan(key, build):
-    """build() once per key (an unhashable key: every call). A build that raises (a guard) is not kept."""
+def plan(key, build, *args):
+    """build(*args) once per key (an unhashable key: every call). A build that raises (a guard) is not kept."""
     try:
         hit = _PLANS.get(key)
     except TypeError:
-        return build()
+        return build(*args)
     if hit is None:
         if len(_PLANS) >= MAX_PLANS:
             _RETIRED.append(_PLANS.pop(next(iter(_PLANS))))
-        hit = _PLANS[key] = build()
+        hit = _PLANS[key] = build(*args)
     return hit
 
 
