@@ -157,6 +157,234 @@ def test_a_bad_convention_turns_the_fast_path_off(monkeypatch):
     assert "does not launch with" in _host.convention_reason()
 
 
+# ---- the direct C launch (ops/_host.direct_launch): CudaLauncher.__call__ skipped ------------------------------
+
+# the direct launch mirrors Triton 3.8's CudaLauncher; an older Triton keeps compiled.run (the reason recorded)
+from_38 = pytest.mark.skipif(tuple(int(x) for x in triton.__version__.split(".")[:2]) < (3, 8),
+                             reason="the direct C launch mirrors Triton 3.8's CudaLauncher.__call__")
+
+
+@from_38
+def test_direct_launch_convention_of_the_installed_triton():
+    """The direct launch hands Triton's C launch what the installed Triton's CudaLauncher.__call__ (compiled.run)
+    hands it: this fails (and the reason names what changed) when a Triton release changes that call."""
+    assert _host.launcher_reason() == ""
+    assert _host.direct_reason() == ("" if DEV.type == "cuda" else _host.fast_path_reason())
+
+
+@pytest.mark.parametrize("old,new,why", [
+    ("self.kernel_signature, kernel_args)", "self.kernel_signature, *kernel_args)", "does not launch with"),
+    ("global_scratch, profile_scratch,", "profile_scratch, global_scratch,", "does not launch with"),
+    ("if size > 0:", "if size >= 0:", "has no `def allocate_scratch"),
+    ("return None", "return b''", "has no `return alloc_fn"),
+    ("kernel_args = args", "kernel_args = list(args)", "has no `kernel_args = args"),
+])
+@from_38
+def test_a_changed_launcher_turns_the_direct_launch_off(monkeypatch, old, new, why):
+    """A CudaLauncher.__call__ that launches otherwise (its source edited through the source getter) is refused."""
+    from triton.backends.nvidia.driver import CudaLauncher
+
+    real = _host._source
+    assert old in real(CudaLauncher.__call__)
+    monkeypatch.setattr(_host, "_source", lambda fn: real(fn).replace(old, new))
+    assert why in _host.launcher_reason()
+
+
+class _LauncherOfAnotherTriton:  # Triton 3.4's shape: no metadata or hooks in the call
+    def __call__(self, gridX, gridY, gridZ, stream, function, *args):
+        self.launch(gridX, gridY, gridZ, stream, function, self.launch_cooperative_grid, self.launch_pdl, *args)
+
+
+def test_a_launcher_of_another_shape_turns_the_direct_launch_off():
+    assert "CudaLauncher.__call__ takes (self, gridX, gridY, gridZ, stream, function, args)" in \
+        _host.launcher_reason(_LauncherOfAnotherTriton)
+
+
+def _cuda_launcher(c_launch, **change):
+    """A CudaLauncher as Triton 3.8 builds one for a kernel without scratch, tensor descriptors or gsan (its C launch:
+    `c_launch`), with `change` applied."""
+    from triton.backends.nvidia.driver import CudaLauncher
+
+    la = object.__new__(CudaLauncher)
+    la.__dict__.update(launch=c_launch, arg_annotations=["annotations"], kernel_signature=b"signature", num_ctas=1,
+                       global_scratch_size=0, global_scratch_align=1, profile_scratch_size=0, profile_scratch_align=1,
+                       launch_cooperative_grid=False, launch_pdl=True, gsan_enabled=False)
+    la.__dict__.update(change)
+    return la
+
+
+class _Binder:
+    """A @triton.jit function for Step: its binder (`fn[grid](*args, **opts)`) counts the call and returns the
+    compiled kernel `kernel` (launching nothing)."""
+
+    __name__ = "fake_kernel"
+
+    def __init__(self, kernel):
+        self.kernel, self.binds = kernel, 0
+
+    def __getitem__(self, grid):
+        def run(*args, **opts):
+            self.binds += 1
+            return self.kernel
+
+        return run
+
+
+@pytest.fixture
+def c_launch(monkeypatch):
+    """Triton's driver with a recording C launch (no GPU needed): `calls` holds what each launch received."""
+    import types
+
+    from triton import knobs
+
+    calls = []
+
+    def launch(*a):  # driver.c launchKernel's place
+        calls.append(a)
+
+    state = types.SimpleNamespace(calls=calls, launch=launch, device=0)
+    monkeypatch.setattr(triton.runtime.driver, "_active", types.SimpleNamespace(utils=types.SimpleNamespace(launch=launch)))
+    monkeypatch.setattr(_host, "_DRIVER", [lambda dev: 1000 + dev, lambda: state.device, knobs.runtime, launch])
+    monkeypatch.setattr(_host, "_LAUNCHER", [])
+    monkeypatch.setattr(_host, "_DIRECT_OFF", {})
+    return state
+
+
+def _same(a, b) -> bool:
+    """The same positional values: tensors the same objects, the rest equal and of one type (tuples element-wise)."""
+    if isinstance(a, tuple) and isinstance(b, tuple):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return a is b or (not isinstance(a, torch.Tensor) and type(a) is type(b) and a == b)
+
+
+def _step(c_launch, **change):
+    import types
+
+    kernel = types.SimpleNamespace(run=_cuda_launcher(c_launch.launch, **change), function=0xF00, packed_metadata=(4, 1, 0))
+    step = _host.Step(_Binder(kernel), (3, 2), num_warps=4)
+    step.fast = True  # as on a GPU (the interpreter turns it off)
+    return step
+
+
+ARGS = (torch.zeros(2), torch.zeros(3, dtype=torch.int64), 7, 1, 16, True)  # pointers, integers, constexprs
+
+
+@from_38
+def test_the_direct_launch_hands_the_c_launch_what_compiled_run_does(c_launch, monkeypatch):
+    """Call for call, the direct launch passes Triton's C launch exactly the positional values CudaLauncher.__call__
+    (the compiled.run path) passes it: grid, stream, function, launch flags, metadata, no hook, no scratch, the
+    launcher's annotations and signature, the arguments themselves."""
+    direct = _step(c_launch)
+    direct(*ARGS)  # the binder, which keeps the C launch
+    assert direct.direct is not None and direct.handle is None and direct.fn.binds == 1 and not c_launch.calls
+    direct(*ARGS)
+    assert direct.fn.binds == 1 and len(c_launch.calls) == 1
+    via_direct = c_launch.calls[-1]
+
+    monkeypatch.setattr(_host, "direct_launch", lambda *a: "off in this test")
+    run = _step(c_launch)
+    run(*ARGS)
+    run(*ARGS)  # compiled.run(...): CudaLauncher.__call__ -> the C launch
+    assert run.direct is None and run.handle is not None and run.fn.binds == 1
+    via_run = c_launch.calls[-1]
+    assert _same(via_direct, via_run), (via_direct, via_run)
+    assert via_direct[:4] == (3, 2, 1, 1000) and via_direct[-1][0] is ARGS[0]
+    assert _host.direct_fallbacks() == {"fake_kernel": "off in this test"}
+
+
+@from_38
+def test_the_direct_launch_steps_aside_for_hooks_and_another_device(c_launch):
+    from triton import knobs
+
+    step = _step(c_launch)
+    step(*ARGS)
+    step(*ARGS)
+    assert step.fn.binds == 1
+    hook = lambda *a, **k: None  # noqa: E731
+    knobs.runtime.launch_enter_hook.add(hook)  # a profiler: the binder path calls it
+    try:
+        step(*ARGS)
+        assert step.fn.binds == 2
+    finally:
+        knobs.runtime.launch_enter_hook.remove(hook)
+    c_launch.device = 1
+    step(*ARGS)
+    assert step.fn.binds == 3
+    c_launch.device = 0
+    step(*ARGS)
+    assert step.fn.binds == 3
+
+
+@pytest.mark.parametrize("change,why", [
+    ({"global_scratch_size": 8}, "scratch buffer"), ({"profile_scratch_size": 8}, "scratch buffer"),
+    ({"gsan_enabled": True}, "gsan"), ({"launch": lambda *a: None}, "wrapped"), ({"kernel_signature": None}, "has no"),
+])
+@from_38
+def test_a_kernel_compiled_run_does_more_for_keeps_compiled_run(c_launch, change, why):
+    """Scratch buffers, gsan, tensor descriptors (a wrapped launch), a launcher missing an attribute (None here:
+    deleted): compiled.run, with the reason recorded per kernel."""
+    step = _step(c_launch, **change)
+    la = step.fn.kernel.run
+    for name in [k for k, v in change.items() if v is None]:
+        delattr(la, name)
+    assert why in _host.direct_launch(la, 0xF00, (4, 1, 0), (3, 2, 1), ARGS, c_launch.launch)
+    step(*ARGS)  # the binder: keeps compiled.run (not called here: it would allocate scratch, run gsan ...)
+    assert step.direct is None and step.handle is not None and step.handle[0] is la
+    assert why in _host.direct_fallbacks()["fake_kernel"]
+
+
+def _launcher_handing(c_launch, hand):
+    """A CudaLauncher (its class's __call__ handing the launch `hand(self, grid, stream, function, metadata, args)`)
+    whose C launch is `c_launch`; the class stands in for Triton's (_host._launcher_class) while the test runs."""
+    from triton.backends.nvidia.driver import CudaLauncher
+
+    class Other(CudaLauncher):
+        def __call__(self, gridX, gridY, gridZ, stream, function, kernel_metadata, launch_metadata, launch_enter_hook,
+                     launch_exit_hook, *args):
+            self.launch(*hand(self, (gridX, gridY, gridZ), stream, function, kernel_metadata, args))
+
+    la = object.__new__(Other)
+    la.__dict__.update(vars(_cuda_launcher(c_launch.launch)))
+    return la
+
+
+def _hand(s, grid, stream, function, meta, args):  # Triton 3.8's, no scratch, no hook
+    return (*grid, stream, function, s.launch_cooperative_grid, s.launch_pdl, meta, None, None, None, None, None,
+            s.arg_annotations, s.kernel_signature, args)
+
+
+OTHER_HANDS = {
+    "flags swapped": lambda s, g, st, f, m, a: (*g, st, f, s.launch_pdl, s.launch_cooperative_grid, *_hand(s, g, st, f, m, a)[7:]),
+    "a scratch buffer": lambda s, g, st, f, m, a: (*_hand(s, g, st, f, m, a)[:11], b"", *_hand(s, g, st, f, m, a)[12:]),
+    "the arguments as a list": lambda s, g, st, f, m, a: (*_hand(s, g, st, f, m, a)[:-1], list(a)),
+    "the arguments copied": lambda s, g, st, f, m, a: (*_hand(s, g, st, f, m, a)[:-1], tuple(x.clone() if
+                                                                                        isinstance(x, torch.Tensor) else x for x in a)),
+    "no stream": lambda s, g, st, f, m, a: (*g, *_hand(s, g, st, f, m, a)[4:]),
+    "another signature": lambda s, g, st, f, m, a: (*_hand(s, g, st, f, m, a)[:-2], b"other", a),
+}
+
+
+@pytest.mark.parametrize("other", list(OTHER_HANDS))
+@from_38
+def test_the_recording_check_refuses_a_launcher_handing_other_values(c_launch, monkeypatch, other):
+    """Before a Step keeps the C launch, the launcher's own __call__ runs once with a recording launch: values other
+    than the direct call's keep compiled.run (whatever the source check said); the same values pass."""
+    for hand, ok in ((OTHER_HANDS[other], False), (_hand, True)):
+        la = _launcher_handing(c_launch, hand)
+        monkeypatch.setattr(_host, "_launcher_class", lambda: type(la))
+        got = _host.direct_launch(la, 0xF00, (4, 1, 0), (3, 2, 1), ARGS, c_launch.launch)
+        assert isinstance(got, tuple) if ok else "other values" in got
+
+
+def test_a_refused_launcher_convention_keeps_compiled_run(c_launch, monkeypatch):
+    monkeypatch.setattr(_host, "_LAUNCHER", ["triton 9.9: CudaLauncher.__call__ does not launch with `...`"])
+    step = _step(c_launch)
+    step(*ARGS)
+    step(*ARGS)
+    assert step.direct is None and step.handle is not None and step.fn.binds == 1
+    assert "does not launch with" in _host.direct_fallbacks()["fake_kernel"]
+
+
 def test_plan_is_built_once_per_key_and_a_failing_build_is_not_kept():
     calls = []
 
@@ -185,6 +413,40 @@ def test_tensor_key_sees_layout_dtype_device_and_alignment():
     assert _host.tensor_key([t[4:20]])[0][-1] is True and _host.tensor_key([t[1:17]])[0][-1] is False
     assert _host.tensor_key([t.view(8, 8).t()]) != _host.tensor_key([t.view(8, 8)])  # strides
     assert _host.tensor_key([t.int()]) != k
+
+
+class _Facts:
+    """What a plan key reads of a tensor (shape, stride(), dtype, device, data_ptr(); get_device() and is_cuda as
+    torch has them), for devices this machine may not have."""
+
+    def __init__(self, shape=(8, 8), stride=(8, 1), dtype=torch.float32, device="cuda:0", ptr=0x7F0000001000):
+        self.shape, self._stride, self.dtype, self.device, self._ptr = torch.Size(shape), stride, dtype, torch.device(device), ptr
+        self.is_cuda = self.device.type == "cuda"
+
+    def stride(self):
+        return self._stride
+
+    def data_ptr(self):
+        return self._ptr
+
+    def get_device(self):
+        return -1 if self.device.index is None else self.device.index
+
+
+@pytest.mark.parametrize("change", [
+    {"device": "cuda:1"}, {"device": "xpu:0"}, {"device": "meta"}, {"ptr": 0x7F0000001004}, {"ptr": 0x7F0000001008},
+    {"stride": (1, 8)}, {"stride": (16, 1)}, {"shape": (8, 9)}, {"dtype": torch.bfloat16},
+])
+def test_a_plan_is_per_device_alignment_layout_and_dtype(change):
+    """Two calls whose tensors differ in one fact the guard or Triton's specialisation reads (device type or index,
+    16-byte alignment, strides, shape, dtype) get two plans; the same facts (another address, 16-byte aligned) one."""
+    others = [_Facts(shape=(4,), stride=(1,), dtype=torch.int32), _Facts(shape=(4, 4), stride=(4, 1), dtype=torch.int64)]
+    base, same, changed = _Facts(), _Facts(ptr=0x7F0000009000), _Facts(**change)
+    key = lambda t: _host.op_key("test-facts", None, None, [*others, t])  # noqa: E731
+    assert key(base) == key(same) and key(base) != key(changed)
+    assert key(changed)[-1] == _host.tensor_key([*others, changed])  # op_key's inline copy of tensor_key
+    a = _host.plan(key(base), object)
+    assert _host.plan(key(same), object) is a and _host.plan(key(changed), object) is not a
 
 
 def _sampling_case(bs, n, vocab, seed):

@@ -191,7 +191,7 @@ def argmax_verify_greedy(
 
     Writes predicts, accept_index, accept_token_num exactly as SGLang's greedy path would. No host
     sync, no allocation: guards, config and the [bs*N, splits] partials come from the call signature's plan
-    (ops/_host.py), built on its first call; later calls launch through the compiled launchers.
+    (ops/_host.py), built on its first call; later calls launch through the compiled kernels' C launch.
     config (optional) overrides the table entry `argmax_verify`: rows_per_program, block,
     num_warps, splits or chunk / min_programs, verify_rows_per_program / verify_num_warps, and pdl
     (programmatic dependent launch of the verify kernel, SM90+: it loads its tree while the argmax
@@ -200,8 +200,7 @@ def argmax_verify_greedy(
                retrive_next_sibling, logits)
     if table is None:
         table = launch_table(logits.device)
-    p = plan(op_key("argmax_verify", table, config, tensors),
-             lambda: _ArgmaxPlan(tensors, config, table))
+    p = plan(op_key("argmax_verify", table, config, tensors), _ArgmaxPlan, tensors, config, table)
     if p.bs == 0:
         return
     if p.fused is not None:

@@ -353,7 +353,7 @@ def tree_speculative_sampling(
 
     Writes predicts, accept_index, accept_token_num and (rejected entries of) draft_probs. No host
     sync, no allocation: guards, config and workspaces come from the call signature's plan (ops/_host.py),
-    built on its first call; later calls launch through the compiled launchers. Guards raise
+    built on its first call; later calls launch through the compiled kernels' C launch. Guards raise
     arch.Unsupported, except thresholds outside [0, 1]: a plain ValueError (a caller's error that
     SGLang's kernel would not catch either, so handing it over would hide it). config (optional)
     overrides the table entry `tree_sampling` (keys: see sampling_plan). table (optional): the launch table
@@ -362,11 +362,9 @@ def tree_speculative_sampling(
     del deterministic  # both modes are deterministic here (see module docstring)
     tensors = (predicts, accept_index, accept_token_num, candidates, retrive_index, retrive_next_token,
                retrive_next_sibling, uniform_samples, uniform_samples_for_final_sampling, target_probs, draft_probs)
-    dev = candidates.device
     if table is None:
-        table = launch_table(dev)
-    p = plan(op_key("tree_sampling", table, config, tensors),
-             lambda: _SamplingPlan(tensors, config, table))
+        table = launch_table(candidates.device)
+    p = plan(op_key("tree_sampling", table, config, tensors), _SamplingPlan, tensors, config, table)
     if not (0 <= threshold_single <= 1 and 0 <= threshold_acc <= 1):
         raise ValueError(f"threshold_single ({threshold_single}) and threshold_acc ({threshold_acc}) must lie in [0, 1]")
     if p.bs == 0:

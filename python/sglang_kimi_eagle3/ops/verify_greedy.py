@@ -137,8 +137,7 @@ def verify_tree_greedy(
                retrive_next_sibling, target_predict)
     if table is None and config is None:
         table = launch_table(candidates.device)
-    p = plan(op_key("verify_greedy", table, config, tensors),
-             lambda: _GreedyPlan(tensors, config, table))
+    p = plan(op_key("verify_greedy", table, config, tensors), _GreedyPlan, tensors, config, table)
     if p.bs == 0:
         return
     p.verify(predicts, accept_index, accept_token_num, candidates, retrive_index, retrive_next_token,
