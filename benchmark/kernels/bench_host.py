@@ -18,7 +18,9 @@ the bundled table says), `ours_binder` (the same kernels through Triton's binder
 on every call: the path before launch plans), and for argmax + verify `ours_2launch` (the plan with the table's
 config but "fused": false: split argmax and walk as two launches, the path before the one-launch kernel).
 Rounds alternate the providers (A B C D A B C D ...); the row is the
-median over rounds, with min and max. The file's `fast_path` says whether the compiled launchers ran ("" = yes).
+median over rounds, with min and max. The file's `fast_path` says whether the compiled launchers ran ("" = yes),
+`direct_launch` whether Steps called Triton's C launch itself (opt-in: SGLANG_KIMI_EAGLE3_DIRECT_LAUNCH=1; run the
+benchmark once with and once without it), `direct_fallbacks` the kernels that kept compiled.run and why.
 
     python -m benchmark.kernels.bench_host [--rounds 3] [--calls 200] [--bs 1 4 16 64]   (repository root, a GPU)
 Results: $OUT/host-<device>.json (or benchmark/results/).
@@ -126,7 +128,7 @@ def main() -> None:
     ap.add_argument("--bs", type=int, nargs="+", default=list(BS), help="batch sizes (default: %(default)s)")
     args = ap.parse_args()
     from sglang_kimi_eagle3.base import ENV_KERNELS
-    from sglang_kimi_eagle3.ops._host import fast_path_reason
+    from sglang_kimi_eagle3.ops._host import direct_fallbacks, direct_reason, fast_path_reason
 
     os.environ.setdefault(ENV_KERNELS, "ours")  # ours_hook: the hook takes our kernel (not the table's verdict)
     from sglang_kimi_eagle3.integration import launch_record
@@ -137,7 +139,9 @@ def main() -> None:
     res = Results("host")
     res.meta["fast_path"] = fast_path_reason()
     res.meta["kernels"] = os.environ[ENV_KERNELS]
-    print(f"compiled-launcher fast path: {res.meta['fast_path'] or 'on'}", flush=True)
+    res.meta["direct_launch"] = direct_reason()  # SGLANG_KIMI_EAGLE3_DIRECT_LAUNCH=1: the C launch itself ("" = on)
+    print(f"compiled-launcher fast path: {res.meta['fast_path'] or 'on'}; direct C launch: {res.meta['direct_launch'] or 'on'}",
+          flush=True)
     for bs in args.bs:
         ops = providers(bs)
         for op, provs in ops.items():
@@ -153,6 +157,7 @@ def main() -> None:
                     row[k + "_min"], row[k + "_max"] = min(vals), max(vals)
                 res.add(op, p, {"bs": bs, "n": N, "vocab": V}, {"us": row["host_us"]}, **row, rounds=args.rounds,
                         calls=args.calls)
+        res.meta["direct_fallbacks"] = direct_fallbacks()
         res.save()
     lines = [f"{'op':14s} {'bs':>3s} {'provider':11s} {'host µs':>9s} {'gpu µs':>8s} {'eager µs':>9s}"]
     for r in res.rows:

@@ -242,6 +242,7 @@ def c_launch(monkeypatch):
     def launch(*a):  # driver.c launchKernel's place
         calls.append(a)
 
+    monkeypatch.setenv(_host.ENV_DIRECT, "1")  # opt-in until a GPU run (test_the_direct_launch_is_opt_in)
     state = types.SimpleNamespace(calls=calls, launch=launch, device=0)
     monkeypatch.setattr(triton.runtime.driver, "_active", types.SimpleNamespace(utils=types.SimpleNamespace(launch=launch)))
     monkeypatch.setattr(_host, "_DRIVER", [lambda dev: 1000 + dev, lambda: state.device, knobs.runtime, launch])
@@ -538,3 +539,16 @@ def test_a_plan_rejects_like_the_guard_and_reuses_its_workspaces():
     assert [p for k, p in _host._PLANS.items() if k not in before] == new and new[0].work.data_ptr() == ws
     with pytest.raises(ValueError, match="threshold"):  # value checks run on every call
         ts.tree_speculative_sampling(*_outs(bs, n, s), *ins, 1.5, 1.0)
+
+
+@from_38
+def test_the_direct_launch_is_opt_in(c_launch, monkeypatch):
+    """Without SGLANG_KIMI_EAGLE3_DIRECT_LAUNCH=1 a Step keeps compiled.run (the C launch directly is not yet verified on
+    a GPU), and says why."""
+    monkeypatch.delenv(_host.ENV_DIRECT)
+    step = _step(c_launch)
+    step(*ARGS)
+    assert step.direct is None and step.handle is not None
+    assert _host.direct_fallbacks() == {"fake_kernel": _host.NOT_VERIFIED}
+    if not _host.fast_path_reason():
+        assert _host.direct_reason() == _host.NOT_VERIFIED

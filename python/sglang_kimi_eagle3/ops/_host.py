@@ -197,6 +197,16 @@ def launcher_reason(cls=None) -> str:
     return ""
 
 
+# Opt-in until a GPU run has shown it: the direct C launch was built and checked on CPU (a recording launch against the
+# installed Triton's CudaLauncher.__call__) and has not yet launched a real kernel; without it Steps keep compiled.run.
+ENV_DIRECT = "SGLANG_KIMI_EAGLE3_DIRECT_LAUNCH"
+NOT_VERIFIED = f"{ENV_DIRECT} is not 1 (the direct C launch is opt-in: not yet verified on a GPU)"
+
+
+def direct_enabled() -> bool:
+    return os.environ.get(ENV_DIRECT) == "1"
+
+
 _LAUNCHER: list = []  # [launcher_reason()] once probed
 _DIRECT_OFF: dict = {}  # kernel name -> why a Step of it launches through compiled.run instead (its first such Step)
 
@@ -207,6 +217,8 @@ def direct_reason() -> str:
     reason = fast_path_reason()
     if reason:
         return reason
+    if not direct_enabled():
+        return NOT_VERIFIED
     if not _LAUNCHER:
         _LAUNCHER.append(launcher_reason())
     return _LAUNCHER[0]
@@ -323,7 +335,8 @@ class Step:
         if not _LAUNCHER:
             _LAUNCHER.append(launcher_reason())
         launcher = kernel.run
-        direct = _LAUNCHER[0] or direct_launch(launcher, function, meta, self.grid, args, raw_launch)
+        direct = (NOT_VERIFIED if not direct_enabled() else
+                  _LAUNCHER[0] or direct_launch(launcher, function, meta, self.grid, args, raw_launch))
         if isinstance(direct, tuple):
             enter, leave = (h if isinstance(getattr(h, "calls", None), list) else _NEVER
                             for h in (rt.launch_enter_hook, rt.launch_exit_hook))
