@@ -182,7 +182,9 @@ def host_verify_path(events: list[dict]) -> dict:
     end of the CUDA-graph launch before that kernel's launch (the target-verify graph) to the start of the next
     graph launch (the draft extend), in µs; the runtime launch is found by the kernel's `correlation` id. A step
     without a graph launch on either side is left out (`steps` counts those measured)."""
-    rt = [e for e in events if e.get("ph") == "X" and e.get("cat") == "cuda_runtime" and "dur" in e]
+    # runtime and driver API calls: a Triton kernel (ours) launches through the driver's cuLaunchKernelEx, which the
+    # profiler files as `cuda_driver` (run 15's traces found no step with the runtime calls alone)
+    rt = [e for e in events if e.get("ph") == "X" and e.get("cat") in ("cuda_runtime", "cuda_driver") and "dur" in e]
     by_corr = {(e.get("args") or {}).get("correlation"): e for e in rt}
     end_re = re.compile(STEP_END)
     graphs: dict = {}

@@ -135,7 +135,8 @@ def test_one_wave_fits_the_kv_budget():
 
 
 def _rt(name, ts, dur, corr, tid=4242):
-    return {"ph": "X", "cat": "cuda_runtime", "name": name, "pid": 4242, "tid": tid, "ts": ts, "dur": dur,
+    cat = "cuda_driver" if name.startswith("cu") and not name.startswith("cuda") else "cuda_runtime"
+    return {"ph": "X", "cat": cat, "name": name, "pid": 4242, "tid": tid, "ts": ts, "dur": dur,
             "args": {"correlation": corr}}
 
 
@@ -144,7 +145,7 @@ def _kernel(name, ts, dur, corr):
             "args": {"correlation": corr, "stream": 7}}
 
 
-def _host_trace(steps, verify="verify_greedy_kernel"):
+def _host_trace(steps, verify="verify_greedy_kernel", launch="cudaLaunchKernel"):
     """Per step: the target-verify graph launch at g1 (8 µs), eager launches at the given times (the last one the
     verify kernel), the draft-extend graph launch at g2; plus a graph launch on another thread, which must not count."""
     ev, corr = [], 100
@@ -153,7 +154,7 @@ def _host_trace(steps, verify="verify_greedy_kernel"):
         ev.append(_kernel("fused_moe_kernel", g1 + 40, 30, corr))
         corr += 1
         for j, ts in enumerate(eager):
-            ev.append(_rt("cudaLaunchKernel", ts, 3, corr))
+            ev.append(_rt(launch, ts, 3, corr))
             ev.append(_kernel(verify if j == len(eager) - 1 else "void at::native::vectorized_elementwise_kernel", ts + 60, 2, corr))
             corr += 1
         ev.append(_rt("cudaGraphLaunch", g2, 8, corr))
@@ -197,3 +198,10 @@ def test_top_kernels_say_where_a_step_goes_and_plain_decoding_counts_the_profile
     plain = [("fused_moe_kernel", 50), ("void at::native::reduce_kernel<ArgMaxOps>", 3)]
     p = A.anatomy(trace(plain, steps=4)["traceEvents"], steps=4)
     assert p["steps"] == 4 and p["top_kernels"]["fused_moe_kernel"] == pytest.approx(50.0)
+
+
+def test_a_triton_verify_kernel_launched_through_the_driver_api_is_found():
+    # Triton launches with cuLaunchKernelEx: the profiler files that call as `cuda_driver`, not `cuda_runtime`
+    h = A.host_verify_path(_host_trace([(1000, [1010, 1030], 1100)], verify="_argmax_verify_kernel",
+                                       launch="cuLaunchKernelEx"))
+    assert h["steps"] == 1 and h["median_us"] == 92
