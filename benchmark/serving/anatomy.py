@@ -183,7 +183,7 @@ def host_verify_path(events: list[dict]) -> dict:
     graph launch (the draft extend), in µs; the runtime launch is found by the kernel's `correlation` id. A step
     without a graph launch on either side is left out (`steps` counts those measured)."""
     # runtime and driver API calls: a Triton kernel (ours) launches through the driver's cuLaunchKernelEx, which the
-    # profiler files as `cuda_driver` (run 15's traces found no step with the runtime calls alone)
+    # profiler files as `cuda_driver` (run 15 measured no step with the runtime calls alone: the likely cause)
     rt = [e for e in events if e.get("ph") == "X" and e.get("cat") in ("cuda_runtime", "cuda_driver") and "dur" in e]
     by_corr = {(e.get("args") or {}).get("correlation"): e for e in rt}
     end_re = re.compile(STEP_END)
