@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from functools import partial
 
 from .errors import UserError
 
@@ -79,16 +80,31 @@ def enabled() -> bool:
                     f"or unset it")
 
 
+def _raw_environ() -> dict | None:
+    """os.environ's own bytes mapping on POSIX (os.environ and monkeypatch.setenv update it in place), else None."""
+    data = getattr(os.environ, "_data", None)
+    return data if isinstance(data, dict) and all(isinstance(k, bytes) for k in list(data)[:1]) else None
+
+
 def env_reader(*names: str):
     """A function returning the current values of `names` as a tuple (None where unset) for per-call memo keys, not
     for reading a value: on POSIX straight from os.environ's own bytes mapping (bytes values, a few dict lookups;
     os.environ.get costs about 1 µs a name on a slow host), elsewhere through os.environ.get (str values)."""
-    data = getattr(os.environ, "_data", None)
-    if isinstance(data, dict) and all(isinstance(k, bytes) for k in list(data)[:1]):
+    data = _raw_environ()
+    if data is not None:
         keys = tuple(os.fsencode(n) for n in names)
         get = data.get
         return lambda: tuple(map(get, keys))
     return lambda: tuple(map(os.environ.get, names))
+
+
+def env_raw(name: str):
+    """env_reader for one name without the tuple: a function returning its raw value (bytes on POSIX, else str; None
+    where unset) in one C call (about 0.1 µs on a slow host)."""
+    data = _raw_environ()
+    if data is not None:
+        return partial(data.get, os.fsencode(name))
+    return partial(os.environ.get, name)  # pragma: no cover - not POSIX
 
 
 def env_choice(name: str) -> str:
