@@ -3,7 +3,7 @@
 # SGLang stack (the README command), log to $OUT/suite.log, versions to $OUT/suite-versions.txt.
 set -uo pipefail
 eval "$(benchmark/live/device.sh env)"
-{ date -u +%FT%TZ; nvidia-smi -L; python3 -c "import torch, triton, importlib.metadata as m; print('torch', torch.__version__, 'triton', triton.__version__, 'sglang', m.version('sglang'), 'sglang-kernel', m.version('sglang-kernel'), 'transformers', m.version('transformers'), 'python', __import__('sys').version.split()[0])"; git log -1 --format='commit %h %s' 2>/dev/null; } > ${OUT:-/tmp}/suite-versions.txt 2>&1
+{ date -u +%FT%TZ; nvidia-smi -L; python3 -c "import torch, triton, importlib.metadata as m; print('torch', torch.__version__, 'triton', triton.__version__, 'sglang', m.version('sglang'), 'sglang-kernel', m.version('sglang-kernel'), 'transformers', m.version('transformers'), 'python', __import__('sys').version.split()[0])"; git log -1 --format='commit %h %s (the device copy of .git: on 2026-12-03 it named an older commit than the tree carried)' 2>/dev/null; } > ${OUT:-/tmp}/suite-versions.txt 2>&1
 cat ${OUT:-/tmp}/suite-versions.txt
 # SIGINT at the limit: pytest stops like on Ctrl-C and still prints its summary and writes the junit XML.
 # test/gpu/test_live_tiny.py runs inside this suite (a GPU is visible): its logs go to live-logs.tgz. Serially,

@@ -54,7 +54,7 @@ cleanup() {
   sleep 1
 }
 trap cleanup EXIT
-{ date -u +%FT%TZ; nvidia-smi -L; python3 -c "import torch, triton, importlib.metadata as m; print('torch', torch.__version__, 'triton', triton.__version__, 'sglang', m.version('sglang'))"; git log -1 --format='commit %h %s' 2>/dev/null; } > "$OUT/versions.txt" 2>&1
+{ date -u +%FT%TZ; nvidia-smi -L; python3 -c "import torch, triton, importlib.metadata as m; print('torch', torch.__version__, 'triton', triton.__version__, 'sglang', m.version('sglang'))"; git log -1 --format='commit %h %s (the device copy of .git: on 2026-12-03 it named an older commit than the tree carried)' 2>/dev/null; } > "$OUT/versions.txt" 2>&1
 
 if [ "$STEP" != measure ]; then
 # 0. SGLang's INT4 MoE JIT kernels, two variants side by side (benchmark/live/prebuild_jit.py; seconds when a previous

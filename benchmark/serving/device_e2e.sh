@@ -60,7 +60,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-{ date -u +%FT%TZ; nvidia-smi -L; python3 -c "import torch, triton, importlib.metadata as m; print('torch', torch.__version__, 'triton', triton.__version__, 'sglang', m.version('sglang'), 'python', __import__('sys').version.split()[0])"; git log -1 --format='commit %h %s' 2>/dev/null; } > "$OUT/versions.txt" 2>&1
+{ date -u +%FT%TZ; nvidia-smi -L; python3 -c "import torch, triton, importlib.metadata as m; print('torch', torch.__version__, 'triton', triton.__version__, 'sglang', m.version('sglang'), 'python', __import__('sys').version.split()[0])"; git log -1 --format='commit %h %s (the device copy of .git: on 2026-12-03 it named an older commit than the tree carried)' 2>/dev/null; } > "$OUT/versions.txt" 2>&1
 cat "$OUT/versions.txt"
 
 if [ "$STEP" = measure ]; then

@@ -98,7 +98,7 @@ phase1)
   # with loop_report.py --bench-out), so the adaptive servers start at once and warm up beside other work
   # shellcheck disable=SC2086
   [ -n "${PLAN_FROM:-}" ] || wait_healthy "${PHASE1_S:-300}" $SERVERS
-  { date -u +%FT%TZ; nvidia-smi -L; python3 -c "import torch, triton, importlib.metadata as m; print('torch', torch.__version__, 'triton', triton.__version__, 'sglang', m.version('sglang'), 'python', __import__('sys').version.split()[0])"; git log -1 --format='commit %h %s' 2>/dev/null; } > "$OUT/loop-versions.txt" 2>&1
+  { date -u +%FT%TZ; nvidia-smi -L; python3 -c "import torch, triton, importlib.metadata as m; print('torch', torch.__version__, 'triton', triton.__version__, 'sglang', m.version('sglang'), 'python', __import__('sys').version.split()[0])"; git log -1 --format='commit %h %s (the device copy of .git: on 2026-12-03 it named an older commit than the tree carried)' 2>/dev/null; } > "$OUT/loop-versions.txt" 2>&1
   for q in $QS; do
     if [ -n "${PLAN_FROM:-}" ]; then
       cp "$PLAN_FROM/bench-q$q.json" "$OUT/loop-bench-q$q.json" || { say "PLAN_FROM=$PLAN_FROM: no bench-q$q.json"; continue; }
