@@ -24,6 +24,7 @@ ENV_PREFLIGHT = "SGLANG_KIMI_EAGLE3_PREFLIGHT"
 ENV_STATUS_DIR = "SGLANG_KIMI_EAGLE3_STATUS_DIR"
 ENV_WARMUP = "SGLANG_KIMI_EAGLE3_WARMUP"
 ENV_ADAPTIVE = "SGLANG_KIMI_EAGLE3_ADAPTIVE"
+ENV_OFFSTATE = "SGLANG_KIMI_EAGLE3_OFFSTATE"
 
 _ON = ("1", "true", "on", "yes")
 _OFF = ("0", "false", "off", "no")
@@ -33,6 +34,7 @@ CHOICES = {
     ENV_PREFLIGHT: (("on", "warn", "off"), "on"),
     ENV_WARMUP: (("on", "off"), "on"),  # integration/hooks/kernel_warmup.py
     ENV_ADAPTIVE: (("on", "off"), "on"),  # integration/adaptive_default.py, integration/hooks/adaptive_control.py
+    ENV_OFFSTATE: (("on", "off"), "on"),  # integration/hooks/offstate_attention.py
 }
 
 
@@ -123,7 +125,8 @@ def env_errors() -> list[str]:
 
     out = []
     for check in (enabled, lambda: env_choice(ENV_KERNELS), lambda: env_choice(ENV_PREFLIGHT),
-                  lambda: env_choice(ENV_WARMUP), lambda: env_choice(ENV_ADAPTIVE), resolve_policy):
+                  lambda: env_choice(ENV_WARMUP), lambda: env_choice(ENV_ADAPTIVE), lambda: env_choice(ENV_OFFSTATE),
+                  resolve_policy):
         try:
             check()
         except UserError as exc:

@@ -1,0 +1,107 @@
+"""Hook: SGLang's steps-0 off-state verifies its one token per request through the Triton backend's DECODE kernels.
+
+Upstream target: sglang/srt/layers/attention/triton_backend.py `TritonAttnBackend` (0.5.23): three methods through
+  HookRegistry (AROUND): `init_forward_metadata` (eager), `init_forward_metadata_out_graph` (CUDA-graph capture and
+  replay, the glue graph included) and `forward_extend` (the per-layer attention call).
+Why: in adaptive mode at steps 0 (the off-state) SGLang still runs a TARGET_VERIFY pass with one token per request,
+  and the Triton backend sends it through its EXTEND kernel with a custom mask. On the H200 (2026-12-03, c 128, the
+  deployment-shaped pair) that kernel took 28.3 ms a step where plain decoding's attention took 6.5 ms for the same
+  tokens: 21.8 of the 25 ms the off-state cost above a plain step.
+How: for a target-verify pass of exactly one token per request (topk any, so steps 0; the target runner only; no
+  DCP, DLLM, deterministic mode, sliding window, or the ROCm verify kernels) the metadata is built as SGLang builds
+  a DECODE batch's over the prefix plus the token's own slot (`seq_lens + 1`: spec v2's verify `seq_lens` excludes the
+  token, whose slot `req_to_token` already holds), and each layer's `forward_extend` calls `forward_decode`. A
+  one-token query with an all-true mask at position `seq_lens` IS a decode, so the math is plain decoding's
+  attention over the same KV (exact, not bit-equal to the extend kernel: reduction order). The graph buffers a
+  decode needs (KV splits, attention logits) exist in every Triton backend's CUDA-graph state.
+  `forward_extend` switches only when the verify metadata was built here (its `attn_logits` is set, which SGLang's
+  own verify metadata never is), so capture and replay agree by construction.
+Scope: our launches only (EAGLE/EAGLE3 with a draft); SGLANG_KIMI_EAGLE3_OFFSTATE=off installs nothing.
+  Each metadata build it reroutes is counted (hookstatus.count, bucket `eager` / `graph`; a graph replay whose
+  metadata prep SGLang captured in its glue graph runs no Python, so `graph` counts capture and unglued replays).
+Upstream PR: the same change belongs in TritonAttnBackend (a one-token verify is a decode); later upstream PR.
+Remove when: SGLang's Triton backend verifies one-token batches through its decode path.
+"""
+
+from __future__ import annotations
+
+import copy
+
+from ...base import ENV_OFFSTATE, env_choice
+from ...status import hookstatus
+from .. import registry
+from ..launch_record import our_launch
+
+NAME = "offstate_attention"
+CLS = "sglang.srt.layers.attention.triton_backend.TritonAttnBackend"
+TARGETS = {  # status row -> method
+    NAME: f"{CLS}.forward_extend",
+    f"{NAME}_metadata": f"{CLS}.init_forward_metadata",
+    f"{NAME}_graph": f"{CLS}.init_forward_metadata_out_graph",
+}
+
+
+def install() -> None:
+    if env_choice(ENV_OFFSTATE) == "off":
+        for name, target in TARGETS.items():
+            hookstatus.record(name, target, "skipped", f"{ENV_OFFSTATE}=off: SGLang's extend kernel verifies the off-state")
+        return
+    registry.register(NAME, TARGETS[NAME], _forward_extend, "around")
+    registry.register(f"{NAME}_metadata", TARGETS[f"{NAME}_metadata"], _init_metadata, "around")
+    registry.register(f"{NAME}_graph", TARGETS[f"{NAME}_graph"], _init_metadata_out_graph, "around")
+
+
+def one_token_verify(backend, forward_batch) -> bool:
+    """True for the pass this hook reroutes: a target-verify batch of one token per request that SGLang's Triton
+    backend would send through its extend kernel, in one of our launches."""
+    mode = forward_batch.forward_mode
+    if not mode.is_target_verify() or getattr(backend, "is_draft_runner", True):
+        return False
+    if backend._target_verify_num_tokens_per_req(forward_batch.spec_info) != 1:
+        return False
+    window = getattr(backend, "sliding_window_size", None)
+    if (getattr(backend, "dcp_size", 1) != 1 or getattr(backend, "dllm_attention", None) is not None
+            or getattr(backend, "enable_deterministic", False) or (window is not None and window > 0)
+            or getattr(backend, "use_verify_shared_kv", False) or getattr(backend, "use_verify_splitkv", False)):
+        return False
+    return our_launch() is not False
+
+
+def decode_view(forward_batch):
+    """The same batch as SGLang's decode metadata sees one: DECODE mode, no spec input, each request's length with
+    its verify token (seq_lens + 1; a graph replay's padded lanes read one slot more of their dummy row)."""
+    view = copy.copy(forward_batch)
+    from sglang.srt.model_executor.forward_batch_info import ForwardMode
+
+    view.forward_mode = ForwardMode.DECODE
+    view.spec_info = None
+    view.seq_lens = forward_batch.seq_lens + 1
+    n = len(forward_batch.seq_lens)
+    if getattr(forward_batch, "seq_lens_sum", None) is not None:
+        view.seq_lens_sum = forward_batch.seq_lens_sum + n
+    if getattr(forward_batch, "seq_lens_cpu", None) is not None:
+        view.seq_lens_cpu = forward_batch.seq_lens_cpu + 1
+    return view
+
+
+def _init_metadata(original, backend, forward_batch, *args, **kwargs):
+    if not one_token_verify(backend, forward_batch):
+        return original(backend, forward_batch, *args, **kwargs)
+    out = original(backend, decode_view(forward_batch), *args, **kwargs)
+    hookstatus.count(NAME, "ours", "eager")
+    return out
+
+
+def _init_metadata_out_graph(original, backend, forward_batch, *args, **kwargs):
+    if not one_token_verify(backend, forward_batch):
+        return original(backend, forward_batch, *args, **kwargs)
+    out = original(backend, decode_view(forward_batch), *args, **kwargs)
+    hookstatus.count(NAME, "ours", "graph")
+    return out
+
+
+def _forward_extend(original, backend, q, k, v, layer, forward_batch, *args, **kwargs):
+    meta = backend.forward_metadata
+    if meta is not None and meta.attn_logits is not None and forward_batch.forward_mode.is_target_verify():
+        return backend.forward_decode(q, k, v, layer, forward_batch, *args, **kwargs)
+    return original(backend, q, k, v, layer, forward_batch, *args, **kwargs)
