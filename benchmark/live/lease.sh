@@ -23,7 +23,7 @@
 # Every step writes into /tmp/res-STEP (kept on the warm machine) and packs it into $OUT/res-STEP.tgz every PACK_S s and at its end:
 # a call returns at most 8 files from $OUT (2026-12-01: the upstream logs and the loop's phase-1 files were
 # left out of a call that wrote 13). A step cut short leaves /tmp/res-STEP: `tar czf $OUT/x.tgz /tmp/res-*`.
-# Knobs: A_HOST (0; 1: benchmark/kernels/bench_host.py first, limit A_HOST_S 120), A_SUITE_S (330), A_SUITE_N
+# Knobs: A_HOST (0; 1: benchmark/kernels/bench_host.py first, limit A_HOST_S 120; in suite A_HOST_ARGS its flags, A_HOST_DIRECT=1 a second run with the direct C launch), A_SUITE_S (330), A_SUITE_N
 # (10 xdist workers), GPU_CI_TARGETS (int4), A_UPSTREAM_S (300; 0: not run), PLAN_FROM,
 # B_BUDGET_S (560), C_BUDGET_S (540: phase 2 ends by then), PHASE2_WAIT_S (90).
 set -uo pipefail
@@ -150,8 +150,15 @@ suite)
   sleep 3
   eval "$(benchmark/live/device.sh env)"
   if [ "${A_HOST_S:-90}" -gt 0 ]; then  # timeout 0 would mean no limit
-    timeout "${A_HOST_S:-90}" python3 -m benchmark.kernels.bench_host > "$OUT/bench-host.log" 2>&1
+    timeout "${A_HOST_S:-90}" python3 -m benchmark.kernels.bench_host ${A_HOST_ARGS:-} > "$OUT/bench-host.log" 2>&1
     say "host cost: exit $?"
+    # A_HOST_DIRECT=1: once more with the direct C launch (SGLANG_KIMI_EAGLE3_DIRECT_LAUNCH=1), into $OUT/direct
+    if [ "${A_HOST_DIRECT:-0}" = 1 ]; then
+      mkdir -p "$OUT/direct"
+      OUT=$OUT/direct SGLANG_KIMI_EAGLE3_DIRECT_LAUNCH=1 timeout "${A_HOST_S:-90}" python3 -m benchmark.kernels.bench_host \
+        ${A_HOST_ARGS:-} > "$OUT/bench-host-direct.log" 2>&1
+      say "host cost, direct launch: exit $?"
+    fi
   fi
   # after the host-cost benchmark (it times the host: nothing else runs then), beside the suite:
   # PREP_DA=Q: the never-slower servers' preparation for the next call (DA_STEP=prep benchmark/serving/device_adaptive.sh:

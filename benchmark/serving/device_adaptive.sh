@@ -27,7 +27,9 @@
 # Knobs: DA_Q (0.9), DA_OFF (0), CONC (1,8,32,128), ROUNDS (3), CAP (256: output tokens per request at most), MEMF (0.7: --mem-fraction-static as device_e2e.sh, five servers
 # co-resident), MAXTOK (65536: --max-total-tokens), BUDGET_S (555), STARTUP_S (330), DA_FIRST_S (420: the staged
 # start's wait for the first server), DA_PREBUILD (1: step 0), DA_PREBUILD_S, DA_OFFSKIP (0; 1: a sixth server, the off-state with
-# SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND=1, and its step ratio), DA_ANATOMY (0; 1: step 3b, c 128 in start, the rest of DA_ANATOMY_LEVELS ("128 1") in measure within DA_ANATOMY_S 150 per level), DA_RATIOS (step ratios of "off offskip"), DA_E2E_SKIP (names left out of the rounds, e.g. "off offskip"), DA_MOE (auto: SGLang's choice, Marlin on SM90; triton: no JIT build), DA_START_END_S (560: DA_STEP=start waits for every server until then), DA_WORK (/tmp/da).
+# SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND=1, and its step ratio), DA_OFFEXT (0; 1: the off-state with
+# SGLANG_KIMI_EAGLE3_OFFSTATE=off, port 30507: SGLang's extend-kernel verify; `off` has the hook), DA_SKIP (servers not
+# started, e.g. "sglang"), DA_ANATOMY_SERVERS ("off plain fixed"), DA_ANATOMY (0; 1: step 3b, c 128 in start, the rest of DA_ANATOMY_LEVELS ("128 1") in measure within DA_ANATOMY_S 150 per level), DA_RATIOS (step ratios of "off offskip"), DA_E2E_SKIP (names left out of the rounds, e.g. "off offskip"), DA_MOE (auto: SGLang's choice, Marlin on SM90; triton: no JIT build), DA_START_END_S (560: DA_STEP=start waits for every server until then), DA_WORK (/tmp/da).
 set -uo pipefail
 T0=$(date +%s)
 eval "$(benchmark/live/device.sh env)"
@@ -130,6 +132,13 @@ if os.environ.get("DA_OFFSKIP", "0") == "1":  # the off-state without its per-st
     servers.append(("offskip", 30506, eagle + ["--speculative-num-steps", "1", "--speculative-eagle-topk", "1",
                                                "--speculative-adaptive", "--speculative-adaptive-config", off_cfg],
                     {"SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND": "1"}))
+if os.environ.get("DA_OFFEXT", "0") == "1":  # the off-state as SGLang runs it without this plugin's offstate_attention
+    # hook (its Triton EXTEND kernel verifies the one token per request); `off` has the hook (the default)
+    servers.append(("offext", 30507, eagle + ["--speculative-num-steps", "1", "--speculative-eagle-topk", "1",
+                                              "--speculative-adaptive", "--speculative-adaptive-config", off_cfg],
+                    {"SGLANG_KIMI_EAGLE3_OFFSTATE": "off"}))
+skip = os.environ.get("DA_SKIP", "").split()  # servers not started, e.g. "sglang"
+servers = [s for s in servers if s[0] not in skip]
 spec = {"servers": [], "baseline": "plain"}
 for name, port, extra, env_extra in servers:
     cache = f"{w}/cache/{name}"
@@ -171,7 +180,8 @@ healthy() { curl -s -m 3 -o /dev/null -w '%{http_code}' "$1/health" | grep -q 20
 step_ratios() {
   local name port
   for name in ${DA_RATIOS:-off offskip}; do
-    case $name in off) [ "${DA_OFF:-0}" = 1 ] || continue; port=30505;; offskip) [ "${DA_OFFSKIP:-0}" = 1 ] || continue; port=30506;; esac
+    case $name in off) [ "${DA_OFF:-0}" = 1 ] || continue; port=30505;; offskip) [ "${DA_OFFSKIP:-0}" = 1 ] || continue; port=30506;;
+      offext) [ "${DA_OFFEXT:-0}" = 1 ] || continue; port=30507;; *) continue;; esac
     [ -f "$W/step_ratio-$name-q$Q.done" ] && continue
     if [ -n "${1:-}" ] && [ $(( $1 - $(date +%s) )) -lt 110 ]; then say "step ratio ($name): no time left in this call"; continue; fi
     healthy http://127.0.0.1:$port && healthy http://127.0.0.1:30501 || { say "step ratio ($name): a server is not healthy"; continue; }
@@ -191,8 +201,9 @@ anatomy() {  # $1: the call's end (epoch s); $2: concurrency levels
   local left=$(( $1 - $(date +%s) ))
   if [ $left -lt 100 ]; then say "anatomy (c $c): ${left} s left, not run"; return 0; fi
   mkdir -p "$W/traces"
-  timeout $((left - 10)) python3 benchmark/serving/anatomy.py capture --server off=http://127.0.0.1:30505 \
-    --server plain=http://127.0.0.1:30501 --server fixed=http://127.0.0.1:30502 --concurrency "$c" --temperatures 0 \
+  local a=() n
+  for n in ${DA_ANATOMY_SERVERS:-off plain fixed}; do a+=(--server "$n=$(url_of "$n")"); done
+  timeout $((left - 10)) python3 benchmark/serving/anatomy.py capture "${a[@]}" --concurrency "$c" --temperatures 0 \
     --steps 20 --kv-tokens 56000 --out "$W/traces" --json "$OUT/anatomy-c$c-q$Q.json"
   rc=$?; say "anatomy.py (c $c) exit $rc"
   [ $rc -eq 0 ] && touch "$W/anatomy-c$c-q$Q.done"
