@@ -47,7 +47,10 @@ KNOBS = {"dwell_batches": 128, "probe_batches": 32, "probe_wait_batches": 256, "
 # 2.32x; raw benchmark/results/step-ratio-h200-2026-12-03-deploy-q0.9.json). Every round of the speculative path
 # pays it, so it is added to steps 0 (a plain step + it) and to each positive round (the model's + it; the model's
 # own draft extend, ~5 %, is then counted twice). Taken as absolute time (host work and small kernels, which do not
-# grow with the target's weight reads) and held at the end values outside bs 1-128.
+# grow with the target's weight reads) and held at the end values outside bs 1-128. Measured before the
+# offstate_attention hook (integration/hooks/offstate_attention.py, on by default): at bs 128, 21.4 ms of the 26.5 were
+# the verify's extend-kernel attention the hook replaces with plain decoding's (H200, 2026-12-03, decode anatomy);
+# the hooked path's own figures at bs 1-128 are not measured yet, so these stay until they are.
 PATH_EXTRA_US = {1: 2756.0, 8: 2020.0, 32: 4936.0, 128: 26508.0}
 
 
