@@ -84,20 +84,19 @@ def decode_view(forward_batch):
     return view
 
 
-def _init_metadata(original, backend, forward_batch, *args, **kwargs):
-    if not one_token_verify(backend, forward_batch):
-        return original(backend, forward_batch, *args, **kwargs)
-    out = original(backend, decode_view(forward_batch), *args, **kwargs)
-    hookstatus.count(NAME, "ours", "eager")
-    return out
+def _rerouting(bucket: str):
+    """The AROUND wrapper of one metadata builder: a one-token verify goes in as its decode view, counted."""
+    def wrapper(original, backend, forward_batch, *args, **kwargs):
+        if not one_token_verify(backend, forward_batch):
+            return original(backend, forward_batch, *args, **kwargs)
+        out = original(backend, decode_view(forward_batch), *args, **kwargs)
+        hookstatus.count(NAME, "ours", bucket)
+        return out
+    return wrapper
 
 
-def _init_metadata_out_graph(original, backend, forward_batch, *args, **kwargs):
-    if not one_token_verify(backend, forward_batch):
-        return original(backend, forward_batch, *args, **kwargs)
-    out = original(backend, decode_view(forward_batch), *args, **kwargs)
-    hookstatus.count(NAME, "ours", "graph")
-    return out
+_init_metadata = _rerouting("eager")  # init_forward_metadata (eager passes)
+_init_metadata_out_graph = _rerouting("graph")  # init_forward_metadata_out_graph (capture, replay)
 
 
 def _forward_extend(original, backend, q, k, v, layer, forward_batch, *args, **kwargs):
