@@ -28,9 +28,11 @@ def _digest(folder: Path) -> dict:
 
 def test_export_applies_every_pr_to_the_installed_sglang(exported):
     prs = upstream_export.load_series()
-    assert [p.name for p in prs] == ["01-draft-context-policy", "02-tree-sampling-triton", "03-draft-softmax-topk"]
+    assert [p.name for p in prs] == ["01-draft-context-policy", "02-tree-sampling-triton", "03-draft-softmax-topk",
+                                     "04-offstate-verify-decode"]
     names = sorted(p.name for p in (exported / "patches").iterdir())
-    assert names == ["0001-draft-context-policy.patch", "0002-tree-sampling-triton.patch", "0003-draft-softmax-topk.patch"]
+    assert names == ["0001-draft-context-policy.patch", "0002-tree-sampling-triton.patch", "0003-draft-softmax-topk.patch",
+                     "0004-offstate-verify-decode.patch"]
     tree = exported / "tree"
     for pr in prs:
         for e in pr.edits:  # every edit's text is in the patched file
@@ -62,7 +64,7 @@ def test_patches_apply_with_git_am_to_the_original_files(exported, tmp_path):
     run("add", "-A")
     run("commit", "-qm", "base")
     run("am", "-q", *sorted(str(p) for p in (exported / "patches").iterdir()))
-    assert len(run("log", "--oneline").stdout.splitlines()) == 4
+    assert len(run("log", "--oneline").stdout.splitlines()) == 5
     for p in repo.rglob("*"):
         if p.is_file() and ".git" not in p.parts:
             assert p.read_bytes() == (exported / "tree" / p.relative_to(repo)).read_bytes(), p
@@ -81,7 +83,7 @@ def test_rerun_is_idempotent(exported, tmp_path):
 def test_check_verifies_and_writes_nothing(tmp_path, capsys):
     out = tmp_path / "nothing"
     assert cli.main(["upstream", "export", "--out", str(out), "--check"]) == 0
-    assert "3 PRs" in capsys.readouterr().out
+    assert "4 PRs" in capsys.readouterr().out
     assert not out.exists()
 
 
@@ -278,6 +280,6 @@ def test_series_is_found_after_a_non_editable_install(tmp_path):
     cp = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=str(tmp_path),
                         env={**env, "PYTHONPATH": str(target)})
     assert cp.returncode == 0, cp.stderr[-3000:]
-    assert str(target) in cp.stdout and "03-draft-softmax-topk" in cp.stdout, cp.stdout
+    assert str(target) in cp.stdout and "04-offstate-verify-decode" in cp.stdout, cp.stdout
     n_files = sum(len(p.new_files) for p in upstream_export.load_series())
     assert cp.stdout.split()[-1] == str(n_files)
