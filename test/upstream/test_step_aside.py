@@ -2,7 +2,8 @@
 
 On the exported tree (every PR applied) with the plugin ON, the hooks each PR replaces are not installed
 and report `skipped (upstream has it: ...)` in `sglang-kimi-eagle3 status --json` (01: the flag hooks and
-the draft ModelConfig hook; 02: verify_tree_sampling; 03: draft_probs and draft_worker_topk); the others
+the draft ModelConfig hook; 02: verify_tree_sampling; 03: draft_probs and draft_worker_topk; 04: the three
+offstate_attention rows); the others
 stay. The tiny pair's launch shape (draft positions half the target's) then resolves through SGLang's own
 `prepare_server_args` + `resolve_once` with SGLang's flag (extend accepted, strict refused naming the flag,
 no flag: the plugin's default handed to SGLang), and `check` still reads the policy right on the embedded
@@ -18,7 +19,8 @@ pytestmark = pytest.mark.slow
 
 STEPPED_ASIDE = ("context_policy_flag", "context_policy_flag_value", "context_policy",  # PR 01
                  "verify_tree_sampling",  # PR 02
-                 "draft_probs", "draft_worker_topk")  # PR 03
+                 "draft_probs", "draft_worker_topk",  # PR 03
+                 "offstate_attention", "offstate_attention_metadata", "offstate_attention_graph")  # PR 04
 STAYS = ("draft_lm_head", "draft_topk1", "verify_argmax_greedy", "verify_tree_greedy", "launch_step", "runtime_status")
 
 STATUS = r'''
@@ -135,5 +137,6 @@ def test_on_the_installed_sglang_the_same_hooks_are_installed():
         if name != "draft_worker_topk":  # a module-local rebinding, not a HookRegistry hook
             assert r["queued"].get(target) == ["sglang_kimi_eagle3.integration.hooks." + (
                 "verify_kernels" if name == "verify_tree_sampling" else
-                "draft_head_kernels" if name == "draft_probs" else "context_policy")], (name, r["queued"].get(target))
+                "draft_head_kernels" if name == "draft_probs" else
+                "offstate_attention" if name.startswith("offstate_attention") else "context_policy")], (name, r["queued"].get(target))
     assert r["rc"] == 0

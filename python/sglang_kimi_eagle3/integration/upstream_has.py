@@ -1,7 +1,8 @@
 """Which changes of this project's upstream series the running SGLang already carries (a leaf).
 
 The series in `upstream/` (`sglang-kimi-eagle3 upstream export`) gives SGLang itself the draft context
-policy (01), vocabulary-parallel tree rejection sampling (02) and the draft top-k for topk > 1 (03).
+policy (01), vocabulary-parallel tree rejection sampling (02), the draft top-k for topk > 1 (03) and the
+one-token target verify through the Triton backend's decode path (04).
 Where the running SGLang has one of them, the plugin hooks that change replaces are not installed:
 each records `skipped` with a detail starting `upstream has it`, and SGLang's own code does the job.
 Stacking ours on top would fight it: SGLang's dispatch wraps the very function our hook replaces, so
@@ -20,6 +21,7 @@ file found with importlib.util.find_spec imports only its parent packages):
                         tree_sampling_triton.tree_speculative_sampling_dispatch (source files only)
   draft_topk            eagle_worker_v2.py takes its draft top-k through
                         draft_topk.draft_probs_topk_dispatch (source files only)
+  offstate_verify       triton_backend.py's TritonAttnBackend has `_one_token_verify_as_decode` (source file only)
 
 A marker that cannot be read (a module missing, a name moved) reads as "not there": the plugin's hook
 installs as it does on SGLang 0.5.23. Results are cached per process (the installed tree does not change
@@ -104,6 +106,14 @@ def draft_topk() -> str:
             "draft_topk.draft_probs_topk_dispatch")
 
 
+@functools.cache
+def offstate_verify() -> str:
+    if not re.search(r"^    def _one_token_verify_as_decode\(", _source("sglang.srt.layers.attention.triton_backend"), re.M):
+        return ""
+    return ("upstream has it: SGLang's TritonAttnBackend runs a one-token target verify as a decode "
+            "(_one_token_verify_as_decode)")
+
+
 # plugin hook -> the marker of the upstream change that replaces it
 STEP_ASIDE = {
     "context_policy_flag": draft_context_flag,
@@ -112,6 +122,9 @@ STEP_ASIDE = {
     "verify_tree_sampling": tree_sampling,
     "draft_probs": draft_topk,
     "draft_worker_topk": draft_topk,
+    "offstate_attention": offstate_verify,
+    "offstate_attention_metadata": offstate_verify,
+    "offstate_attention_graph": offstate_verify,
 }
 
 

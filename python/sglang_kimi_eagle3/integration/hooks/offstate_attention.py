@@ -19,7 +19,8 @@ How: for a target-verify pass of exactly one token per request (topk any, so ste
 Scope: our launches only (EAGLE/EAGLE3 with a draft); SGLANG_KIMI_EAGLE3_OFFSTATE=off installs nothing.
   Each metadata build it reroutes is counted (hookstatus.count, bucket `eager` / `graph`; a graph replay whose
   metadata prep SGLang captured in its glue graph runs no Python, so `graph` counts capture and unglued replays).
-Upstream PR: the same change belongs in TritonAttnBackend (a one-token verify is a decode); later upstream PR.
+Upstream PR: upstream/04-offstate-verify-decode (the same change inside TritonAttnBackend); on an SGLang that carries
+  it the three rows are `skipped (upstream has it: ...)` and nothing is registered.
 Remove when: SGLang's Triton backend verifies one-token batches through its decode path.
 """
 
@@ -29,7 +30,7 @@ import copy
 
 from ...base import ENV_OFFSTATE, env_choice
 from ...status import hookstatus
-from .. import registry
+from .. import registry, upstream_has
 from ..launch_record import our_launch
 
 NAME = "offstate_attention"
@@ -42,9 +43,11 @@ TARGETS = {  # status row -> method
 
 
 def install() -> None:
-    if env_choice(ENV_OFFSTATE) == "off":
+    why = (f"{ENV_OFFSTATE}=off: SGLang's extend kernel verifies the off-state" if env_choice(ENV_OFFSTATE) == "off"
+           else upstream_has.detail(NAME))  # SGLang carries upstream PR 04: its own backend does this
+    if why:
         for name, target in TARGETS.items():
-            hookstatus.record(name, target, "skipped", f"{ENV_OFFSTATE}=off: SGLang's extend kernel verifies the off-state")
+            hookstatus.record(name, target, "skipped", why)
         return
     registry.register(NAME, TARGETS[NAME], _forward_extend, "around")
     registry.register(f"{NAME}_metadata", TARGETS[f"{NAME}_metadata"], _init_metadata, "around")
