@@ -126,17 +126,31 @@ def _draft_calls(torch):
     worker.fast_topk(probs, 1, dim=-1)  # prefill draft-extend: top-k at topk 1 on the draft probabilities
 
 
+CHILD_WATCHDOG_S = 120  # a scheduler_like child's own steps (2-core CPU box: 5-6 s of each child's 35 s; the rest is its start)
+
+
 def scheduler_like(server_args, out_q, mask: str | None = None, calls: bool = True):
     """run_scheduler_process's first steps (load_plugins, publish with spawn ranks), the worker modules
     imported as building a Scheduler imports them, optional calls through SGLang's own functions, then
     SGLang's own Scheduler.init_all_cuda_graphs -> BaseSpecWorker.init_cuda_graphs (whose AFTER hook publishes
     our runtime status)."""
+    import faulthandler
+    import time
     import warnings
+
+    # a child that hangs (a kernel build, a lock) prints every thread's stack to its stderr and exits, instead of
+    # leaving the parent waiting on the queue with nothing to show (run 16 on the H200: not ended in 390 s)
+    faulthandler.dump_traceback_later(CHILD_WATCHDOG_S, exit=True)
+    t0, phases = time.monotonic(), {}
+
+    def mark(name):
+        phases[name] = round(time.monotonic() - t0, 2)
 
     warnings.filterwarnings("ignore")
     from sglang.srt.plugins import load_plugins
 
     load_plugins()
+    mark("load_plugins")
     from sglang.srt.runtime_context import SpawnRanks, publish, spawn_world_rank
 
     publish(server_args, role="scheduler", ranks=SpawnRanks(world_rank=spawn_world_rank(server_args, tp_rank=0, pp_rank=0),
@@ -150,10 +164,13 @@ def scheduler_like(server_args, out_q, mask: str | None = None, calls: bool = Tr
         from sglang.kernels.ops.speculative import spec_tree
 
         eagle_utils.verify_tree_greedy_func = spec_tree.verify_tree_greedy_func.__wrapped__
+    mark("imports")
     try:
         if calls:
             _verify_call(torch)
+            mark("verify_call")
             _draft_calls(torch)
+            mark("draft_calls")
 
         from sglang.srt.speculative.base_spec_worker import BaseSpecWorker
 
@@ -170,8 +187,12 @@ def scheduler_like(server_args, out_q, mask: str | None = None, calls: bool = Tr
         Scheduler.init_all_cuda_graphs(stand_in)
         from sglang_kimi_eagle3.integration.hooks import runtime_status
 
-        out_q.put({"ok": True, "path": str(runtime_status._STATE["path"]), "snapshot": runtime_status.snapshot()})
+        mark("init_all_cuda_graphs")
+        out_q.put({"ok": True, "path": str(runtime_status._STATE["path"]), "snapshot": runtime_status.snapshot(),
+                   "phases_s": phases})
     except Exception:
         import traceback
 
-        out_q.put({"ok": False, "error": traceback.format_exc()[-3000:]})
+        out_q.put({"ok": False, "error": traceback.format_exc()[-3000:], "phases_s": phases})
+    finally:
+        faulthandler.cancel_dump_traceback_later()

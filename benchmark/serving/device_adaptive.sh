@@ -17,8 +17,9 @@
 #      SGLang's default table); ours (the plain chain launch 3/1/4: the plugin's adaptive default); with DA_OFF=1
 #      also off (SGLang's steps-0 off-state: --speculative-adaptive with candidates [0, 1] and this plugin's
 #      controller told to drop to 0 after the first batch and never probe)
-#   3. DA_OFF=1: benchmark/serving/step_ratio.py on plain and off (measured draft/target step ratio, decode c
-#      1/8/32/128 and a 1024-token prefill) -> $OUT/step_ratio-off-q$Q.json (DA_OFFSKIP: step_ratio-offskip-q$Q.json)
+#   3. DA_OFF=1: benchmark/serving/step_ratio.py on plain and the DA_RATIOS servers in the same rotated rounds
+#      (measured draft/target step ratio, decode c 1/8/32/128 and a 1024-token prefill) -> $OUT/step_ratio-off-q$Q.json
+#      (DA_RATIOS="off offext": step_ratio-off-offext-q$Q.json)
 #   4. benchmark/serving/e2e.py --workload chat, greedy, c $CONC, $ROUNDS rotated rounds per level, no cold passes
 #      (one uncounted warm pass per level and server), rounds sized to end by the deadline -> $OUT/e2e-q$Q.json
 #      (rewritten after every round; no plots: a call returns at most 8 files)
@@ -29,7 +30,7 @@
 # start's wait for the first server), DA_PREBUILD (1: step 0), DA_PREBUILD_S, DA_OFFSKIP (0; 1: a sixth server, the off-state with
 # SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND=1, and its step ratio), DA_OFFEXT (0; 1: the off-state with
 # SGLANG_KIMI_EAGLE3_OFFSTATE=off, port 30507: SGLang's extend-kernel verify; `off` has the hook), DA_SKIP (servers not
-# started, e.g. "sglang"), DA_ANATOMY_SERVERS ("off plain fixed"), DA_ANATOMY (0; 1: step 3b, c 128 in start, the rest of DA_ANATOMY_LEVELS ("128 1") in measure within DA_ANATOMY_S 150 per level), DA_RATIOS (step ratios of "off offskip"), DA_E2E_SKIP (names left out of the rounds, e.g. "off offskip"), DA_MOE (auto: SGLang's choice, Marlin on SM90; triton: no JIT build), DA_START_END_S (560: DA_STEP=start waits for every server until then), DA_WORK (/tmp/da).
+# started, e.g. "sglang"), DA_ANATOMY_SERVERS ("off plain fixed"), DA_ANATOMY (0; 1: step 3b, c 128 in start, the rest of DA_ANATOMY_LEVELS ("128 1") in measure within DA_ANATOMY_S 150 per level), DA_RATIOS (step ratios of "off offskip"), DA_RATIO_S (100), DA_RATIO_CONC (1,8,32,128), DA_RATIO_REPEATS (3), DA_E2E_SKIP (names left out of the rounds, e.g. "off offskip"), DA_MOE (auto: SGLang's choice, Marlin on SM90; triton: no JIT build), DA_START_END_S (560: DA_STEP=start waits for every server until then), DA_WORK (/tmp/da).
 set -uo pipefail
 T0=$(date +%s)
 eval "$(benchmark/live/device.sh env)"
@@ -174,22 +175,31 @@ for n in $NAMES; do
 done
 fi
 healthy() { curl -s -m 3 -o /dev/null -w '%{http_code}' "$1/health" | grep -q 200; }
-# 3. the measured step ratios, plain vs the off-state (DA_OFF) and vs the off-state without its draft extend
-#    (DA_OFFSKIP), each at most 100 s and once per lease ($W/step_ratio-*.done); in DA_STEP=start only while
-#    DA_START_END_S leaves 110 s for one
+# 3. the measured step ratios, plain vs the off-state (DA_OFF), without its hook (DA_OFFEXT) and without its draft
+#    extend (DA_OFFSKIP), all in one run of rotated rounds, once per lease ($W/step_ratio-*.done); in DA_STEP=start
+#    only while DA_START_END_S leaves DA_RATIO_S + 10 s
 step_ratios() {
-  local name port
+  local name port first="" also=() tag=""
   for name in ${DA_RATIOS:-off offskip}; do
     case $name in off) [ "${DA_OFF:-0}" = 1 ] || continue; port=30505;; offskip) [ "${DA_OFFSKIP:-0}" = 1 ] || continue; port=30506;;
       offext) [ "${DA_OFFEXT:-0}" = 1 ] || continue; port=30507;; *) continue;; esac
-    [ -f "$W/step_ratio-$name-q$Q.done" ] && continue
-    if [ -n "${1:-}" ] && [ $(( $1 - $(date +%s) )) -lt 110 ]; then say "step ratio ($name): no time left in this call"; continue; fi
-    healthy http://127.0.0.1:$port && healthy http://127.0.0.1:30501 || { say "step ratio ($name): a server is not healthy"; continue; }
-    timeout 100 python3 benchmark/serving/step_ratio.py --plain http://127.0.0.1:30501 --off http://127.0.0.1:$port \
-      --json "$OUT/step_ratio-$name-q$Q.json" --concurrency 1,8,32,128 --repeats 3
-    rc=$?; say "step_ratio.py ($name) exit $rc"
-    [ $rc -eq 0 ] && touch "$W/step_ratio-$name-q$Q.done"
+    healthy http://127.0.0.1:$port || { say "step ratio ($name): not healthy, left out"; continue; }
+    if [ -z "$first" ]; then first=$name; fport=$port; else also+=(--also "$name=http://127.0.0.1:$port"); fi
+    tag="$tag-$name"
   done
+  [ -n "$first" ] || return 0
+  # every healthy server of DA_RATIOS read in the same rotated rounds against plain (run 16 read off and offext in two
+  # runs one after the other, and plain's own c-8 step moved 72-99 ms between them): one document per lease,
+  # step_ratio-off-offext-q$Q.json for DA_RATIOS="off offext"; DA_RATIO_S (100) its limit
+  local json="$OUT/step_ratio$tag-q$Q.json"
+  [ -f "$W/step_ratio$tag-q$Q.done" ] && return 0
+  local lim=${DA_RATIO_S:-100}
+  if [ -n "${1:-}" ] && [ $(( $1 - $(date +%s) )) -lt $((lim + 10)) ]; then say "step ratio ($tag): no time left in this call"; return 0; fi
+  healthy http://127.0.0.1:30501 || { say "step ratio: plain is not healthy"; return 0; }
+  timeout "$lim" python3 benchmark/serving/step_ratio.py --plain http://127.0.0.1:30501 --off "http://127.0.0.1:$fport" \
+    "${also[@]}" --json "$json" --concurrency "${DA_RATIO_CONC:-1,8,32,128}" --repeats "${DA_RATIO_REPEATS:-3}"
+  rc=$?; say "step_ratio.py ($tag) exit $rc"
+  [ $rc -eq 0 ] && touch "$W/step_ratio$tag-q$Q.done"
 }
 # 3b. DA_ANATOMY=1: the decode-step anatomy (benchmark/serving/anatomy.py: GPU time per kernel family, GPU idle, and
 #     the host time of SGLang's eager verify path per step, the dearest kernels) of the off-state, plain and fixed at c 128 and 1,

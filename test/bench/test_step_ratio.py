@@ -31,3 +31,33 @@ def test_the_document_lists_every_reading_and_its_medians(tmp_path):
         t, o = statistics.median(r["target_step_s_all"]), statistics.median(r["off_step_s_all"])
         assert (r["target_step_s"], r["off_step_s"]) == (t, o)
         assert r["ratio"] == (o - t) / t and r["off_vs_plain"] == o / t
+
+
+def test_three_servers_rotate_so_each_goes_first_once_in_three_rounds():
+    calls = []
+    p, o, x = step_ratio.paired(lambda u: calls.append(u) or len(calls), ("P", "O", "X"), 3)
+    assert calls == ["P", "O", "X", "O", "X", "P", "X", "P", "O"]
+    assert p == [1, 6, 8] and o == [2, 4, 9] and x == [3, 5, 7]  # reading i of each server is from round i
+
+
+def test_also_servers_are_read_in_the_same_rounds_and_compared_round_by_round(tmp_path):
+    out = tmp_path / "ratio.json"
+    with (ProtocolStub(StubConfig(alphas=None, pass_ms=0.1)) as p, ProtocolStub(StubConfig(alphas=None, pass_ms=0.1)) as o,
+          ProtocolStub(StubConfig(alphas=None, pass_ms=0.1)) as x):
+        assert step_ratio.main(["--plain", p, "--off", o, "--also", f"offext={x}", "--json", str(out), "--concurrency", "2",
+                                "--repeats", "3", "--new-tokens", "4", "--prompt-tokens", "32", "--timeout", "20"]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["also"] == {"offext": x} and len(doc["prefill"]["also"]["offext"]["s_all"]) == 3
+    (r,) = doc["decode"]
+    ts, xs, os_ = r["target_step_s_all"], r["also"]["offext"]["step_s_all"], r["off_step_s_all"]
+    assert r["also"]["offext"]["vs_plain_rounds"] == [a / b for a, b in zip(xs, ts)]
+    assert r["also"]["offext"]["vs_plain_rounds_median"] == statistics.median(a / b for a, b in zip(xs, ts))
+    assert r["off_vs_plain_rounds"] == [a / b for a, b in zip(os_, ts)]
+
+
+def test_a_malformed_also_is_refused_naming_the_flag(capsys):
+    import pytest
+
+    with pytest.raises(SystemExit) as e:
+        step_ratio.main(["--plain", "http://a", "--off", "http://b", "--json", "x", "--also", "offext"])
+    assert e.value.code == 2 and "--also 'offext': expected NAME=http://HOST:PORT" in capsys.readouterr().err

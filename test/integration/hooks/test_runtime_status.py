@@ -11,14 +11,14 @@ whose AFTER hook writes the status file. One child has a stale call-site binding
 import json
 
 import pytest
-from helpers import clean_env, llama_eagle3_argv, python, run_json
+from helpers import clean_env, llama_eagle3_argv, python, run_python
 
 pytestmark = pytest.mark.slow
 
 ARGV = llama_eagle3_argv(31877)
 
 PARENT = r'''
-import json, multiprocessing as mp, sys, warnings
+import json, multiprocessing as mp, queue, sys, time, warnings
 warnings.filterwarnings("ignore")
 sys.path.insert(0, "test")
 from worker_path import scheduler_like
@@ -36,8 +36,18 @@ for name, mask in (("plain", None), ("masked", "eagle_utils.verify_tree_greedy_f
     q = ctx.Queue()
     p = ctx.Process(target=scheduler_like, args=(sa, q, mask, mask is None))
     p.start()
-    out[name] = q.get(timeout=400)
+    t0 = time.monotonic()
+    while True:  # a child that died without a result (its watchdog, a crash) ends the wait at once, with its exit code
+        try:
+            out[name] = q.get(timeout=2)
+            break
+        except queue.Empty:
+            if not p.is_alive() or time.monotonic() - t0 > 240:
+                out[name] = {"ok": False, "error": f"the {name} child ended without a result: exit code {p.exitcode} "
+                             f"after {time.monotonic() - t0:.0f} s (its stderr, above, has any watchdog stack)"}
+                break
     p.join(60)
+    print(f"{name} child: {out[name].get('phases_s')}", file=sys.stderr)
 print(json.dumps(out))
 '''
 
@@ -45,8 +55,14 @@ print(json.dumps(out))
 @pytest.fixture(scope="module")
 def children(tmp_path_factory):
     d = tmp_path_factory.mktemp("status")
-    out = run_json(f"ARGV = {ARGV!r}\n" + PARENT, timeout=900, SGLANG_KIMI_EAGLE3_KERNELS="ours",
-                   TRITON_INTERPRET="1", SGLANG_KIMI_EAGLE3_STATUS_DIR=str(d))
+    cp = run_python(f"ARGV = {ARGV!r}\n" + PARENT, timeout=900, SGLANG_KIMI_EAGLE3_KERNELS="ours",
+                    TRITON_INTERPRET="1", SGLANG_KIMI_EAGLE3_STATUS_DIR=str(d))
+    assert cp.returncode == 0, f"subprocess failed ({cp.returncode}):\n{cp.stdout[-3000:]}\n{cp.stderr[-6000:]}"
+    out = json.loads(cp.stdout.strip().splitlines()[-1])
+    for v in out.values():  # a failed child: its stderr (the watchdog's stacks) goes into the message the tests show
+        if not v.get("ok"):
+            v["error"] = f"{v.get('error')}\n--- stderr ---\n{cp.stderr[-6000:]}"
+    print("scheduler_like phases (s):", {k: v.get("phases_s") for k, v in out.items()})  # shown with -s
     return out, d
 
 

@@ -35,8 +35,12 @@ VERIFY, DECODE = ForwardMode.TARGET_VERIFY, ForwardMode.DECODE
 
 
 class TestTritonOneTokenVerifyCpu(unittest.TestCase):
+    DEVICE = "cpu"  # test_triton_one_token_verify.py: the same on CUDA, compiled
+    TOL = dict(rtol=1e-4, atol=1e-5)  # extend vs decode kernel, and vs torch: reduction order
+
     @classmethod
     def setUpClass(cls):
+        dev = cls.DEVICE
         cls.stack = contextlib.ExitStack()
         cls.stack.enter_context(get_parallel().override(attn_tp_size=1, attn_dcp_size=1, attn_dcp_rank=0, dcp_enabled=False))
         kernel = NS(enable_lean_attention=None, triton_attention_num_kv_splits=8, triton_attention_split_tile_size=None)
@@ -48,18 +52,18 @@ class TestTritonOneTokenVerifyCpu(unittest.TestCase):
             cls.stack.enter_context(mock.patch.object(tb, name, value))
         g = torch.Generator().manual_seed(7)
         cls.pool = MLATokenToKVPool(size=SLOTS, page_size=1, dtype=torch.float32, kv_lora_rank=DV,
-                                    qk_rope_head_dim=DK - DV, layer_num=1, device="cpu", enable_memory_saver=False)
-        cls.pool.kv_buffer[0].copy_(torch.randn(SLOTS + 1, 1, DK, generator=g))
-        cls.rtt = ReqToTokenPool(size=4, max_context_len=CTX, device="cpu", enable_memory_saver=False)
+                                    qk_rope_head_dim=DK - DV, layer_num=1, device=dev, enable_memory_saver=False)
+        cls.pool.kv_buffer[0].copy_(torch.randn(SLOTS + 1, 1, DK, generator=g).to(dev))
+        cls.rtt = ReqToTokenPool(size=4, max_context_len=CTX, device=dev, enable_memory_saver=False)
         perm, cls.rows, start = torch.randperm(SLOTS, generator=g) + 1, [], 0
         for r, s in enumerate(SEQ):  # request r in row r + 1: its prefix slots, then its verify token's slot
-            cls.rows.append(perm[start:start + s + 1])
+            cls.rows.append(perm[start:start + s + 1].to(dev))
             cls.rtt.req_to_token[r + 1, :s + 1] = cls.rows[-1].to(torch.int32)
             start += s + 1
         cls.tr = KVIndexTranslator(req_to_token=cls.rtt.req_to_token, token_to_kv_pool_allocator=None,
-                                   token_to_kv_pool=cls.pool, page_size=1, device="cpu")
-        cls.q = torch.randn(len(SEQ), H * DK, generator=g)
-        cls.k = torch.randn(len(SEQ), 1, DK, generator=g)
+                                   token_to_kv_pool=cls.pool, page_size=1, device=dev)
+        cls.q = torch.randn(len(SEQ), H * DK, generator=g).to(dev)
+        cls.k = torch.randn(len(SEQ), 1, DK, generator=g).to(dev)
         cls.layer = RadixAttention(num_heads=H, head_dim=DK, scaling=DK**-0.5, num_kv_heads=1, layer_id=0, v_head_dim=DV)
 
     @classmethod
@@ -74,16 +78,16 @@ class TestTritonOneTokenVerifyCpu(unittest.TestCase):
         mr = dict(req_to_token_pool=self.rtt, token_to_kv_pool=self.pool, token_to_kv_pool_allocator=None,
                   sliding_window_size=None, page_size=1, kv_index_translator=self.tr,
                   decode_num_tokens_per_req=lambda: 1, model_config=mc, is_draft_worker=False, spec_algorithm=None,
-                  device="cpu", gpu_id=0, kv_cache_dtype=torch.float32)
+                  device=self.DEVICE, gpu_id=0, kv_cache_dtype=torch.float32)
         return tb.TritonAttnBackend(NS(**{**mr, **runner}))
 
     def batch(self, mode, seq_lens, rows=(1, 2, 3), tokens=1):
         """TARGET_VERIFY: `tokens` per request past seq_lens, all-true mask; DECODE: the last token is the new one."""
-        seq, rpi = torch.tensor(seq_lens), torch.tensor(rows)
+        seq, rpi = torch.tensor(seq_lens, device=self.DEVICE), torch.tensor(rows, device=self.DEVICE)
         verify = mode.is_target_verify()
         spec = NS(num_tokens_per_req=tokens, draft_token_num=tokens, kv_indptr=None,
-                  custom_mask=torch.ones(sum(tokens * (s + tokens) for s in seq_lens), dtype=torch.bool))
-        fb = NS(forward_mode=mode, batch_size=len(seq_lens), req_pool_indices=rpi, seq_lens=seq, seq_lens_cpu=seq.clone(),
+                  custom_mask=torch.ones(sum(tokens * (s + tokens) for s in seq_lens), dtype=torch.bool, device=self.DEVICE))
+        fb = NS(forward_mode=mode, batch_size=len(seq_lens), req_pool_indices=rpi, seq_lens=seq, seq_lens_cpu=seq.cpu(),
                 seq_lens_sum=sum(seq_lens), spec_info=spec if verify else None, encoder_lens=None, positions=None,
                 extend_seq_lens_cpu=None, extend_prefix_lens=None, mha_one_shot=False, attn_attend_prefix_cache=False)
         write = torch.stack([self.rtt.req_to_token[r, s - (0 if verify else 1)] for r, s in zip(rows, seq_lens)])
@@ -117,7 +121,7 @@ class TestTritonOneTokenVerifyCpu(unittest.TestCase):
         be.init_forward_metadata(dec)
         o_dec = be.forward_decode(q, k, k[..., :DV], layer, dec)
         self.assertTrue(torch.equal(o, o_dec))
-        torch.testing.assert_close(o, o_ext, rtol=1e-4, atol=1e-5)  # extend vs decode kernel: reduction order
+        torch.testing.assert_close(o, o_ext, **self.TOL)
 
     def test_cuda_graph_capture_and_replay_equal_a_decode_replay(self):
         be, bs = self.backend(), 4
@@ -138,7 +142,7 @@ class TestTritonOneTokenVerifyCpu(unittest.TestCase):
         keys = self.pool.kv_buffer[0][:, 0]
         ref = torch.stack([torch.softmax(self.q[r].view(H, DK) @ keys[self.rows[r]].T * DK**-0.5, -1)
                            @ keys[self.rows[r], :DV] for r in range(len(SEQ))])
-        torch.testing.assert_close(o, ref, rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(o, ref, **self.TOL)
         total = sum(padded) + bs
         got = (meta.kv_indptr.clone(), be.cuda_graph_kv_indices[:total].clone(), be.cuda_graph_num_kv_splits[:bs].clone())
         be.cuda_graph_kv_indices.zero_(), be.cuda_graph_num_kv_splits.zero_()
