@@ -30,7 +30,7 @@
 # start's wait for the first server), DA_PREBUILD (1: step 0), DA_PREBUILD_S, DA_OFFSKIP (0; 1: a sixth server, the off-state with
 # SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND=1, and its step ratio), DA_OFFEXT (0; 1: the off-state with
 # SGLANG_KIMI_EAGLE3_OFFSTATE=off, port 30507: SGLang's extend-kernel verify; `off` has the hook), DA_SKIP (servers not
-# started, e.g. "sglang"), DA_ANATOMY_SERVERS ("off plain fixed"), DA_ANATOMY (0; 1: step 3b, c 128 in start, the rest of DA_ANATOMY_LEVELS ("128 1") in measure within DA_ANATOMY_S 150 per level), DA_RATIOS (step ratios of "off offskip"), DA_RATIO_S (100), DA_RATIO_CONC (1,8,32,128), DA_RATIO_REPEATS (3), DA_E2E_SKIP (names left out of the rounds, e.g. "off offskip"), DA_MOE (auto: SGLang's choice, Marlin on SM90; triton: no JIT build), DA_START_END_S (560: DA_STEP=start waits for every server until then), DA_WORK (/tmp/da).
+# started, e.g. "sglang"), DA_ANATOMY_SERVERS ("off plain fixed"), DA_ANATOMY (0; 1: step 3b, c 128 in start, the rest of DA_ANATOMY_LEVELS ("128 1") in measure within DA_ANATOMY_S 150 per level), DA_RATIOS (step ratios of "off offskip"), DA_RATIO_S (100), DA_RATIO_CONC (1,8,32,128), DA_RATIO_REPEATS (3), DA_E2E_SKIP (names left out of the rounds, e.g. "off offskip"), DA_LOADSTEP (0; 1: the load step before the rounds, DA_LOADSTEP_SERVERS / _SCHEDULE / _ROUNDS / _S), DA_MOE (auto: SGLang's choice, Marlin on SM90; triton: no JIT build), DA_START_END_S (560: DA_STEP=start waits for every server until then), DA_WORK (/tmp/da).
 set -uo pipefail
 T0=$(date +%s)
 eval "$(benchmark/live/device.sh env)"
@@ -244,6 +244,16 @@ grep -h "adaptive steps\|Built adaptive runtime state\|launch_step" "$W"/logs/*-
 step_ratios
 for c in ${DA_ANATOMY_LEVELS:-128 1}; do anatomy $(( $(date +%s) + ${DA_ANATOMY_S:-150} )) $c; done  # what start left undone
 
+# 3c. DA_LOADSTEP=1: the load step (benchmark/serving/load_step.py: each of DA_LOADSTEP_SERVERS, "plain ours", through
+#     DA_LOADSTEP_SCHEDULE, 1:15,128:20,1:15, in DA_LOADSTEP_ROUNDS (3) rotated rounds; tokens per second as they
+#     stream) -> $OUT/load-step-q$Q.json, within DA_LOADSTEP_S (330) before the rounds below
+if [ "${DA_LOADSTEP:-0}" = 1 ]; then
+  LS=()
+  for n in ${DA_LOADSTEP_SERVERS:-plain ours}; do u=$(url_of "$n"); healthy "$u" && LS+=(--server "$n=$u"); done
+  timeout -s INT "${DA_LOADSTEP_S:-330}" python3 benchmark/serving/load_step.py "${LS[@]}" --baseline plain \
+    --json "$OUT/load-step-q$Q.json" --schedule "${DA_LOADSTEP_SCHEDULE:-1:15,128:20,1:15}" --rounds "${DA_LOADSTEP_ROUNDS:-3}"
+  say "load_step.py exit $?"
+fi
 # 3. the measured step ratio (plain vs the off-state): step_ratios below, run by DA_STEP=start when time is left
 # 4. rotated rounds on the chat workload (servers given by URL: the spec's started ones are ours to stop)
 SERVERS=()
