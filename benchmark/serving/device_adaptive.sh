@@ -29,7 +29,7 @@
 # co-resident), MAXTOK (65536: --max-total-tokens), BUDGET_S (555), STARTUP_S (330), DA_FIRST_S (420: the staged
 # start's wait for the first server), DA_PREBUILD (1: step 0), DA_PREBUILD_S, DA_OFFSKIP (0; 1: a sixth server, the off-state with
 # SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND=1, and its step ratio), DA_OFFEXT (0; 1: the off-state with
-# SGLANG_KIMI_EAGLE3_OFFSTATE=off, port 30507: SGLang's extend-kernel verify; `off` has the hook), DA_SKIP (servers not
+# SGLANG_KIMI_EAGLE3_OFFSTATE=off, port 30507: SGLang's extend-kernel verify; `off` has the hook at every bs), DA_SKIP (servers not
 # started, e.g. "sglang"), DA_ANATOMY_SERVERS ("off plain fixed"), DA_ANATOMY (0; 1: step 3b, c 128 in start, the rest of DA_ANATOMY_LEVELS ("128 1") in measure within DA_ANATOMY_S 150 per level), DA_RATIOS (step ratios of "off offskip"), DA_RATIO_S (100), DA_RATIO_CONC (1,8,32,128), DA_RATIO_REPEATS (3), DA_E2E_SKIP (names left out of the rounds, e.g. "off offskip"), DA_LOADSTEP (0; 1: the load step before the rounds, DA_LOADSTEP_SERVERS / _SCHEDULE / _ROUNDS / _S), DA_MOE (auto: SGLang's choice, Marlin on SM90; triton: no JIT build), DA_START_END_S (560: DA_STEP=start waits for every server until then), DA_WORK (/tmp/da).
 set -uo pipefail
 T0=$(date +%s)
@@ -123,10 +123,11 @@ servers = [("plain", 30501, [], {}),
            ("sglang", 30503, eagle + ["--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
                                       "--speculative-adaptive"], {}),
            ("ours", 30504, spec_args(draft, "chain"), {})]
-if os.environ.get("DA_OFF", "0") == "1":
+if os.environ.get("DA_OFF", "0") == "1":  # the hook at every batch size (`on`; the default `auto` starts at bs 8), so
+    # that its step ratio against offext covers bs 1-4 too
     servers.append(("off", 30505, eagle + ["--speculative-num-steps", "1", "--speculative-eagle-topk", "1",
                                            "--speculative-adaptive",
-                                           "--speculative-adaptive-config", off_cfg], {}))
+                                           "--speculative-adaptive-config", off_cfg], {"SGLANG_KIMI_EAGLE3_OFFSTATE": "on"}))
 if os.environ.get("DA_OFFSKIP", "0") == "1":  # the off-state without its per-step draft extend (SGLang's own
     # experimental flag: the draft state goes stale, so acceptance after a step up is not what it was): how much of
     # the off-state's cost is the extend, and how much the 1-token verify path

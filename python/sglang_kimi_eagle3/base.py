@@ -34,7 +34,7 @@ CHOICES = {
     ENV_PREFLIGHT: (("on", "warn", "off"), "on"),
     ENV_WARMUP: (("on", "off"), "on"),  # integration/hooks/kernel_warmup.py
     ENV_ADAPTIVE: (("on", "off"), "on"),  # integration/adaptive_default.py, integration/hooks/adaptive_control.py
-    ENV_OFFSTATE: (("on", "off"), "on"),  # integration/hooks/offstate_attention.py
+    ENV_OFFSTATE: (("auto", "on", "off"), "auto"),  # integration/hooks/offstate_attention.py
 }
 
 

@@ -91,6 +91,7 @@ def kv():
 @pytest.fixture(autouse=True)
 def _ours(monkeypatch):
     monkeypatch.setattr(launch_record, "_OURS", [True])  # an EAGLE3 launch with a draft model
+    monkeypatch.setattr(hook, "_MIN_BS", [1])  # SGLANG_KIMI_EAGLE3_OFFSTATE=on: every batch size (auto: its own test)
     monkeypatch.setattr(hookstatus, "_COUNTS", type(hookstatus._COUNTS)())
     monkeypatch.setattr(hookstatus, "_TABLE", {})
 
@@ -219,6 +220,35 @@ def test_other_passes_go_to_sglang_untouched(kv, monkeypatch, case):
     assert hookstatus.counters(hook.NAME) == {}
 
 
+def test_auto_reroutes_from_eight_requests_deciding_on_the_padded_batch(kv, monkeypatch):
+    """auto (the default): batches below MIN_BS_AUTO requests keep SGLang's extend path (at c 1 the decode kernels
+    were measured slower); from it on, the decode view. A graph's padded lanes count, so capture and replay of one
+    graph size take the same path whatever the real requests."""
+    monkeypatch.delenv(base.ENV_OFFSTATE, raising=False)
+    monkeypatch.setattr(hook.registry, "register", lambda *a: None)
+    hook.install()
+    assert hook._MIN_BS == [hook.MIN_BS_AUTO] == [8]
+    be, seen = backend(kv), []
+
+    def original(backend_, fb, *args, **kwargs):
+        seen.append(fb)
+
+    small = batch(kv, ForwardMode.TARGET_VERIFY, SEQ)  # 3 requests
+    hook._init_metadata(original, be, small)
+    assert seen[-1] is small
+    rows = (1, 2, 3) * 2 + (0, 0)  # a graph of 8: six requests (rows reused) and two padded lanes on row 0
+    fill = be.get_cuda_graph_seq_len_fill_value()
+    padded = batch(kv, ForwardMode.TARGET_VERIFY, SEQ * 2 + [fill, fill], rows=rows)
+    hook._init_metadata_out_graph(original, be, padded)
+    assert seen[-1] is not padded and seen[-1].forward_mode == ForwardMode.DECODE
+    assert seen[-1].seq_lens.tolist() == [s + 1 for s in SEQ * 2 + [fill, fill]]
+    assert hookstatus.counters(hook.NAME)[hook.NAME]["ours"] == {"graph": 1}
+    monkeypatch.setenv(base.ENV_OFFSTATE, "on")
+    hook.install()
+    hook._init_metadata(original, be, small)  # on: every batch size
+    assert seen[-1] is not small and seen[-1].forward_mode == ForwardMode.DECODE
+
+
 def test_off_installs_nothing_and_a_bad_value_is_named(monkeypatch):
     registered = []
     monkeypatch.setattr(hook.registry, "register", lambda *a: registered.append(a))
@@ -235,4 +265,4 @@ def test_off_installs_nothing_and_a_bad_value_is_named(monkeypatch):
     assert all(callable(_resolve(t)) for t in hook.TARGETS.values())
     monkeypatch.setenv(base.ENV_OFFSTATE, "sometimes")
     assert [e for e in base.env_errors() if base.ENV_OFFSTATE in e] == [
-        f"{base.ENV_OFFSTATE}='sometimes' is not one of on|off; unset it or pick one"]
+        f"{base.ENV_OFFSTATE}='sometimes' is not one of auto|on|off; unset it or pick one"]

@@ -16,7 +16,13 @@ How: for a target-verify pass of exactly one token per request (topk any, so ste
   decode needs (KV splits, attention logits) exist in every Triton backend's CUDA-graph state.
   `forward_extend` switches only when the verify metadata was built here (its `attn_logits` is set, which SGLang's
   own verify metadata never is), so capture and replay agree by construction.
-Scope: our launches only (EAGLE/EAGLE3 with a draft); SGLANG_KIMI_EAGLE3_OFFSTATE=off installs nothing.
+Where: batches of at least MIN_BS_AUTO requests under SGLANG_KIMI_EAGLE3_OFFSTATE=auto (the default), every batch
+  under `on`; `off` installs nothing. On the H200 (2026-12-03, the deployment-shaped pair on SGLang's Triton MoE, two
+  leases, rotated rounds in the second) the hooked off-state's step was 0.91-0.99x of SGLang's own at c 8, 0.90x at
+  c 32 (and its attention 6.5 against 28.0 ms a step at c 128), but 1.09-1.20x at c 1; bs 2-4 is not measured. The
+  batch size decided on is the one SGLang builds the metadata for: a graph's padded size at capture and at replay
+  alike, so a graph is always replayed with the path it was captured with.
+Scope: our launches only (EAGLE/EAGLE3 with a draft).
   Each metadata build it reroutes is counted (hookstatus.count, bucket `eager` / `graph`; a graph replay whose
   metadata prep SGLang captured in its glue graph runs no Python, so `graph` counts capture and unglued replays).
 Upstream PR: upstream/04-offstate-verify-decode (the same change inside TritonAttnBackend); on an SGLang that carries
@@ -34,6 +40,8 @@ from .. import registry, upstream_has
 from ..launch_record import our_launch
 
 NAME = "offstate_attention"
+MIN_BS_AUTO = 8  # the smallest batch where the hook was measured to win (above: Where)
+_MIN_BS = [MIN_BS_AUTO]  # set by install() from SGLANG_KIMI_EAGLE3_OFFSTATE: auto -> MIN_BS_AUTO, on -> 1
 CLS = "sglang.srt.layers.attention.triton_backend.TritonAttnBackend"
 TARGETS = {  # status row -> method
     NAME: f"{CLS}.forward_extend",
@@ -43,8 +51,10 @@ TARGETS = {  # status row -> method
 
 
 def install() -> None:
-    why = (f"{ENV_OFFSTATE}=off: SGLang's extend kernel verifies the off-state" if env_choice(ENV_OFFSTATE) == "off"
+    mode = env_choice(ENV_OFFSTATE)
+    why = (f"{ENV_OFFSTATE}=off: SGLang's extend kernel verifies the off-state" if mode == "off"
            else upstream_has.detail(NAME))  # SGLang carries upstream PR 04: its own backend does this
+    _MIN_BS[0] = 1 if mode == "on" else MIN_BS_AUTO
     if why:
         for name, target in TARGETS.items():
             hookstatus.record(name, target, "skipped", why)
@@ -55,10 +65,13 @@ def install() -> None:
 
 
 def one_token_verify(backend, forward_batch) -> bool:
-    """True for the pass this hook reroutes: a target-verify batch of one token per request that SGLang's Triton
-    backend would send through its extend kernel, in one of our launches."""
+    """True for the pass this hook reroutes: a target-verify batch of one token per request, of at least _MIN_BS
+    requests (padded lanes counted, as the metadata is built for them), that SGLang's Triton backend would send
+    through its extend kernel, in one of our launches."""
     mode = forward_batch.forward_mode
     if not mode.is_target_verify() or getattr(backend, "is_draft_runner", True):
+        return False
+    if len(forward_batch.seq_lens) < _MIN_BS[0]:
         return False
     if backend._target_verify_num_tokens_per_req(forward_batch.spec_info) != 1:
         return False
