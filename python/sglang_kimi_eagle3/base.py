@@ -38,6 +38,18 @@ CHOICES = {
 }
 
 
+# SGLANG_KIMI_EAGLE3_OFFSTATE=auto: the offstate_attention hook reroutes batches of at least this many requests, the
+# smallest where it was measured to win (integration/hooks/offstate_attention.py); the adaptive table prices the
+# off-state with it from there (planner/adaptive_table.py)
+OFFSTATE_MIN_BS_AUTO = 8
+
+
+def offstate_min_bs() -> int | None:
+    """The smallest batch the offstate_attention hook reroutes under the current switch: None when off."""
+    mode = env_choice(ENV_OFFSTATE)
+    return None if mode == "off" else 1 if mode == "on" else OFFSTATE_MIN_BS_AUTO
+
+
 class _Prefixed(logging.LoggerAdapter):
     def process(self, msg, kwargs):
         return f"sglang-kimi-eagle3: {msg}", kwargs

@@ -70,6 +70,7 @@ def launches(tmp_path_factory):
     plain = ["--model-path", str(LLAMA_8B), "--device", "cuda", "--port", "31982"]
     cases = [("plain", plain, {}), ("chain", chain, {}), ("too_big", big, {}),
              ("too_big_allowed", big, {"SGLANG_KIMI_EAGLE3_ADAPTIVE_MAX_GB": "1000"}), ("off", chain, {"SGLANG_KIMI_EAGLE3_ADAPTIVE": "off"}),
+             ("unhooked", chain, {"SGLANG_KIMI_EAGLE3_OFFSTATE": "off"}),
              ("tree", eagle3, {}), ("operator_flag", chain + ["--speculative-adaptive"], {}),
              ("operator_file", chain + ["--speculative-adaptive", "--speculative-adaptive-config", str(theirs)], {})]
     return run_json(f"CASES = {cases!r}\n" + CODE, timeout=600, HF_HUB_OFFLINE="1", XDG_CACHE_HOME=str(tmp / "cache"),
@@ -88,6 +89,12 @@ def test_a_chain_launch_gets_our_table_and_every_slot_our_controller(launches):
     assert 0 < c["switches"] <= 3000 // 32 and c["counted"] == c["switches"]
     assert "adaptive steps on: states" in c["launch_step"]
     assert out["_row"][0] == "applied" and out["_row"][2].endswith("AdaptiveStepSlot.__init__")
+    # the off-state priced with the offstate_attention hook from the batch it reroutes (8 under the default auto); with
+    # the hook off, at SGLang's own path cost
+    cold = json.loads(open(out["unhooked"]["speculative_adaptive_config"]).read())
+    assert cfg["_generated_by"]["offstate_hooked_from"] == 8 and cold["_generated_by"]["offstate_hooked_from"] is None
+    assert cfg["1"]["kimi_eagle3"]["off_us"] == cold["1"]["kimi_eagle3"]["off_us"]
+    assert cfg["64"]["kimi_eagle3"]["off_us"] < cold["64"]["kimi_eagle3"]["off_us"]
 
 
 def test_the_operators_choice_the_switch_topk2_and_plain_keep_sglangs(launches):

@@ -95,6 +95,28 @@ def test_the_off_state_and_every_round_carry_sglangs_measured_path_cost():
         assert all(ctl.predicted(s, 0.0) < ctl.predicted(0, 0.0) for s in ctl.candidates if s)
 
 
+def test_the_hooked_off_state_is_priced_with_what_the_hook_saved_from_its_first_batch():
+    # the saving is the raw rows': bs 128 the anatomy's attention (the extend kernel against the decode kernels), bs 8
+    # and 32 the hooked and unhooked off-state steps of the rotated run
+    anat = json.loads((ROOT / "benchmark/results/anatomy-h200-2026-12-03-offstate-hook-c128.json").read_text())
+    k = {x["server"]: x["anatomy"]["top_kernels"] for x in anat["start"]["summaries"]}
+    saved_128 = k["offext"]["_fwd_kernel"] - k["off"]["_fwd_grouped_kernel_stage1"] - k["off"]["_fwd_kernel_stage2"]
+    assert abs(T.OFFSTATE_SAVED_US[128] - saved_128) < 1.0
+    rot = json.loads((ROOT / "benchmark/results/step-ratio-rotated-h200-2026-12-03-run17-deploy-q0.9.json").read_text())
+    for row in rot["measure"]["decode"]:
+        if row["concurrency"] in T.OFFSTATE_SAVED_US:
+            got = 1e6 * (row["also"]["offext"]["step_s"] - row["off_step_s"])
+            assert abs(T.OFFSTATE_SAVED_US[row["concurrency"]] - got) < 1.0
+    unhooked, hooked = T.table(COST, BSS, operator_steps=3), T.table(COST, BSS, operator_steps=3, hooked_from=8)
+    assert hooked["_generated_by"]["offstate_hooked_from"] == 8 and unhooked["_generated_by"]["offstate_hooked_from"] is None
+    for bs in BSS:
+        a, b = unhooked[str(bs)][T.KEY], hooked[str(bs)][T.KEY]
+        extra, saved = T.path_extra_us(bs), T.interp(T.OFFSTATE_SAVED_US, bs, clamp=True)
+        assert abs(a["off_us"] - b["off_us"] - (0.0 if bs < 8 else min(extra, saved))) < 0.002, bs  # rounded to ns
+        # a positive round verifies steps + 1 tokens through SGLang's extend kernel: not priced with the hook
+        assert all(b["round_us"][s] == a["round_us"][s] for s in set(a["round_us"]) & set(b["round_us"]))
+
+
 def test_low_acceptance_keeps_a_positive_step_that_beats_the_off_state():
     # bs 128 of the seed, alpha 0.3 at steps 1: about 0.87x of plain predicted, the off-state about 0.76x. Priced as
     # plain decoding (1.0), steps 0 looked better and the controller dropped to it; on the H200 the off-state ran

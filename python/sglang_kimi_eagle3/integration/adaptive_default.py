@@ -25,7 +25,7 @@ import hashlib
 import json
 import os
 
-from ..base import ENV_ADAPTIVE, env_choice, env_flag, user_cache_dir
+from ..base import ENV_ADAPTIVE, env_choice, env_flag, offstate_min_bs, user_cache_dir
 from .launch_record import raw_input
 
 ENV_PROFILE = "SGLANG_KIMI_EAGLE3_ADAPTIVE_PROFILE"
@@ -71,7 +71,7 @@ def table_for(server_args) -> dict:
         vocab, graph_bs = mem
         budget = {"state_gb": lambda s: state_memory_gb(s, vocab, max(graph_bs)), "budget_gb": max_gb()}
     return table(from_profile(prof), list(BATCH_SIZES), operator_steps=int(steps) if steps else None,
-                 max_states=MAX_STATES, source=f"planner profile {prof.name}", **budget)
+                 max_states=MAX_STATES, source=f"planner profile {prof.name}", hooked_from=offstate_min_bs(), **budget)
 
 
 def _vocab_and_graph_bs(server_args) -> tuple[int, list[int]] | None:

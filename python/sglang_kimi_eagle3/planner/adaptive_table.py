@@ -48,39 +48,51 @@ KNOBS = {"dwell_batches": 128, "probe_batches": 32, "probe_wait_batches": 256, "
 # pays it, so it is added to steps 0 (a plain step + it) and to each positive round (the model's + it; the model's
 # own draft extend, ~5 %, is then counted twice). Taken as absolute time (host work and small kernels, which do not
 # grow with the target's weight reads) and held at the end values outside bs 1-128. Measured before the
-# offstate_attention hook (integration/hooks/offstate_attention.py, on by default): at bs 128, 21.4 ms of the 26.5 were
-# the verify's extend-kernel attention the hook replaces with plain decoding's (H200, 2026-12-03, decode anatomy);
-# the hooked path's own figures at bs 1-128 are not measured yet, so these stay until they are.
+# offstate_attention hook (integration/hooks/offstate_attention.py): what it saves at steps 0 is OFFSTATE_SAVED_US
+# below, measured on the Triton MoE where these came from the Marlin one (the attention kernels are the same).
 PATH_EXTRA_US = {1: 2756.0, 8: 2020.0, 32: 4936.0, 128: 26508.0}
+# What the offstate_attention hook takes off a steps-0 step, microseconds by batch size, on one H200 (2026-12-03, the
+# deployment-shaped pair on SGLang's Triton MoE): bs 128, its attention 27,973 -> 6,523 µs a step (decode anatomy,
+# benchmark/results/anatomy-h200-2026-12-03-offstate-hook-c128.json); bs 8 and 32, the hooked off-state's step against
+# the unhooked one read in the same rotated rounds (step-ratio-rotated-h200-2026-12-03-run17-deploy-q0.9.json, its
+# measure run). At bs 1 the hooked step was 7.9 ms DEARER: the hook does not reroute there under `auto`.
+# Only steps 0 gets it (a positive round verifies steps + 1 tokens: the extend kernel, unhooked), and only from the
+# batch where the hook reroutes (base.offstate_min_bs: 8 under the default `auto`, none when it is off).
+OFFSTATE_SAVED_US = {8: 1752.0, 32: 5621.0, 128: 21450.0}
 
 
-def path_extra_us(bs: int) -> float:
-    return interp(PATH_EXTRA_US, bs, clamp=True)
+def path_extra_us(bs: int, steps: int = 1, hooked_from: int | None = None) -> float:
+    """SGLang's speculative path cost above the model's passes for one round of `steps` at batch `bs`; steps 0 less
+    what the offstate_attention hook saves where it reroutes (bs >= hooked_from)."""
+    extra = interp(PATH_EXTRA_US, bs, clamp=True)
+    if steps == 0 and hooked_from is not None and bs >= hooked_from:
+        extra = max(0.0, extra - interp(OFFSTATE_SAVED_US, bs, clamp=True))
+    return extra
 
 
-def step_us(cost: CostModel, bs: int, steps: int) -> float:
+def step_us(cost: CostModel, bs: int, steps: int, hooked_from: int | None = None) -> float:
     """One round of `steps` in SGLang's speculative path; steps 0 is its off-state, dearer than plain decoding."""
     model = cost.target_us(bs, 1) if steps == 0 else round_us(cost, bs, steps, 1, steps + 1)
-    return model + path_extra_us(bs)
+    return model + path_extra_us(bs, steps, hooked_from)
 
 
-def speedup(cost: CostModel, bs: int, steps: int, alpha: float) -> float:
+def speedup(cost: CostModel, bs: int, steps: int, alpha: float, hooked_from: int | None = None) -> float:
     """Predicted throughput of `steps` over plain decoding (steps 0: below 1)."""
-    return expected_tokens([alpha] * steps) * cost.target_us(bs, 1) / step_us(cost, bs, steps)
+    return expected_tokens([alpha] * steps) * cost.target_us(bs, 1) / step_us(cost, bs, steps, hooked_from)
 
 
-def best_steps(cost: CostModel, bs: int, alpha: float, steps=range(MAX_STEPS + 1)) -> int:
-    return max(steps, key=lambda s: (speedup(cost, bs, s, alpha), -s))
+def best_steps(cost: CostModel, bs: int, alpha: float, steps=range(MAX_STEPS + 1), hooked_from: int | None = None) -> int:
+    return max(steps, key=lambda s: (speedup(cost, bs, s, alpha, hooked_from), -s))
 
 
-def _value(cost: CostModel, bss: list[int], keep: set[int]) -> float:
+def _value(cost: CostModel, bss: list[int], keep: set[int], hooked_from: int | None = None) -> float:
     """What a set of states is worth: the log of the best kept speedup, summed over the slots and the acceptances
     served (a log, so that a 20 % loss at a low acceptance weighs what a 20 % gain at a high one does)."""
-    return sum(math.log(max(speedup(cost, bs, s, a) for s in keep)) for bs in bss for a in ALPHAS)
+    return sum(math.log(max(speedup(cost, bs, s, a, hooked_from) for s in keep)) for bs in bss for a in ALPHAS)
 
 
 def table(cost: CostModel, batch_sizes: list[int], *, operator_steps: int | None = None, max_states: int = 3,
-          source: str = "", state_gb=None, budget_gb: float | None = None) -> dict:
+          source: str = "", state_gb=None, budget_gb: float | None = None, hooked_from: int | None = None) -> dict:
     """SGLang's adaptive config (every digit key a slot) with our per-slot costs and knobs under KEY.
 
     The kept states: steps 0 and the operator's steps, then, one at a time, the step among the slots' unrestricted
@@ -90,7 +102,7 @@ def table(cost: CostModel, batch_sizes: list[int], *, operator_steps: int | None
     at bs 1 and acceptance 0.9 (live on the H200, c 1: SGLang's table with steps 5-7 ran 1.81x of plain, ours
     with 3 at most 1.53x)."""
     bss = sorted(set(batch_sizes))
-    best = {bs: {best_steps(cost, bs, a) for a in ALPHAS} for bs in bss}
+    best = {bs: {best_steps(cost, bs, a, hooked_from=hooked_from) for a in ALPHAS} for bs in bss}
     keep = {0} | ({operator_steps} if operator_steps else set())
 
     def extra_gb(ks: set[int]) -> float:
@@ -101,25 +113,25 @@ def table(cost: CostModel, batch_sizes: list[int], *, operator_steps: int | None
         fits = [k for k in pool if k not in keep and (budget_gb is None or extra_gb(keep | {k}) <= budget_gb)]
         if not fits:
             break
-        worth = {k: _value(cost, bss, keep | {k}) for k in fits}
+        worth = {k: _value(cost, bss, keep | {k}, hooked_from) for k in fits}
         k = max(fits, key=lambda k: (worth[k], -k))
-        if worth[k] <= _value(cost, bss, keep) + 1e-9:
+        if worth[k] <= _value(cost, bss, keep, hooked_from) + 1e-9:
             break
         keep.add(k)
     cfg: dict = {"_generated_by": {"by": "sglang-kimi-eagle3 adaptive default", "costs": source or cost.name,
-                                   "alphas": list(ALPHAS), "max_states": max_states,
+                                   "alphas": list(ALPHAS), "max_states": max_states, "offstate_hooked_from": hooked_from,
                                    **({"budget_gb": budget_gb} if budget_gb is not None else {})}}
     for bs in bss:
         # per acceptance, the best of the KEPT states (not the kept part of the unrestricted best: on 2026-12-03 the
         # seed's bs-8 slot listed [0, 1] because its unrestricted best at alpha 0.9 was 7, a cut state, though the
         # kept 3 beats 1 there by 29 % in this very model; live on the H200, steps 1 ran 0.61x of plain at c 8
         # where the fixed steps 3 ran 0.92x)
-        cands = {best_steps(cost, bs, a, sorted(keep)) for a in ALPHAS}
+        cands = {best_steps(cost, bs, a, sorted(keep), hooked_from) for a in ALPHAS}
         cands |= {0}  # the floor: the controller drops to it when drafting does not pay
         if operator_steps and bs == bss[0]:
             cands.add(operator_steps)  # SGLang starts every slot at the launch's steps when it is a candidate
         cands = sorted(cands)
         cfg[str(bs)] = {"candidate_steps": cands, KEY: dict(
-            KNOBS, base_us=round(cost.target_us(bs, 1), 3), off_us=round(step_us(cost, bs, 0), 3),
-            round_us={str(s): round(step_us(cost, bs, s), 3) for s in cands if s})}
+            KNOBS, base_us=round(cost.target_us(bs, 1), 3), off_us=round(step_us(cost, bs, 0, hooked_from), 3),
+            round_us={str(s): round(step_us(cost, bs, s, hooked_from), 3) for s in cands if s})}
     return cfg

@@ -34,14 +34,14 @@ from __future__ import annotations
 
 import copy
 
-from ...base import ENV_OFFSTATE, env_choice
+from ...base import ENV_OFFSTATE, OFFSTATE_MIN_BS_AUTO, offstate_min_bs
 from ...status import hookstatus
 from .. import registry, upstream_has
 from ..launch_record import our_launch
 
 NAME = "offstate_attention"
-MIN_BS_AUTO = 8  # the smallest batch where the hook was measured to win (above: Where)
-_MIN_BS = [MIN_BS_AUTO]  # set by install() from SGLANG_KIMI_EAGLE3_OFFSTATE: auto -> MIN_BS_AUTO, on -> 1
+MIN_BS_AUTO = OFFSTATE_MIN_BS_AUTO  # the smallest batch where the hook was measured to win (above: Where)
+_MIN_BS = [MIN_BS_AUTO]  # set by install() from SGLANG_KIMI_EAGLE3_OFFSTATE (base.offstate_min_bs)
 CLS = "sglang.srt.layers.attention.triton_backend.TritonAttnBackend"
 TARGETS = {  # status row -> method
     NAME: f"{CLS}.forward_extend",
@@ -51,10 +51,10 @@ TARGETS = {  # status row -> method
 
 
 def install() -> None:
-    mode = env_choice(ENV_OFFSTATE)
-    why = (f"{ENV_OFFSTATE}=off: SGLang's extend kernel verifies the off-state" if mode == "off"
+    min_bs = offstate_min_bs()
+    why = (f"{ENV_OFFSTATE}=off: SGLang's extend kernel verifies the off-state" if min_bs is None
            else upstream_has.detail(NAME))  # SGLang carries upstream PR 04: its own backend does this
-    _MIN_BS[0] = 1 if mode == "on" else MIN_BS_AUTO
+    _MIN_BS[0] = min_bs or MIN_BS_AUTO
     if why:
         for name, target in TARGETS.items():
             hookstatus.record(name, target, "skipped", why)
