@@ -33,6 +33,11 @@ for name, argv, env in CASES:
     r = {f: resolution_result(sa, f) for f in ("speculative_adaptive", "speculative_adaptive_config",
          "speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")}
     r["launch_step"] = hookstatus.get("launch_step").detail
+    r["kept"] = getattr(sa, "_kimi_eagle3_adaptive_kept", None)
+    from sglang_kimi_eagle3.integration.preflight.inputs import build_deployment
+    from sglang_kimi_eagle3.preflight.checks_memory import adaptive_states
+    from sglang_kimi_eagle3.commands.check import parse_gpu
+    r["preflight"] = [[f.severity, f.check] for f in adaptive_states(build_deployment(sa, parse_gpu("h200", "test")))]
     if r["speculative_adaptive"]:
         params = AdaptiveSpeculativeParams(r["speculative_num_steps"], r["speculative_adaptive_config"])
         params.set_cuda_graph_bs([1, 2, 4, 8, 16, 32, 64, 128])
@@ -114,4 +119,9 @@ def test_states_modelled_over_the_memory_budget_keep_the_fixed_chain(launches):
     big = out["too_big"]
     assert big["speculative_adaptive"] is False and big["speculative_num_steps"] == 3
     assert "over the 8 GB budget" in big["launch_step"] and "SGLANG_KIMI_EAGLE3_ADAPTIVE_MAX_GB" in big["launch_step"]
+    # the fix names the largest decode CUDA-graph batch at which the extra states fit: 512 (13.0 GB at this vocab) does not
+    assert "fix: --cuda-graph-max-bs-decode 256 (its extra states modelled at 6.5 GB" in big["launch_step"], big["launch_step"]
+    assert big["kept"]["fix"].startswith("--cuda-graph-max-bs-decode 256 ") and "over the 8 GB budget" in big["kept"]["found"]
+    assert big["preflight"] == [["warning", "adaptive"]]  # preflight's finding, beside the others
+    assert out["chain"]["kept"] is None and ["warning", "adaptive"] not in out["chain"]["preflight"]
     assert out["too_big_allowed"]["speculative_adaptive"] is True

@@ -35,6 +35,7 @@ GRAPH_BS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)  # SGLang's largest default d
 BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 MAX_STATES = 3
 SOURCE = "sglang-kimi-eagle3.adaptive_default"
+KEPT_ATTR = "_kimi_eagle3_adaptive_kept"  # on server_args: the memory refusal, for preflight's finding
 
 
 def decide(server_args) -> str | None:
@@ -54,10 +55,10 @@ def decide(server_args) -> str | None:
     return None
 
 
-def table_for(server_args) -> dict:
+def table_for(server_args, top: int | None = None) -> dict:
     """The table for this launch: the profile's costs; its states chosen within the memory budget (max_gb) at this
-    launch's vocabulary and largest decode CUDA-graph batch (unknown vocabulary: no budget here, and
-    memory_refusal then keeps SGLang's choice)."""
+    launch's vocabulary and largest decode CUDA-graph batch (`top` instead: the table with graphs up to it; unknown
+    vocabulary: no budget here, and memory_refusal then keeps SGLang's choice)."""
     from ..planner import profiles
     from ..planner.adaptive_table import state_memory_gb, table
     from ..planner.costs import from_profile
@@ -65,7 +66,7 @@ def table_for(server_args) -> dict:
     name = os.environ.get(ENV_PROFILE, "").strip() or profiles.DEFAULT_PROFILE
     prof = profiles.load(name)
     steps = raw_input(server_args, "speculative_num_steps")
-    mem = _vocab_and_graph_bs(server_args)
+    mem = _vocab_and_graph_bs(server_args, top)
     budget = {}
     if mem is not None:
         vocab, graph_bs = mem
@@ -74,8 +75,9 @@ def table_for(server_args) -> dict:
                  max_states=MAX_STATES, source=f"planner profile {prof.name}", hooked_from=offstate_min_bs(), **budget)
 
 
-def _vocab_and_graph_bs(server_args) -> tuple[int, list[int]] | None:
-    """The target's vocabulary and the decode CUDA-graph batch sizes SGLang will capture (None: unreadable)."""
+def _vocab_and_graph_bs(server_args, top: int | None = None) -> tuple[int, list[int]] | None:
+    """The target's vocabulary and the decode CUDA-graph batch sizes SGLang will capture, up to `top` when given
+    (None: unreadable)."""
     from ..configs import read_config
     from .preflight.inputs import local_config_dir
 
@@ -83,8 +85,13 @@ def _vocab_and_graph_bs(server_args) -> tuple[int, list[int]] | None:
         vocab = read_config(local_config_dir(raw_input(server_args, "model_path"), "--model-path")).vocab_size
     except Exception:  # preflight reports an unreadable model config on its own
         return None
-    top = int(raw_input(server_args, "cuda_graph_max_bs_decode") or raw_input(server_args, "cuda_graph_max_bs") or 512)
+    top = top or graph_top(server_args)
     return vocab, [b for b in GRAPH_BS if b < top] + [top]
+
+
+def graph_top(server_args) -> int:
+    """The largest decode CUDA-graph batch SGLang will capture for this launch (its default: 512)."""
+    return int(raw_input(server_args, "cuda_graph_max_bs_decode") or raw_input(server_args, "cuda_graph_max_bs") or 512)
 
 
 def write_table(cfg: dict) -> str:
@@ -109,10 +116,31 @@ def apply(server_args) -> str:
     cfg = table_for(server_args)
     too_big = memory_refusal(server_args, cfg)
     if too_big is not None:
-        return f"adaptive steps: SGLang's choice kept ({too_big})"
+        # for preflight's finding (integration/preflight/inputs.py -> checks_memory.adaptive_kept): what to change
+        fix = memory_fix(server_args)
+        setattr(server_args, KEPT_ATTR, {"found": too_big, "fix": fix})
+        return f"adaptive steps: SGLang's choice kept ({too_big}; fix: {fix})"
     path = write_table(cfg)
     declare_resolution(server_args, SOURCE, speculative_adaptive=True, speculative_adaptive_config=path)
     return f"adaptive steps on: states {states(cfg)} from {cfg['_generated_by']['costs']} ({path})"
+
+
+def memory_fix(server_args) -> str:
+    """The flag that makes our table's extra states fit: the largest smaller decode CUDA-graph batch at which they do
+    (SGLang captures no graph above it: larger batches run eagerly), else the budget variable."""
+    from ..preflight.memory import adaptive_extra_gb
+
+    steps = raw_input(server_args, "speculative_num_steps")
+    steps = int(steps) if steps is not None else None
+    for top in sorted((b for b in GRAPH_BS if b < graph_top(server_args)), reverse=True):
+        mem = _vocab_and_graph_bs(server_args, top)
+        if mem is None:
+            break
+        extra = adaptive_extra_gb(table_for(server_args, top), mem[0], mem[1], steps)
+        if extra <= max_gb():
+            return (f"--cuda-graph-max-bs-decode {top} (its extra states modelled at {extra:.1f} GB; batches above {top} "
+                    f"run without CUDA graphs), or {ENV_MAX_GB} set to the GB the GPU can spare")
+    return f"{ENV_MAX_GB} set to the GB the GPU can spare beside the weights and the KV pool"
 
 
 def max_gb() -> float:
@@ -147,6 +175,5 @@ def memory_refusal(server_args, cfg: dict) -> str | None:
     cap = max_gb()
     if extra > cap:
         return (f"its extra runtime states are modelled at {extra:.1f} GB at vocab {vocab} and CUDA-graph batch "
-                f"sizes up to {top}, over the {cap:g} GB budget: {ENV_MAX_GB} raises it, "
-                f"--cuda-graph-max-bs-decode lowers the states")
+                f"sizes up to {top}, over the {cap:g} GB budget")
     return None

@@ -203,7 +203,13 @@ def check_memory(d: Deployment) -> list[Finding]:
 
 def adaptive_states(d: Deployment) -> list[Finding]:
     """Adaptive speculation: one runtime state per candidate step (its own CUDA graphs and buffers), on top of the
-    static pool; their memory is modelled (planner/adaptive_table.state_memory_gb), not measured here."""
+    static pool; their memory is modelled (planner/adaptive_table.state_memory_gb), not measured here. Where this
+    plugin's adaptive default was refused for that memory, the launch runs the fixed chain: a warning with the fix."""
+    if d.adaptive_kept:
+        return [Finding("warning", "adaptive", "adaptive steps, this plugin's default for chain launches (speculation "
+                        "drops to SGLang's off-state where it does not pay), stay off: " + d.adaptive_kept["found"]
+                        + "; the launch runs its fixed chain, slower than plain decoding where drafting does not pay",
+                        "adaptive steps on, their extra runtime states within the budget", d.adaptive_kept["fix"])]
     if not d.adaptive or not d.adaptive_table:
         return []
     from .memory import adaptive_memory_lines as memory_lines, adaptive_states as states

@@ -158,6 +158,7 @@ def build_deployment(server_args, gpu: GpuTarget, *, sglang_error: str | None = 
         draft_tokens_typed=raw_input(server_args, "speculative_num_draft_tokens"),
         adaptive=bool(getattr(cfg, "speculative_adaptive", False)),
         adaptive_table=adaptive_table(cfg),
+        adaptive_kept=getattr(server_args, "_kimi_eagle3_adaptive_kept", None),
         sglang=facts, draft_weights=weights,
         same_model_folder=bool(draft_path) and os.path.realpath(target_dir) == os.path.realpath(draft_dir),
         tp=int(raw_input(server_args, "tp_size") or 1),
