@@ -68,9 +68,8 @@ def token_times(r, t_send: float) -> list[float]:
 
 
 def run_schedule(url: str, prompts, schedule: list[tuple[int, float]], sampling: dict, template: str,
-                 timeout_s: float, generate=None) -> dict:
+                 timeout_s: float) -> dict:
     """One server through the whole schedule. Returns its per-second tokens, requests and errors."""
-    generate = generate or client.generate
     order = interleave(prompts)
     total = sum(s for _, s in schedule)
     ends, acc = [], 0.0
@@ -102,7 +101,7 @@ def run_schedule(url: str, prompts, schedule: list[tuple[int, float]], sampling:
                 nxt[0] += 1
             p = order[i % len(order)]
             t_send = time.perf_counter() - t0
-            r = generate(url, p.id, p.category, P.render(template, p.text), P.sampling(sampling, p), timeout_s,
+            r = client.generate(url, p.id, p.category, P.render(template, p.text), P.sampling(sampling, p), timeout_s,
                          stream=True)
             with lock:
                 stats["requests"] += 1
@@ -178,7 +177,7 @@ def format_report(rep: dict, base: str) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None, generate=None) -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--server", action="append", default=[], metavar="NAME=URL", help="a running server (repeatable)")
     ap.add_argument("--baseline", help="the server the others are divided by (default: the first)")
@@ -236,7 +235,7 @@ def main(argv: list[str] | None = None, generate=None) -> int:
         for i in range(a.rounds):
             for k in range(len(names)):
                 name = names[(i + k) % len(names)]
-                r = run_schedule(urls[name], prompts, schedule, sampling, a.template, a.timeout_s, generate)
+                r = run_schedule(urls[name], prompts, schedule, sampling, a.template, a.timeout_s)
                 if client.stopped():
                     raise KeyboardInterrupt
                 doc["runs"].append({"server": name, "round": i, "t_end": time.time(), **r})

@@ -26,7 +26,7 @@ import json
 import os
 
 from ..base import ENV_ADAPTIVE, env_choice, env_flag, offstate_min_bs, user_cache_dir
-from .launch_record import raw_input
+from .launch_record import KEPT_ATTR, raw_input
 
 ENV_PROFILE = "SGLANG_KIMI_EAGLE3_ADAPTIVE_PROFILE"
 ENV_MAX_GB = "SGLANG_KIMI_EAGLE3_ADAPTIVE_MAX_GB"
@@ -35,7 +35,6 @@ GRAPH_BS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)  # SGLang's largest default d
 BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 MAX_STATES = 3
 SOURCE = "sglang-kimi-eagle3.adaptive_default"
-KEPT_ATTR = "_kimi_eagle3_adaptive_kept"  # on server_args: the memory refusal, for preflight's finding
 
 
 def decide(server_args) -> str | None:
@@ -116,7 +115,7 @@ def apply(server_args) -> str:
     cfg = table_for(server_args)
     too_big = memory_refusal(server_args, cfg)
     if too_big is not None:
-        # for preflight's finding (integration/preflight/inputs.py -> checks_memory.adaptive_kept): what to change
+        # for preflight's finding (integration/preflight/inputs.py -> preflight/checks_memory.adaptive_states)
         fix = memory_fix(server_args)
         setattr(server_args, KEPT_ATTR, {"found": too_big, "fix": fix})
         return f"adaptive steps: SGLang's choice kept ({too_big}; fix: {fix})"

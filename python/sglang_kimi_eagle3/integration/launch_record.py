@@ -16,6 +16,7 @@ OUR_ALGORITHMS = ("EAGLE", "EAGLE3")
 POLICY_ATTR = "_kimi_eagle3_context_policy"  # bookkeeping attribute: survives pickling to the schedulers
 UPSTREAM_POLICY_FIELD = "speculative_draft_context_policy"  # SGLang's own field, where SGLang has the flag
 MARK = "_kimi_eagle3_launch_step"  # likewise: what the main-process launch step did for this launch
+KEPT_ATTR = "_kimi_eagle3_adaptive_kept"  # likewise: the adaptive default refused for memory, {"found", "fix"}
 _OURS: list = [None]  # our_launch() once SGLang published the spec config of this process
 
 
