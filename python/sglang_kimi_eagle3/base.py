@@ -25,6 +25,7 @@ ENV_STATUS_DIR = "SGLANG_KIMI_EAGLE3_STATUS_DIR"
 ENV_WARMUP = "SGLANG_KIMI_EAGLE3_WARMUP"
 ENV_ADAPTIVE = "SGLANG_KIMI_EAGLE3_ADAPTIVE"
 ENV_OFFSTATE = "SGLANG_KIMI_EAGLE3_OFFSTATE"
+ENV_ADAPTIVE_MEASURE = "SGLANG_KIMI_EAGLE3_ADAPTIVE_MEASURE"
 
 _ON = ("1", "true", "on", "yes")
 _OFF = ("0", "false", "off", "no")
@@ -35,6 +36,7 @@ CHOICES = {
     ENV_WARMUP: (("on", "off"), "on"),  # integration/hooks/kernel_warmup.py
     ENV_ADAPTIVE: (("on", "off"), "on"),  # integration/adaptive_default.py, integration/hooks/adaptive_control.py
     ENV_OFFSTATE: (("auto", "on", "off"), "auto"),  # integration/hooks/offstate_attention.py
+    ENV_ADAPTIVE_MEASURE: (("on", "off"), "on"),  # integration/hooks/adaptive_control.py (measured costs)
 }
 
 

@@ -191,3 +191,74 @@ def test_every_rank_decides_the_same_from_the_same_counts():
         runs.append((trace, ctl.steps, ctl.switches))
     assert runs[0] == runs[1] == runs[2]
     assert runs[0][2] > 0  # it did decide something
+
+
+def _true_us(ctl, steps):
+    """A deployment where the model is wrong: steps 3 really costs 3x its modelled round (the pass model put the
+    fixed steps 3 at 2.9x of plain at bs 8 on the H200, which ran 0.92x), the rest as modelled."""
+    return ctl.modelled_us(steps) * (3.0 if steps == 3 else 1.0)
+
+
+def test_measured_costs_overrule_a_wrong_model_and_only_through_a_sync():
+    # alpha 0.8 at steps 3 on the seed's bs 128: the model predicts steps 3 best, and stays there on counts alone
+    for measure, sync in ((False, None), (True, None), (True, lambda v: v)):
+        ctl, rng = _ctl(measure=measure), random.Random(5)
+        for _ in range(3000):
+            ctl.update(_chain(rng, ctl.steps, 0.8), _true_us(ctl, ctl.steps), sync)
+        if sync is None:  # without a sync the readings never decide (and without measure nothing is read)
+            assert ctl.steps == 3 and ctl.switches == 0 and not ctl.corr
+            continue
+        # measured: steps 3 read ~3x its model, steps 1 (visited after the switch) ~1x: it leaves 3 and stays off it
+        assert ctl.steps == 1 and abs(ctl.corr[3] - 3.0) < 0.01 and abs(ctl.corr[1] - 1.0) < 0.01, ctl.history
+        assert ctl.switches <= 2 and ctl.syncs >= 3000 // ctl.sync_batches
+
+
+def test_the_first_batches_after_a_switch_and_absent_readings_are_not_read():
+    ctl = _ctl()
+    for i in range(10):
+        ctl.update([3] * 8, None if i == 5 else 100.0)
+    assert len(ctl.samples[3]) == 10 - ctl.settle_batches - 1  # batches 1-2 settle, one reading absent
+    assert ctl.summary() == [0.0, 0.0, 100.0 / ctl.round_us[3]] and ctl.samples == {}
+
+
+def test_every_rank_decides_the_same_from_rank_zeros_synced_readings():
+    """Three "TP ranks" in lockstep see the same counts but different wall times (rank 0: steps 3 costs its model;
+    the others: 3x, 0.5x). The sync hands every rank rank 0's summary, so they take the same decisions, and those
+    of rank 0's readings."""
+    rng = random.Random(11)
+    counts = [_chain(rng, 3, 0.8) for _ in range(4000)]
+    ranks = [_ctl() for _ in range(3)]
+    scale = [1.0, 3.0, 0.5]
+    synced, traces = [], [[], [], []]
+
+    def sync_of(r):
+        def sync(values):
+            if r == 0:
+                synced.append(values)
+                return values
+            return synced[-1]  # rank 0 reached this sync point first in the lockstep below
+        return sync
+
+    for c in counts:
+        for r, ctl in enumerate(ranks):
+            wall = ctl.modelled_us(ctl.steps) * (scale[r] if ctl.steps == 3 else 1.0)
+            traces[r].append(ctl.update([min(x, ctl.steps) for x in c], wall, sync_of(r)))
+    assert traces[0] == traces[1] == traces[2]
+    assert ranks[0].corr == ranks[1].corr == ranks[2].corr and ranks[0].syncs == ranks[1].syncs > 0
+    assert ranks[1].steps == 3  # rank 0's readings (steps 3 as modelled), not its own 3x
+
+
+def test_a_uniformly_faster_machine_keeps_the_models_choices_and_each_positive_state_is_read_once():
+    """Every state at half its modelled time: the readings scale every cost alike, so with nothing accepted the
+    controller leaves steps 3 as the model alone does (a state read cheaper than the model while the others take the
+    model's price would hold it there); it visits the unread positive candidate once to read it."""
+    runs = {}
+    for measure in (False, True):
+        ctl = _ctl(measure=measure)
+        for _ in range(2000):
+            ctl.update([0] * 8, 0.5 * ctl.modelled_us(ctl.steps), lambda v: v)
+        runs[measure] = ctl
+    for ctl in runs.values():  # both leave 3 at the first dwell's end, settle at the off-state and probe back off
+        assert 3 not in [h[2] for h in ctl.history] and ctl.failed_probes == runs[False].failed_probes >= 2
+    assert runs[True].explored == {1} and all(abs(c - 0.5) < 1e-9 for c in runs[True].corr.values())
+    assert [h[3] for h in runs[True].history].count("explore") == 1

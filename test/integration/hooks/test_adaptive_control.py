@@ -33,7 +33,7 @@ def test_a_controller_that_raises_hands_the_slot_back_to_sglang(monkeypatch, att
         hook.attach(slot, _entry())
     assert slot.update([3]) is False and hasattr(slot, "_kimi_eagle3_ctl")  # ours: dwell, no switch yet
 
-    def boom(self, counts):
+    def boom(self, counts, *rest):
         raise RuntimeError("broken")
 
     monkeypatch.setattr(Controller, "update", boom)

@@ -12,8 +12,14 @@ How: after SGLang's __init__, a slot whose entry carries `kimi_eagle3` (only tab
   `update` (an instance attribute): dwell and hysteresis in batches, cost-based choice, bounded probes at
   steps 0 with exponential back-off. Every rank gets the same counts, so every rank decides the same (no clock).
   Any other slot (SGLang's default table, the operator's file) is left exactly as SGLang made it.
-  Each switch is counted (hookstatus.count: `adaptive_control`, bucket `steps A->B`, reason probe / back / cost),
+  Each switch is counted (hookstatus.count: `adaptive_control`, bucket `steps A->B`, reason probe / back / explore /
+  cost),
   so the status file shows the switches per process.
+  Measured costs (SGLANG_KIMI_EAGLE3_ADAPTIVE_MEASURE, default on): each call hands the controller the wall time since
+  this process's previous verify result (one decode step in steady state) and a sync function: at TP 1 the
+  identity, at TP > 1 a broadcast of TP rank 0's summary over SGLang's TP CPU group (gloo), called by every rank at
+  the same batch counts; where the TP group cannot be read, no sync (the costs stay modelled on every rank). The
+  controller's synced corrections show in the status row's counters (bucket `measured`, one per sync).
 Status row: registered/applied (HookRegistry patched the target), skipped (SGLANG_KIMI_EAGLE3_ADAPTIVE=off),
   failed (the target is missing or was not patched). A second row, `adaptive_states`, measures each runtime state
   SGLang builds (below), whatever the table and the switch.
@@ -22,9 +28,10 @@ Remove when: SGLang's slot has dwell, hysteresis and probe back-off of its own.
 
 from __future__ import annotations
 
+import time
 import types
 
-from ...base import ENV_ADAPTIVE, env_choice, logger
+from ...base import ENV_ADAPTIVE, ENV_ADAPTIVE_MEASURE, env_choice, logger
 from ...status import hookstatus
 from .. import registry
 
@@ -94,6 +101,8 @@ def attach(slot, entry: dict) -> None:
     from ...planner.adaptive_control import Controller
 
     slot._kimi_eagle3_ctl = Controller.from_entry(list(slot.candidate_steps), entry, slot.current_steps)
+    if env_choice(ENV_ADAPTIVE_MEASURE) == "off":
+        slot._kimi_eagle3_ctl.measure = False
     # SGLang's own update, bound: taken back if ours ever raises. A slot attached before (the __init__ hook, then an
     # explicit attach) keeps the one it saved: saving our own _update here would make that hand-back recurse
     if getattr(slot, "_kimi_eagle3_sglang_update", None) is None:
@@ -102,11 +111,72 @@ def attach(slot, entry: dict) -> None:
     slot.update = types.MethodType(_update, slot)
 
 
+# the previous verify result's time in this process (every slot's: one decode step runs one slot's batch)
+_LAST: list = [None]
+_SYNC: list = []  # [the sync function of this process, or None], resolved at the first call
+MAX_WALL_S = 5.0  # a gap above this is idle time, not a step
+
+
+def broadcast_summary(values: list[float], group, src: int) -> list[float]:
+    """TP rank `src`'s values on every rank of `group` (a torch.distributed CPU group, gloo)."""
+    import torch
+    import torch.distributed as dist
+
+    t = torch.tensor([float(v) for v in values], dtype=torch.float64)
+    dist.broadcast(t, src=src, group=group)
+    return t.tolist()
+
+
+def _identity(values: list[float]) -> list[float]:
+    return values
+
+
+def resolve_sync():
+    """This process's sync function: the identity in a process without torch.distributed or with a TP group of one
+    rank, else a broadcast from the TP group's first rank over its CPU group; None where torch.distributed is up but
+    SGLang's TP group cannot be read (measurements then never decide: the costs stay modelled on every rank)."""
+    try:
+        import torch.distributed as dist
+
+        if not (dist.is_available() and dist.is_initialized()):
+            return _identity
+        from sglang.srt.distributed import parallel_state as ps
+
+        group = ps.get_tp_group()
+        if group.world_size <= 1:
+            return _identity
+        cpu, src = group.cpu_group, group.first_rank
+    except Exception as exc:
+        hookstatus.count(NAME, "ours", "measured", f"off: TP group not readable ({type(exc).__name__})")
+        return None
+    return lambda values: broadcast_summary(values, cpu, src)
+
+
+def _counted(fn):
+    def sync(values):
+        out = fn(values)
+        hookstatus.count(NAME, "ours", "measured", "sync")
+        return out
+
+    return sync
+
+
+def _sync_fn():
+    """This process's sync function (resolve_sync, each call counted), resolved once."""
+    if not _SYNC:
+        fn = resolve_sync()
+        _SYNC.append(None if fn is None else _counted(fn))
+    return _SYNC[0]
+
+
 def _update(slot, num_correct_drafts_per_req) -> bool:
     ctl = slot._kimi_eagle3_ctl
     old = ctl.steps
+    now = time.perf_counter()
+    last, _LAST[0] = _LAST[0], now
+    wall_us = (now - last) * 1e6 if last is not None and now - last < MAX_WALL_S else None
     try:
-        new = ctl.update(list(num_correct_drafts_per_req))
+        new = ctl.update(list(num_correct_drafts_per_req), wall_us, _sync_fn() if ctl.measure else None)
     except Exception as exc:  # never take the scheduler down: this slot goes back to SGLang's logic, the row says so
         slot.update = slot._kimi_eagle3_sglang_update
         hookstatus.record(NAME, TARGET, "failed", f"controller raised, slot back to SGLang's: {type(exc).__name__}: {exc}")
@@ -115,7 +185,7 @@ def _update(slot, num_correct_drafts_per_req) -> bool:
         return False
     slot.current_steps = new
     why = ctl.history[-1][3]
-    kind = "probe" if why == "probe" else "back" if why.startswith("probe did not") else "cost"
+    kind = why if why in ("probe", "explore") else "back" if why.startswith("probe did not") else "cost"
     hookstatus.count(NAME, "ours", f"steps {old}->{new}", kind)
     logger().debug("adaptive steps %s -> %s (%s; switch %d)", old, new, why, ctl.switches)
     return True

@@ -1,0 +1,90 @@
+"""Measured costs in this plugin's controller, on SGLang's real AdaptiveStepSlot: the time between verify results
+recalibrates the modelled costs, and at TP > 1 every rank applies TP rank 0's readings (a broadcast over SGLang's own
+TP group, gloo on CPU here), so the ranks switch together."""
+
+import json
+import socket
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from sglang_kimi_eagle3.base import ENV_ADAPTIVE_MEASURE
+from sglang_kimi_eagle3.integration.hooks import adaptive_control as hook
+from sglang_kimi_eagle3.planner import adaptive_table as T, profiles
+from sglang_kimi_eagle3.planner.costs import from_profile
+from sglang_kimi_eagle3.status import hookstatus
+
+AdaptiveStepSlot = pytest.importorskip("sglang.srt.speculative.adaptive_spec_params").AdaptiveStepSlot
+CHILD = Path(__file__).with_name("tp_sync_child.py")
+
+
+def _cfg():
+    # the seed's bs-128 slot with the states [0, 1, 3] (a budget that keeps 7 out)
+    return T.table(from_profile(profiles.load(profiles.DEFAULT_PROFILE)), [1, 128], operator_steps=3, budget_gb=13.0,
+                   state_gb=lambda s: T.state_memory_gb(s, 163840, 128))["128"]
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("measure", ["on", "off"])
+def test_a_state_slower_than_modelled_is_left_at_tp1(monkeypatch, measure):
+    """Steps 3 runs at 3x its modelled round: measured, the slot leaves it at the dwell's end; with
+    SGLANG_KIMI_EAGLE3_ADAPTIVE_MEASURE=off the model's choice stands."""
+    monkeypatch.setenv(ENV_ADAPTIVE_MEASURE, measure)
+    monkeypatch.setattr(hook, "_SYNC", [])
+    cfg = _cfg()
+    slot = AdaptiveStepSlot(initial_steps=3, cfg=cfg)  # SGLang's class, unhooked here
+    hook.attach(slot, cfg[T.KEY])
+    ctl, now = slot._kimi_eagle3_ctl, [0.0]
+    monkeypatch.setattr(hook, "time", types.SimpleNamespace(perf_counter=lambda: now[0]))
+    before = hookstatus.counters(hook.NAME).get(hook.NAME, {}).get("ours", {}).get("measured", 0)
+    for _ in range(ctl.dwell_batches + 8):
+        s = slot.current_steps
+        now[0] += ctl.modelled_us(s) * (3.0 if s == 3 else 1.0) / 1e6
+        slot.update([min(s, 3)] * 6 + [0, 1])  # accept length ~3.4 at steps 3
+    syncs = hookstatus.counters(hook.NAME).get(hook.NAME, {}).get("ours", {}).get("measured", 0) - before
+    if measure == "off":
+        assert slot.current_steps == 3 and not ctl.corr and syncs == 0
+    else:
+        assert slot.current_steps == 1 and abs(ctl.corr[3] - 3.0) < 1e-6 and syncs == ctl.syncs >= 2
+
+
+def test_idle_gaps_are_not_read_as_steps(monkeypatch):
+    monkeypatch.setattr(hook, "_SYNC", [])
+    monkeypatch.setattr(hook, "_LAST", [None])
+    cfg = _cfg()
+    slot = AdaptiveStepSlot(initial_steps=3, cfg=cfg)
+    hook.attach(slot, cfg[T.KEY])
+    ctl, now = slot._kimi_eagle3_ctl, [100.0]
+    monkeypatch.setattr(hook, "time", types.SimpleNamespace(perf_counter=lambda: now[0]))
+    for gap in (0.0, 0.05, 0.05, 0.05, hook.MAX_WALL_S + 1, 0.05):
+        now[0] += gap
+        slot.update([3] * 8)
+    # the first call has no previous result, the next is a settle batch; then two steps, the gap skipped, one more
+    assert ctl.samples[3] == pytest.approx([50000.0 / ctl.modelled_us(3)] * 3)
+
+
+def _two_ranks(mode: str) -> list[dict]:
+    out = subprocess.run([sys.executable, str(CHILD), str(_port()), mode], capture_output=True, text=True, timeout=300)
+    rows = sorted((json.loads(x) for x in out.stdout.splitlines() if x.startswith("{")), key=lambda r: r["rank"])
+    assert len(rows) == 2 and not any("error" in r for r in rows), out.stdout[-3000:] + out.stderr[-3000:]
+    return rows
+
+
+def test_tp_ranks_with_different_clocks_switch_together_on_rank_zeros_readings():
+    """Rank 0 reads steps 3 at 3x its model, rank 1 as modelled. Synced, both leave 3 at the same batch and hold the
+    same corrections; each on its own readings (what the sync prevents), rank 1 would visit steps 1 to read it and go
+    back to 3 while rank 0 stayed at 1: SGLang would then run different states on the ranks of one TP group."""
+    synced = _two_ranks("sync")
+    assert synced[0]["trace"] == synced[1]["trace"] == [[127, 1]]
+    assert synced[0]["corr"] == synced[1]["corr"] and synced[0]["syncs"] == synced[1]["syncs"] > 0
+    assert synced[1]["measured"]["adaptive_control"]["ours"]["measured"] == synced[1]["syncs"]
+    alone = _two_ranks("own")
+    assert alone[0]["trace"] == [[127, 1]] and alone[1]["trace"] == [[127, 1], [159, 3]]
