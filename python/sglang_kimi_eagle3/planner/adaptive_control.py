@@ -20,14 +20,14 @@ measured: on the H200 (2026-12-03) it put the fixed steps 3 at 2.9x of plain at 
 batch's wall time (the hook hands it in: the time between two verify results of this process, one decode step in
 steady state) is read as a ratio to the modelled time of the state that ran it, and cost(s) = modelled(s) x corr[s],
 corr[s] the measured ratio of s (a state not read yet takes the mean ratio of those read, so the model's relative
-costs stand until it is). To read every positive candidate, the first dwell's end at a positive state that finds one
-never read visits it for `probe_batches` (`explore`, once per candidate and slot), then decides on the readings. Ratios are kept per process and only reach the decision
-at a sync point: every `sync_batches` batches and at each evaluation that ends a dwell or a probe, all counted in
-batches, so every TP rank reaches the same sync points; there `sync(summary)` (the hook: a broadcast of TP rank 0's
-medians over the TP group's CPU group; identity at TP 1) returns the same values on every rank, and decisions
-read only synced values: every rank still takes the same decision. The first `settle_batches` after a switch are not
-read (SGLang's overlap scheduler has the next batch in flight in the old state when a switch is decided); a
-median per sync interval keeps prefills and idle gaps out.
+costs stand until it is read). To read every positive candidate, the first dwell's end at a positive state that
+finds one never read visits it for `probe_batches` (`explore`, once per candidate and slot), then decides on the
+readings. Ratios are kept per process and reach decisions only at a sync point: every `sync_batches` batches and at
+each evaluation that ends a dwell or a probe, all counted in batches, so every TP rank reaches the same sync points;
+there `sync(summary)` (the hook: a broadcast of TP rank 0's medians over the TP group's CPU group; identity at TP 1)
+returns the same values on every rank, and decisions read only synced values: every rank still takes the same
+decision. The first `settle_batches` after a switch are not read (SGLang's overlap scheduler has the next batch in
+flight in the old state when a switch is decided); a median per sync interval keeps prefills and idle gaps out.
 """
 
 from __future__ import annotations
