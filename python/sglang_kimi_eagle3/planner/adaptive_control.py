@@ -27,7 +27,7 @@ each evaluation that ends a dwell or a probe, all counted in batches, so every T
 there `sync(summary)` (the hook: a broadcast of TP rank 0's medians over the TP group's CPU group; identity at TP 1)
 returns the same values on every rank, and decisions read only synced values: every rank still takes the same
 decision. The first `settle_batches` after a switch are not read (SGLang's overlap scheduler has the next batch in
-flight in the old state when a switch is decided); a median per sync interval keeps prefills and idle gaps out.
+flight in the old state when a switch is decided); a median per sync interval keeps outliers out.
 """
 
 from __future__ import annotations

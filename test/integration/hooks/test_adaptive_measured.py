@@ -88,3 +88,36 @@ def test_tp_ranks_with_different_clocks_switch_together_on_rank_zeros_readings()
     assert synced[1]["measured"]["adaptive_control"]["ours"]["measured"] == synced[1]["syncs"]
     alone = _two_ranks("own")
     assert alone[0]["trace"] == [[127, 1]] and alone[1]["trace"] == [[127, 1], [159, 3]]
+
+
+CLOCK = r'''
+import json, warnings
+warnings.filterwarnings("ignore")
+from sglang.srt.plugins import load_plugins
+load_plugins()
+from sglang_kimi_eagle3.integration import refresh_status
+from sglang_kimi_eagle3.integration.hooks import adaptive_control as hook
+from sglang_kimi_eagle3.status import hookstatus
+from sglang.srt.managers.scheduler_components.batch_result_processor import SchedulerBatchResultProcessor as P
+refresh_status()
+hook._LAST[0] = 123.0
+try:  # SGLang's own method, as the scheduler calls it; its body fails on these stand-ins after our before hook ran
+    P.process_batch_result_prefill(object(), None, None)
+except Exception as exc:
+    err = type(exc).__name__
+row = hookstatus.get(hook.CLOCK)
+print(json.dumps({"row": [row.state, row.detail], "last": hook._LAST[0], "err": err}))
+'''
+
+
+@pytest.mark.parametrize("measure", ["on", "off"])
+def test_a_prefill_result_ends_the_interval_on_sglangs_own_processor(measure):
+    """The adaptive_clock hook on SGLang's real SchedulerBatchResultProcessor.process_batch_result_prefill: a prefill
+    between two decode results makes the next decode result start a new interval, not read a prefill as a step."""
+    from helpers import run_json
+
+    r = run_json(CLOCK, SGLANG_KIMI_EAGLE3_ADAPTIVE_MEASURE=measure)
+    if measure == "on":
+        assert r["row"][0] == "applied" and r["last"] is None, r
+    else:
+        assert r["row"][0] == "skipped" and "costs stay modelled" in r["row"][1] and r["last"] == 123.0, r

@@ -10,19 +10,20 @@ Why: SGLang's slot recomputes every 5 batches and at steps 0 probes up at each r
 How: after SGLang's __init__, a slot whose entry carries `kimi_eagle3` (only tables the launch step wrote:
   integration/adaptive_default.py, planner/adaptive_table.py) gets planner/adaptive_control.Controller as its
   `update` (an instance attribute): dwell and hysteresis in batches, cost-based choice, bounded probes at
-  steps 0 with exponential back-off. Every rank gets the same counts, so every rank decides the same (no clock).
-  Any other slot (SGLang's default table, the operator's file) is left exactly as SGLang made it.
+  steps 0 with exponential back-off. Every rank gets the same counts, so every rank reaches each decision point at
+  the same batch. Any other slot (SGLang's default table, the operator's file) is left exactly as SGLang made it.
   Each switch is counted (hookstatus.count: `adaptive_control`, bucket `steps A->B`, reason probe / back / explore /
-  cost),
-  so the status file shows the switches per process.
+  cost), so the status file shows the switches per process.
   Measured costs (SGLANG_KIMI_EAGLE3_ADAPTIVE_MEASURE, default on): each call hands the controller the wall time since
-  this process's previous verify result (one decode step in steady state) and a sync function: at TP 1 the
-  identity, at TP > 1 a broadcast of TP rank 0's summary over SGLang's TP CPU group (gloo), called by every rank at
-  the same batch counts; where the TP group cannot be read, no sync (the costs stay modelled on every rank). The
-  controller's synced corrections show in the status row's counters (bucket `measured`, one per sync).
-Status row: registered/applied (HookRegistry patched the target), skipped (SGLANG_KIMI_EAGLE3_ADAPTIVE=off),
-  failed (the target is missing or was not patched). A second row, `adaptive_states`, measures each runtime state
-  SGLang builds (below), whatever the table and the switch.
+  this process's previous verify result (one decode step in steady state; an interval holding a prefill's result is
+  not read: the `adaptive_clock` row, a BEFORE hook on SGLang's prefill result processing) and a sync function: at
+  TP 1 the identity, at TP > 1 a broadcast of TP rank 0's summary over SGLang's TP CPU group (gloo), called by every
+  rank at the same batch counts; where the TP group cannot be read, no sync (the costs stay modelled on every rank).
+  Each sync is counted (bucket `measured`).
+Status rows: `adaptive_control` registered/applied (HookRegistry patched the target), skipped
+  (SGLANG_KIMI_EAGLE3_ADAPTIVE=off), failed (the target is missing or was not patched); `adaptive_clock` the same, also
+  skipped with SGLANG_KIMI_EAGLE3_ADAPTIVE_MEASURE=off; `adaptive_states` measures each runtime state SGLang builds
+  (below), whatever the table and the switch.
 Remove when: SGLang's slot has dwell, hysteresis and probe back-off of its own.
 """
 
@@ -50,12 +51,29 @@ STATES_TARGET = "sglang.srt.speculative.eagle_worker_v2.EAGLEWorkerV2.build_adap
 _MEASURED: dict[int, float] = {}
 
 
+# The measured costs' clock (below, _update): a prefill batch's result between two decode results means the interval
+# holds the prefill's time too; such an interval is not read (the next decode result starts a new one).
+CLOCK = "adaptive_clock"
+CLOCK_TARGET = ("sglang.srt.managers.scheduler_components.batch_result_processor.SchedulerBatchResultProcessor"
+                ".process_batch_result_prefill")
+
+
 def install() -> None:
     registry.register(STATES, STATES_TARGET, _build_state, "around")
     if env_choice(ENV_ADAPTIVE) == "off":
         hookstatus.record(NAME, TARGET, "skipped", f"{ENV_ADAPTIVE}=off: SGLang's own slot logic everywhere")
+        hookstatus.record(CLOCK, CLOCK_TARGET, "skipped", f"{ENV_ADAPTIVE}=off: no controller to time")
         return
     registry.register(NAME, TARGET, _init, "around")
+    if env_choice(ENV_ADAPTIVE_MEASURE) == "off":
+        hookstatus.record(CLOCK, CLOCK_TARGET, "skipped", f"{ENV_ADAPTIVE_MEASURE}=off: the costs stay modelled")
+        return
+    registry.register(CLOCK, CLOCK_TARGET, _prefill_result, "before")
+
+
+def _prefill_result(*args, **kwargs):
+    """A prefill batch's result is being processed: the interval to the next decode result holds it, not read."""
+    _LAST[0] = None
 
 
 def _reserved_gb() -> float | None:
