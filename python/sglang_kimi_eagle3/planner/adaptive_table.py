@@ -132,6 +132,6 @@ def table(cost: CostModel, batch_sizes: list[int], *, operator_steps: int | None
             cands.add(operator_steps)  # SGLang starts every slot at the launch's steps when it is a candidate
         cands = sorted(cands)
         cfg[str(bs)] = {"candidate_steps": cands, KEY: dict(
-            KNOBS, base_us=round(cost.target_us(bs, 1), 3), off_us=round(step_us(cost, bs, 0, hooked_from), 3),
+            KNOBS, bs=bs, base_us=round(cost.target_us(bs, 1), 3), off_us=round(step_us(cost, bs, 0, hooked_from), 3),
             round_us={str(s): round(step_us(cost, bs, s, hooked_from), 3) for s in cands if s})}
     return cfg

@@ -44,6 +44,8 @@ def test_a_state_slower_than_modelled_is_left_at_tp1(monkeypatch, measure):
     hook.attach(slot, cfg[T.KEY])
     ctl, now = slot._kimi_eagle3_ctl, [0.0]
     monkeypatch.setattr(hook, "time", types.SimpleNamespace(perf_counter=lambda: now[0]))
+    monkeypatch.setattr(hook, "_CORR", {})
+    hookstatus.record(hook.NAME, hook.TARGET, "applied", "around hook")  # as refresh() finds it after load_plugins
     before = hookstatus.counters(hook.NAME).get(hook.NAME, {}).get("ours", {}).get("measured", 0)
     for _ in range(ctl.dwell_batches + 8):
         s = slot.current_steps
@@ -52,8 +54,12 @@ def test_a_state_slower_than_modelled_is_left_at_tp1(monkeypatch, measure):
     syncs = hookstatus.counters(hook.NAME).get(hook.NAME, {}).get("ours", {}).get("measured", 0) - before
     if measure == "off":
         assert slot.current_steps == 3 and not ctl.corr and syncs == 0
+        assert hookstatus.get(hook.NAME).detail == "around hook"
     else:
         assert slot.current_steps == 1 and abs(ctl.corr[3] - 3.0) < 1e-6 and syncs == ctl.syncs >= 2
+        # the status row says what the controller measured, per slot
+        assert hookstatus.get(hook.NAME).detail.startswith("around hook; measured step time / modelled: bs 128: ")
+        assert "steps 3 x3.00" in hookstatus.get(hook.NAME).detail
 
 
 def test_idle_gaps_are_not_read_as_steps(monkeypatch):

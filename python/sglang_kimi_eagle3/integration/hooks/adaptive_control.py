@@ -126,7 +126,23 @@ def attach(slot, entry: dict) -> None:
     if getattr(slot, "_kimi_eagle3_sglang_update", None) is None:
         slot._kimi_eagle3_sglang_update = slot.update
     slot.current_steps = slot._kimi_eagle3_ctl.steps
+    slot._kimi_eagle3_bs = entry.get("bs")
     slot.update = types.MethodType(_update, slot)
+
+
+_CORR: dict = {}  # slot batch size -> the synced measured / modelled step time per steps, as the status row shows it
+
+
+def _note_measured(slot, ctl) -> None:
+    """The adaptive_control row's detail gains the synced measured / modelled step times, per slot (an applied row
+    only: a failed one keeps its reason)."""
+    _CORR[slot._kimi_eagle3_bs] = ", ".join(f"steps {s} x{c:.2f}" for s, c in sorted(ctl.corr.items()))
+    row = hookstatus.get(NAME)
+    if row is not None and row.state == "applied":
+        head = row.detail.split("; measured")[0]
+        parts = "; ".join(f"bs {k}: {v}" for k, v in sorted(_CORR.items(), key=lambda kv: (kv[0] is None, kv[0] or 0)))
+        hookstatus.record(NAME, row.target, "applied", f"{head}; measured step time / modelled: {parts}")
+        hookstatus.bump()
 
 
 # the previous verify result's time in this process (every slot's: one decode step runs one slot's batch)
@@ -193,8 +209,11 @@ def _update(slot, num_correct_drafts_per_req) -> bool:
     now = time.perf_counter()
     last, _LAST[0] = _LAST[0], now
     wall_us = (now - last) * 1e6 if last is not None and now - last < MAX_WALL_S else None
+    syncs = ctl.syncs
     try:
         new = ctl.update(list(num_correct_drafts_per_req), wall_us, _sync_fn() if ctl.measure else None)
+        if ctl.syncs != syncs and ctl.corr:
+            _note_measured(slot, ctl)
     except Exception as exc:  # never take the scheduler down: this slot goes back to SGLang's logic, the row says so
         slot.update = slot._kimi_eagle3_sglang_update
         hookstatus.record(NAME, TARGET, "failed", f"controller raised, slot back to SGLang's: {type(exc).__name__}: {exc}")
