@@ -255,18 +255,24 @@ def gib(x: float) -> str:
 
 
 # ---- adaptive speculation: one runtime state per candidate step (SGLang builds each with its own CUDA graphs) ----
-# Measured on the H200 (2026-12-02) at vocab 163840, --cuda-graph-max-bs-decode 128: 4.2 / 8.3 / 25.1 / ~33 GB for
-# steps 0 / 1 / 5 / 7, about 4.15 GB per verified token (steps + 1). Modelled from there, linear in vocab and in the
-# largest CUDA-graph batch size whose slot lists the step.
+# Measured on the H200 at --cuda-graph-max-bs-decode 128, hidden 7168: at vocab 163840 (2026-12-02) 4.2 / 8.3 / 25.1 /
+# ~33 GB for steps 0 / 1 / 5 / 7, about 4.15 GB per verified token (steps + 1); at vocab 20480 (2026-12-03, this
+# plugin's adaptive_states row, three servers) 0.59 / 1.18 / 3.79 / 4.96-4.97 GB, about 0.60 per verified token. So per
+# verified token a part that does not grow with the vocabulary (GB_PER_TOKEN_FIXED: the two points' line at vocab 0)
+# and one linear in it; both linear in the largest CUDA-graph batch size whose slot lists the step.
 GB_PER_TOKEN_AT = (4.15, 163840, 128)  # GB per verified token, at (vocab, CUDA-graph batch size)
+GB_PER_TOKEN_LOW = (0.60, 20480)  # the second measured point: GB per verified token at this vocab, same batch size
+GB_PER_TOKEN_FIXED = GB_PER_TOKEN_LOW[0] - (GB_PER_TOKEN_AT[0] - GB_PER_TOKEN_LOW[0]) * GB_PER_TOKEN_LOW[1] / (
+    GB_PER_TOKEN_AT[1] - GB_PER_TOKEN_LOW[1])  # ~0.093 GB
 
 
 def adaptive_state_gb(steps: int, vocab: int, max_bs: int, slot_share: float = 1.0) -> float:
     """Modelled GPU memory of SGLang's runtime state for one candidate step: linear in the verified tokens per
-    request, the vocabulary and the largest CUDA-graph batch size that lists the step (slot_share: the fraction of
-    that size reached, 1.0 when the largest graph size's slot lists the step)."""
+    request, in the vocabulary (above a part that is not) and in the largest CUDA-graph batch size that lists the step
+    (slot_share: the fraction of that size reached, 1.0 when the largest graph size's slot lists the step)."""
     per, v0, bs0 = GB_PER_TOKEN_AT
-    return per * (steps + 1) * (vocab / v0) * (max_bs * slot_share / bs0)
+    per_token = GB_PER_TOKEN_FIXED + (per - GB_PER_TOKEN_FIXED) * vocab / v0
+    return per_token * (steps + 1) * (max_bs * slot_share / bs0)
 
 
 def adaptive_states(cfg: dict) -> list[int]:
@@ -296,6 +302,6 @@ def adaptive_memory_lines(cfg: dict, vocab: int, cuda_graph_bs: list[int]) -> li
     out = []
     for s, top in adaptive_state_reach(cfg, cuda_graph_bs).items():
         out.append(f"steps {s}: ~{adaptive_state_gb(s, vocab, top):.1f} GB (modelled: {GB_PER_TOKEN_AT[0]} GB per "
-                   f"verified token at vocab {GB_PER_TOKEN_AT[1]} and CUDA-graph bs {GB_PER_TOKEN_AT[2]}, scaled to "
-                   f"vocab {vocab} and bs {top})")
+                   f"verified token at vocab {GB_PER_TOKEN_AT[1]} and {GB_PER_TOKEN_LOW[0]} at {GB_PER_TOKEN_LOW[1]}, "
+                   f"CUDA-graph bs {GB_PER_TOKEN_AT[2]}, taken to vocab {vocab} and bs {top})")
     return out
