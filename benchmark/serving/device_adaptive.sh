@@ -30,7 +30,7 @@
 # start's wait for the first server), DA_PREBUILD (1: step 0), DA_PREBUILD_S, DA_OFFSKIP (0; 1: a sixth server, the off-state with
 # SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND=1, and its step ratio), DA_OFFEXT (0; 1: the off-state with
 # SGLANG_KIMI_EAGLE3_OFFSTATE=off, port 30507: SGLang's extend-kernel verify; `off` has the hook at every bs), DA_SKIP (servers not
-# started, e.g. "sglang"), DA_ANATOMY_SERVERS ("off plain fixed"), DA_ANATOMY (0; 1: step 3b, c 128 in start, the rest of DA_ANATOMY_LEVELS ("128 1") in measure within DA_ANATOMY_S 150 per level), DA_RATIOS (step ratios of "off offskip"), DA_RATIO_S (100), DA_RATIO_CONC (1,8,32,128), DA_RATIO_REPEATS (3), DA_E2E_SKIP (names left out of the rounds, e.g. "off offskip"), DA_LOADSTEP (0; 1: the load step before the rounds, DA_LOADSTEP_SERVERS / _SCHEDULE / _ROUNDS / _S), DA_MOE (auto: SGLang's choice, Marlin on SM90; triton: no JIT build), DA_START_END_S (560: DA_STEP=start waits for every server until then), DA_WORK (/tmp/da).
+# started, e.g. "sglang"), DA_ANATOMY_SERVERS ("off plain fixed"), DA_ANATOMY (0; 1: step 3b, c 128 in start, the rest of DA_ANATOMY_LEVELS ("128 1") in measure within DA_ANATOMY_S 150 per level), DA_RATIOS (step ratios of "off offskip"), DA_RATIO_S (100), DA_RATIO_CONC (1,8,32,128), DA_RATIO_REPEATS (3), DA_E2E_SKIP (names left out of the rounds, e.g. "off offskip"), DA_LOADSTEP (0; 1: the load step before the rounds, DA_LOADSTEP_SERVERS / _SCHEDULE / _ROUNDS / _S), DA_MOE (auto: SGLang's choice, Marlin on SM90; triton: no JIT build), DA_OWN_TRITON (0: one Triton cache for all servers), DA_START_END_S (560: DA_STEP=start waits for every server until then), DA_WORK (/tmp/da).
 set -uo pipefail
 T0=$(date +%s)
 eval "$(benchmark/live/device.sh env)"
@@ -144,8 +144,11 @@ servers = [s for s in servers if s[0] not in skip]
 spec = {"servers": [], "baseline": "plain"}
 for name, port, extra, env_extra in servers:
     cache = f"{w}/cache/{name}"
-    # one JIT cache for all (the servers are not timed cold): see the staged start below
-    env = {"TRITON_CACHE_DIR": f"{cache}/triton", "SGLANG_JIT_CACHE_DIR": f"{w}/cache/jit-shared",
+    # one JIT cache and one Triton cache for all (the servers are not timed cold): see the staged start below. In run 18
+    # (own Triton caches) plain alone took 165 s to start, 61 s of it its decode-graph capture, and the other four
+    # another 165 s side by side; DA_OWN_TRITON=1: a Triton cache per server, as before
+    triton = f"{cache}/triton" if os.environ.get("DA_OWN_TRITON") == "1" else f"{w}/cache/triton-shared"
+    env = {"TRITON_CACHE_DIR": triton, "SGLANG_JIT_CACHE_DIR": f"{w}/cache/jit-shared",
            "TORCHINDUCTOR_CACHE_DIR": f"{cache}/inductor", "XDG_CACHE_HOME": f"{cache}/xdg",
            "FLASHINFER_WORKSPACE_BASE": f"{cache}/flashinfer", "SGLANG_KIMI_EAGLE3_STATUS_DIR": f"{w}/status/{name}",
            "SGLANG_KIMI_EAGLE3_WARMUP": "off", **env_extra}
