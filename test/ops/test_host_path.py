@@ -494,6 +494,11 @@ def test_planned_sampling_matches_the_binder_path_on_every_call(bs, fused):
         ts.launch_sampling(*b, *ib, 1.0, 0.5, s, cfg, pdl_supported(ins[0].device))
         for x, y in zip(a + [ia[7]], b + [ib[7]]):
             assert torch.equal(x, y), call
+        if fused:  # the upstream PR's one launch through the binder, its workspaces reused from the second call on
+            c, ic = _outs(bs, n, s), [t.clone() for t in ins]
+            ts.launch_sampling_fused(*c, *ic, 1.0, 0.5, s, cfg)
+            for x, y in zip(c + [ic[7]], b + [ib[7]]):
+                assert torch.equal(x, y), call
 
 
 @pytest.mark.parametrize("bs", [1, 5])

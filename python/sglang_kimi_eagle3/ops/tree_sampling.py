@@ -412,9 +412,8 @@ class _SamplingPlan:
         self.tile_sum = torch.empty((bs, tiles), dtype=torch.float32, device=dev)
         self.tile_last = torch.empty((bs, tiles), dtype=torch.int32, device=dev)
         self.fused = None
-        # one launch (_tree_sampling_kernel, one request per program) unless "fused": false or a config packs several
-        # requests into a program (then the three kernels, which take such configs)
-        if cfg.get("fused", True) and pl["walk_bb"] == pl["sum_bb"] == pl["sample_bb"] == 1:
+        # one launch (_tree_sampling_kernel, one request per program) where fused_taken, else the three kernels
+        if fused_taken(cfg, pl):
             self.sem = torch.zeros(bs, dtype=torch.int32, device=dev)
             self.fused = Step(_tree_sampling_kernel, (bs, cdiv(tiles, pl["tps"])), num_warps=pl["sum_warps"])
             self.fused_tail = (bs, s, n, vocab, tiles, pl["tps"], pl["np"], pl["TP"], g)
@@ -482,6 +481,39 @@ def launch_sampling(predicts, accept_index, accept_token_num, candidates, retriv
         predicts, tile_sum, tile_last, target_probs, draft_probs, work, uniform_samples_for_final_sampling,
         bs, vocab, tiles, BB=pl["sample_bb"], TP=pl["TP"], G=g, USE_PDL=pdl, num_warps=pl["sample_warps"],
         launch_pdl=pdl)
+
+
+_FUSED_WORK: dict = {}  # launch_sampling_fused's workspaces: (device, bs, tiles) -> (tile sums, tile lasts, counters)
+
+
+def launch_sampling_fused(predicts, accept_index, accept_token_num, candidates, retrive_index, retrive_next_token,
+                          retrive_next_sibling, uniform_samples, uniform_samples_for_final_sampling, target_probs,
+                          draft_probs, threshold_single: float, threshold_acc: float, s: int, cfg: dict) -> None:
+    """One launch of _tree_sampling_kernel on checked inputs (bs > 0) through Triton's binder: the upstream PR's
+    default path (no plan, no compiled-launcher fast path; one launch instead of three is most of the host saving).
+    Workspaces per (device, bs, tiles), kept and reused: the counters are zero between launches (the kernel resets
+    them), the tile sums and lasts are rewritten by every launch, so calls on one stream share them, CUDA-graph
+    replays included. cfg: launch parameters (sampling_plan; num_warps, tiles_per_program)."""
+    bs, n, vocab = target_probs.shape
+    dev = candidates.device
+    thr_single, thr_acc = _thresholds(threshold_single, threshold_acc)
+    pl = cached_plan(sampling_plan, bs, n, vocab, cfg)
+    tiles, g = pl["tiles"], pl["G"]
+    work = _FUSED_WORK.get((dev, bs, tiles))
+    if work is None:
+        work = _FUSED_WORK[(dev, bs, tiles)] = (torch.empty((bs, tiles), dtype=torch.float32, device=dev),
+                                                torch.empty((bs, tiles), dtype=torch.int32, device=dev),
+                                                torch.zeros(bs, dtype=torch.int32, device=dev))
+    _tree_sampling_kernel[(bs, cdiv(tiles, pl["tps"]))](
+        predicts, accept_index, accept_token_num, draft_probs, *work, candidates, retrive_index, retrive_next_token,
+        retrive_next_sibling, uniform_samples, target_probs, uniform_samples_for_final_sampling, thr_single, thr_acc,
+        bs, s, n, vocab, tiles, pl["tps"], NP=pl["np"], TP=pl["TP"], G=g, num_warps=pl["sum_warps"])
+
+
+def fused_taken(cfg: dict, pl: dict) -> bool:
+    """One launch (_tree_sampling_kernel) for this config: unless "fused" is false or a config packs several
+    requests into a program (the three kernels take such configs)."""
+    return bool(cfg.get("fused", True)) and pl["walk_bb"] == pl["sum_bb"] == pl["sample_bb"] == 1
 
 
 def sampling_plan(bs: int, n: int, vocab: int, cfg: dict) -> dict:

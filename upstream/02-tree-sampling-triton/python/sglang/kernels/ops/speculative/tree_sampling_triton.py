@@ -13,7 +13,12 @@ draft_probs entry in that row is set to its q. After the walk (at most S-1 accep
 token is drawn from relu(target - draft) of its row (draft ignored after S-1 accepts), by inverse
 CDF with u = uniform_final * sum; if no entry exceeds u, the last positive entry, else V-1.
 
-Three launches:
+One launch by default, ``_tree_sampling_kernel``, grid (requests, tile groups): every program of a
+request runs the walk in registers (the tree is N <= 64 nodes), sums its tiles of G entries of the last
+node's residual, deposits the sums and bumps the request's counter; the last program to arrive draws the
+token from all tile sums and resets the counter; program 0 writes the walk's outputs. Its workspaces
+(tile sums, counters) are kept per (device, bs, tiles) and reused: no allocation after the first call.
+Three launches where a config packs several requests into a program (or ``"fused": False``):
   1. ``_walk_kernel`` (per request): the walk, every edge probability gathered in one load, tree
      links resolved in registers; writes accept_index, accept_token_num, the accepted predicts and
      the draft_probs side effect, and which row the final draw uses.
@@ -131,7 +136,7 @@ def _require_launchable(*tensors) -> None:
 # ----------------------------------------------------------------------------- kernels
 
 
-# @ops tree_sampling: _walk_kernel, _per_request, _residual, _tile_sums_kernel, _sample_kernel
+# @ops tree_sampling: _walk_kernel, _per_request, _residual, _tile_sums_kernel, _sample_kernel, _unrejected, _tree_sampling_kernel
 
 
 def tree_speculative_sampling_triton(
@@ -173,15 +178,20 @@ def tree_speculative_sampling_triton(
         return
     dev = candidates.device
     cfg = dict(config) if config is not None else launch_config(n)
-    launch_sampling(predicts, accept_index, accept_token_num, candidates, retrive_index, retrive_next_token,
-                    retrive_next_sibling, uniform_samples, uniform_samples_for_final_sampling, target_probs,
-                    draft_probs, threshold_single, threshold_acc, s, cfg, _pdl_supported(dev))
+    args = (predicts, accept_index, accept_token_num, candidates, retrive_index, retrive_next_token,
+            retrive_next_sibling, uniform_samples, uniform_samples_for_final_sampling, target_probs, draft_probs,
+            threshold_single, threshold_acc, s, cfg)
+    if fused_taken(cfg, cached_plan(sampling_plan, bs, n, vocab, cfg)):
+        launch_sampling_fused(*args)
+    else:
+        launch_sampling(*args, _pdl_supported(dev))
 
 
-# @ops tree_sampling: check_sampling_inputs, _thresholds, launch_sampling
+# @ops tree_sampling: check_sampling_inputs, _thresholds, launch_sampling, launch_sampling_fused, fused_taken
 
 
 _PLANS: dict = {}  # cached_plan's memo: one launch plan per (shape, config)
+_FUSED_WORK: dict = {}  # launch_sampling_fused's workspaces: (device, bs, tiles) -> (tile sums, tile lasts, counters)
 
 
 # @ops _tree: cached_plan
@@ -191,9 +201,10 @@ _PLANS: dict = {}  # cached_plan's memo: one launch plan per (shape, config)
 
 
 def sampling_plan(bs: int, n: int, vocab: int, cfg: dict) -> dict:
-    """Launch parameters of the three kernels for one call (pure: used by the launcher and the
-    SM120 compile test). cfg keys: walk_rows_per_program, walk_num_warps, rows_per_program,
-    num_warps, tiles_per_program (tile sums), sample_rows_per_program, sample_num_warps, pdl."""
+    """Launch parameters for one call (pure: used by the launchers and the SM120 compile test). cfg keys:
+    walk_rows_per_program, walk_num_warps, rows_per_program, num_warps, tiles_per_program (tile sums),
+    sample_rows_per_program, sample_num_warps, pdl; "fused" (default true: one launch, _tree_sampling_kernel with
+    num_warps and tiles_per_program, where every *rows_per_program is 1)."""
     wcfg = {"rows_per_program": cfg.get("walk_rows_per_program", 1)}
     if "walk_num_warps" in cfg:
         wcfg["num_warps"] = cfg["walk_num_warps"]
