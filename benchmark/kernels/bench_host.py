@@ -16,7 +16,9 @@ count, op, with the launch known to be EAGLE3 as in a server's scheduler; the pr
 SGLANG_KIMI_EAGLE3_KERNELS=ours unless set, so the hook takes our kernel whatever
 the bundled table says), `ours_binder` (the same kernels through Triton's binder with guards and fresh workspaces
 on every call: the path before launch plans), and for argmax + verify `ours_2launch` (the plan with the table's
-config but "fused": false: split argmax and walk as two launches, the path before the one-launch kernel).
+config but "fused": false: split argmax and walk as two launches, the path before the one-launch kernel); for tree
+sampling `pr02` (upstream PR 02's default path: its guards and the one fused launch through Triton's binder, kept
+workspaces: what DISPATCH would record a win for).
 Rounds alternate the providers (A B C D A B C D ...); the row is the
 median over rounds, with min and max. The file's `fast_path` says whether the compiled launchers ran ("" = yes),
 `direct_launch` whether Steps called Triton's C launch itself (opt-in: SGLANG_KIMI_EAGLE3_DIRECT_LAUNCH=1; run the
@@ -75,6 +77,9 @@ def measure(fn, calls: int) -> dict:
     return {"host_us": host, "gpu_us": gpu, "eager_us": eager}
 
 
+PR02_LAUNCH = {"num_warps": 8, "tiles_per_program": 1}  # upstream PR 02's LAUNCH (N <= 16), the fused kernel's keys
+
+
 def providers(bs: int):
     """{op: {provider: fn}} at batch size bs."""
     from sglang_kimi_eagle3.integration import dispatch
@@ -102,8 +107,14 @@ def providers(bs: int):
         ts.launch_sampling(*o, cand, ridx, nxt, sib, coins, final, probs, d, 1.0, 1.0, s_,
                            ts.op_config("tree_sampling", {"bs": b, "n": n, "vocab": V}, launch_table(dev)), pdl)
 
+    def sampling_pr02():  # upstream PR 02's default: its guards, then one fused launch through Triton's binder
+        b, n, s_ = ts.check_tree_inputs(o[0], o[1], o[2], cand, ridx, nxt, sib)
+        ts.check_sampling_inputs(b, n, coins, final, probs, d, 1.0, 1.0)
+        ts.launch_sampling_fused(*o, cand, ridx, nxt, sib, coins, final, probs, d, 1.0, 1.0, s_, PR02_LAUNCH)
+
     sampling = {"sglang": lambda: sg(**kw), "ours": lambda: ts.tree_speculative_sampling(**kw),
-                "ours_hook": lambda: verify_kernels.tree_sampling_hook(sg, **kw), "ours_binder": sampling_binder}
+                "ours_hook": lambda: verify_kernels.tree_sampling_hook(sg, **kw), "ours_binder": sampling_binder,
+                "pr02": sampling_pr02}
     gc, gr, gn, gs, logits, gs_s = greedy_inputs(bs, N)
     go = outs(bs, N, gs_s)
 
