@@ -4,6 +4,7 @@ test_adaptive_measured.py:  python tp_sync_child.py PORT MODE  (MODE: sync, the 
 readings: what the sync prevents)."""
 
 import json
+import os
 import random
 import sys
 import types
@@ -61,6 +62,10 @@ def rank_main(rank: int, port: int, mode: str, q) -> None:
 
 if __name__ == "__main__":
     port, mode = int(sys.argv[1]), sys.argv[2]
+    # the ranks see no GPU: SGLang's group coordinator then keeps its tensors on the CPU, as on a CPU box (on a CUDA
+    # box it would put them on cuda:<local rank>, and a one-GPU machine has no cuda:1); what is tested is the CPU
+    # group's broadcast, the one SGLang's TP ranks use for it
+    os.environ["CUDA_VISIBLE_DEVICES"] = ""
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
     procs = [ctx.Process(target=rank_main, args=(r, port, mode, q)) for r in range(2)]
