@@ -18,7 +18,8 @@ How: after SGLang's __init__, a slot whose entry carries `kimi_eagle3` (only tab
   this process's previous verify result (one decode step in steady state; an interval holding a prefill's result is
   not read: the `adaptive_clock` row, a BEFORE hook on SGLang's prefill result processing) and a sync function: at
   TP 1 the identity, at TP > 1 a broadcast of TP rank 0's summary over SGLang's TP CPU group (gloo), called by every
-  rank at the same batch counts; where the TP group cannot be read, no sync (the costs stay modelled on every rank).
+  rank at the same batch counts; where the TP group cannot be read, no sync: that rank keeps modelled costs (the same
+  SGLang reads its group the same way on every rank, so in practice all or none).
   Each sync is counted (bucket `measured`).
 Status rows: `adaptive_control` registered/applied (HookRegistry patched the target), skipped
   (SGLANG_KIMI_EAGLE3_ADAPTIVE=off), failed (the target is missing or was not patched); `adaptive_clock` the same, also
@@ -168,7 +169,8 @@ def _identity(values: list[float]) -> list[float]:
 def resolve_sync():
     """This process's sync function: the identity in a process without torch.distributed or with a TP group of one
     rank, else a broadcast from the TP group's first rank over its CPU group; None where torch.distributed is up but
-    SGLang's TP group cannot be read (measurements then never decide: the costs stay modelled on every rank)."""
+    SGLang's TP group cannot be read (measurements then never decide on this rank; every rank runs the same SGLang,
+    so in practice all read it or none does)."""
     try:
         import torch.distributed as dist
 
