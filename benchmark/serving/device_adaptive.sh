@@ -106,9 +106,10 @@ target, draft = f"{w}/q{q}/target", f"{w}/q{q}/draft"
 off_cfg = f"{w}/off.json"
 # the off-state: SGLang refuses nothing about a [0]-only table, but our preflight refuses --speculative-num-steps 0,
 # so the server starts at 1 and this plugin's controller (the `kimi_eagle3` entry: steps 1 priced out, no probe
-# for 1e9 batches) drops it to 0 after its first decode batch, for good
+# for 1e9 batches) drops it to 0 after its first decode batch, for good; its costs are placeholders, so not measured
+# (measured, its status row read a step at "x19350" of the 1 µs placeholder on 2026-12-04)
 json.dump({"1": {"candidate_steps": [0, 1], "kimi_eagle3": {
-    "base_us": 1.0, "round_us": {"1": 1e9}, "dwell_batches": 1, "probe_batches": 1,
+    "base_us": 1.0, "round_us": {"1": 1e9}, "dwell_batches": 1, "probe_batches": 1, "measure": False,
     "probe_wait_batches": 10**9, "probe_wait_max_batches": 10**9}}}, open(off_cfg, "w"))
 a = base_args(target, mem_fraction=float(os.environ.get("MEMF", "0.7")))
 a[a.index("--max-running-requests") + 1] = "128"

@@ -26,6 +26,7 @@ ENV_WARMUP = "SGLANG_KIMI_EAGLE3_WARMUP"
 ENV_ADAPTIVE = "SGLANG_KIMI_EAGLE3_ADAPTIVE"
 ENV_OFFSTATE = "SGLANG_KIMI_EAGLE3_OFFSTATE"
 ENV_ADAPTIVE_MEASURE = "SGLANG_KIMI_EAGLE3_ADAPTIVE_MEASURE"
+ENV_ADAPTIVE_POOL = "SGLANG_KIMI_EAGLE3_ADAPTIVE_POOL"
 
 _ON = ("1", "true", "on", "yes")
 _OFF = ("0", "false", "off", "no")
@@ -37,6 +38,7 @@ CHOICES = {
     ENV_ADAPTIVE: (("on", "off"), "on"),  # integration/adaptive_default.py, integration/hooks/adaptive_control.py
     ENV_OFFSTATE: (("auto", "on", "off"), "auto"),  # integration/hooks/offstate_attention.py
     ENV_ADAPTIVE_MEASURE: (("on", "off"), "on"),  # integration/hooks/adaptive_control.py (measured costs)
+    ENV_ADAPTIVE_POOL: (("on", "off"), "on"),  # integration/hooks/adaptive_control.py (slots learn together)
 }
 
 

@@ -28,6 +28,20 @@ there `sync(summary)` (the hook: a broadcast of TP rank 0's medians over the TP 
 returns the same values on every rank, and decisions read only synced values: every rank still takes the same
 decision. The first `settle_batches` after a switch are not read (SGLang's overlap scheduler has the next batch in
 flight in the old state when a switch is decided); a median per sync interval keeps outliers out.
+
+Learning together (`Shared`, one per process). SGLang keeps one slot per batch size and a server's batch size moves
+with its load, so on the H200 (2026-12-04, q 0.3 drafter, deployment-shaped pair) every slot paid its own first dwell
+at the launch's steps, its own visit of steps 7 and its own probes, each at 2-3x of a plain step: 50 runtime-state
+switches in 8 minutes and 0.71-0.87x of plain where the off-state alone ran about 0.85-0.95x. Acceptance is the
+drafter's and the workload's, not the batch size's, so with a Shared the slots pool it: a slot without its own
+estimate decides on the pooled one (at its first batch: no dwell at the launch's steps), a slot at steps 0 steps up
+when the pooled estimate (read by other slots within the last `wait` batches) says so, and one probe (process-wide
+back-off) refreshes it for all. Without any estimate yet, the first decision comes after `probe_batches`, not a
+whole dwell. A state a slot has not read is priced from another slot's synced reading, scaled by this slot's own
+readings of the states both read. A positive candidate is visited to be read only where it could win: priced at the
+most favourable ratio read anywhere, it must beat the best read state (at acceptance 0.3 steps 7 never could). All
+of it is driven by the counts and the synced readings, in the order every TP rank sees them: still the same decision
+on every rank.
 """
 
 from __future__ import annotations
@@ -35,6 +49,56 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .acceptance import alpha_from_tau, expected_tokens
+
+
+@dataclass(slots=True)
+class Shared:
+    """What the slots of one process learn together (see the module docstring): the acceptance, the synced cost
+    readings, the probe back-off."""
+    ema_alpha: float = 0.1
+    probe_batches: int = 32  # observations before the pooled estimate decides a slot's first batch
+    probe_wait_batches: int = 256
+    probe_wait_max_batches: int = 8192
+    count: int = 0  # observations so far
+    ema: dict = field(default_factory=dict)  # steps -> EMA of accepted drafts per request per verify, any slot
+    last: int = 0  # the steps of the latest observation (0: none yet)
+    since: int = 0  # batches of any slot since acceptance was last observed
+    wait: int = 256  # batches without an observation before a slot at steps 0 probes
+    corr: dict = field(default_factory=dict)  # steps -> the latest synced measured / modelled ratio, any slot
+    explored: set = field(default_factory=set)
+    probes: int = 0
+    failed_probes: int = 0
+    cache: tuple = (None, None)  # ((steps, ema), alpha): alpha_from_tau once per new estimate
+
+    @classmethod
+    def from_entry(cls, entry: dict) -> Shared:
+        knobs = {k: entry[k] for k in ("ema_alpha", "probe_batches", "probe_wait_batches", "probe_wait_max_batches")
+                 if k in entry}
+        sh = cls(**knobs)
+        sh.wait = sh.probe_wait_batches
+        return sh
+
+    def observe(self, steps: int, mean: float) -> None:
+        old = self.ema.get(steps)
+        self.ema[steps] = mean if old is None else (1 - self.ema_alpha) * old + self.ema_alpha * mean
+        self.last, self.since, self.count = steps, 0, self.count + 1
+
+    def known(self) -> bool:
+        """Enough observations (a probe's worth) to decide a slot's first batch on."""
+        return self.count >= self.probe_batches
+
+    def alpha(self) -> float | None:
+        """The iid acceptance of the latest pooled estimate (None before any)."""
+        if not self.last:
+            return None
+        key = (self.last, self.ema[self.last])
+        if self.cache[0] != key:
+            self.cache = (key, alpha_from_tau(min(1.0 + key[1], key[0] + 1 - 1e-6), key[0]))
+        return self.cache[1]
+
+    def fresh(self) -> bool:
+        """Some slot read the acceptance within the last `wait` batches."""
+        return bool(self.last) and self.since < self.wait
 
 
 @dataclass(slots=True)
@@ -68,6 +132,8 @@ class Controller:
     syncs: int = 0
     exploring: bool = False
     explored: set = field(default_factory=set)  # positive candidates visited to be read (each once)
+    shared: Shared | None = None  # this process's pooled learning (None: this slot learns alone)
+    decided: bool = False  # the first decision at a positive state was taken
 
     @classmethod
     def from_entry(cls, candidates: list[int], entry: dict, steps: int) -> Controller:
@@ -81,9 +147,10 @@ class Controller:
         return c
 
     def alpha(self) -> float | None:
-        if self.steps == 0 or self.ema is None:
-            return None
-        return alpha_from_tau(min(1.0 + self.ema, self.steps + 1 - 1e-6), self.steps)
+        """This slot's estimate at its current steps; else the pooled one (None: nothing read)."""
+        if self.steps > 0 and self.ema is not None:
+            return alpha_from_tau(min(1.0 + self.ema, self.steps + 1 - 1e-6), self.steps)
+        return self.shared.alpha() if self.shared is not None else None
 
     def modelled_us(self, s: int) -> float:
         """The table's time of one round of `s` (steps 0: one off-state step; plain's without off_us)."""
@@ -91,17 +158,31 @@ class Controller:
             return self.off_us or self.base_us
         return self.round_us[s]
 
-    def cost_us(self, s: int) -> float:
-        """One round of `s`, the modelled time calibrated by the synced measurements (corr)."""
+    def corr_of(self, s: int) -> float | None:
+        """The synced measured / modelled ratio of `s`: this slot's; else another slot's (Shared), scaled by this
+        slot's readings of the states both read; None when nobody read it."""
         c = self.corr.get(s)
+        sh = self.shared
+        if c is not None or sh is None or s not in sh.corr:
+            return c
+        both = [t for t in self.corr if t in sh.corr]
+        scale = sum(self.corr[t] / sh.corr[t] for t in both) / len(both) if both else 1.0
+        return sh.corr[s] * scale
+
+    def cost_us(self, s: int) -> float:
+        """One round of `s`, the modelled time calibrated by the synced measurements (corr_of; a state nobody read
+        takes the mean ratio of this slot's readings, so the model's relative costs stand until it is read)."""
+        c = self.corr_of(s)
         if c is None:
             c = sum(self.corr.values()) / len(self.corr) if self.corr else 1.0
         return self.modelled_us(s) * c
 
-    def predicted(self, s: int, alpha: float) -> float:
+    def predicted(self, s: int, alpha: float, corr: float | None = None) -> float:
+        """Tokens per unit of plain decoding's time at `s` (corr: price `s` at this ratio instead)."""
+        cost = self.cost_us(s) if corr is None else self.modelled_us(s) * corr
         if s == 0:
-            return self.base_us / self.cost_us(0)
-        return expected_tokens([alpha] * s) * self.base_us / self.cost_us(s)
+            return self.base_us / cost
+        return expected_tokens([alpha] * s) * self.base_us / cost
 
     def observe(self, wall_us: float | None) -> None:
         """The wall time of the batch just verified (this process's reading; it reaches decisions only through a
@@ -128,6 +209,8 @@ class Controller:
             if v > 0:
                 old = self.corr.get(s)
                 self.corr[s] = v if old is None else (1 - self.corr_alpha) * old + self.corr_alpha * v
+                if self.shared is not None:
+                    self.shared.corr[s] = self.corr[s]
 
     def _switch(self, new: int, why: str) -> int:
         self.history = (self.history + [(self.seen, self.steps, new, why)])[-16:]
@@ -138,6 +221,15 @@ class Controller:
         if self.measure and sync is not None:
             self.apply(sync(self.summary()))
 
+    def window(self) -> int:
+        """Batches at the current state before it is evaluated: a probe's or a visit's; the first decision at a
+        positive state at once on a pooled estimate, else after a probe's worth; a dwell otherwise."""
+        if self.probing or self.exploring:
+            return self.probe_batches
+        if self.decided or self.steps == 0:
+            return self.dwell_batches
+        return 1 if self.shared is not None and self.shared.known() else self.probe_batches
+
     def update(self, accepted: list[int], wall_us: float | None = None, sync=None) -> int | None:
         """One verify's accepted-draft counts (one per request), the batch's wall time (optional) and `sync`, a
         function from this process's summary to the one every rank applies (None: the costs stay modelled).
@@ -147,41 +239,89 @@ class Controller:
         self.seen += 1
         self.batches += 1
         self.observe(wall_us)
-        due = self.batches == (self.probe_batches if self.probing or self.exploring else self.dwell_batches)
-        if due or self.seen % self.sync_batches == 0:
+        window = self.window()
+        if self.batches == window or self.seen % self.sync_batches == 0:
             self._sync(sync)
+        sh = self.shared
         if self.steps > 0:
             mean = sum(accepted) / len(accepted)
             self.ema = mean if self.ema is None else (1 - self.ema_alpha) * self.ema + self.ema_alpha * mean
+            if sh is not None:
+                sh.observe(self.steps, mean)
+        elif sh is not None:
+            sh.since += 1
         if self.steps == 0:
-            positive = [s for s in self.candidates if s > 0]
-            if positive and self.batches >= self.wait:
-                self.probing, self.probes = True, self.probes + 1
-                return self._switch(positive[0], "probe")
-            return None
-        if self.batches < (self.probe_batches if self.probing or self.exploring else self.dwell_batches):
+            return self._at_zero()
+        if self.batches < window:
             return None
         self.exploring = False
+        first, self.decided = not self.decided, True
+        # the first decision reads the pooled estimate (this slot's own is one batch old or part of it)
+        a = sh.alpha() if first and sh is not None and sh.known() else self.alpha()
         if self.measure and sync is not None and not self.probing:
-            unread = [s for s in self.candidates if s > 0 and s != self.steps and s not in self.corr
-                      and s not in self.explored]
-            if unread and self.steps in self.corr:
-                self.explored.add(unread[0])
+            visit = self._to_read(a)
+            if visit is not None:
+                self.explored.add(visit)
                 self.exploring = True
-                return self._switch(unread[0], "explore")
-        a = self.alpha()
+                return self._switch(visit, "explore")
         here = self.predicted(self.steps, a)
         best = max(self.candidates, key=lambda s: (self.predicted(s, a), -s))
         gain = self.predicted(best, a) / here if here > 0 else float("inf")
         if self.probing:
             self.probing = False
+            back = sh if sh is not None else self
             if best == 0 and gain > 1.0 + self.hysteresis or here <= self.predicted(0, a):
                 self.failed_probes += 1
-                self.wait = min(self.wait * 2, self.probe_wait_max_batches)
+                back.wait = min(back.wait * 2, self.probe_wait_max_batches)
+                if sh is not None:
+                    sh.failed_probes += 1
                 return self._switch(0, "probe did not pay")
-            self.wait = self.probe_wait_batches  # it paid: the next time at 0 probes early again
+            back.wait = back.probe_wait_batches  # it paid: the next time at 0 probes early again
         if best != self.steps and gain > 1.0 + self.hysteresis:
-            return self._switch(best, f"predicted {gain:.2f}x at alpha {a:.2f}")
+            return self._switch(best, f"{'pooled: ' if first and sh is not None else ''}predicted {gain:.2f}x at alpha {a:.2f}")
         # re-evaluate every batch after the dwell, no drift (one past the dwell: its end syncs once, not every batch)
         self.batches = min(self.batches, self.dwell_batches + 1)
+        return None
+
+    def _to_read(self, a: float) -> int | None:
+        """A positive candidate this slot has not read and could win (None: nothing worth a visit): priced at the
+        most favourable of the model (ratio 1) and every ratio read anywhere, it beats the best state with a reading,
+        and at the model's relative prices it beats the off-state (the floor any slot can fall back to)."""
+        if self.steps not in self.corr:
+            return None
+        unread = [s for s in self.candidates if s > 0 and s != self.steps and s not in self.corr and s not in self.explored]
+        if not unread:
+            return None
+        seen = list(self.corr.values()) + (list(self.shared.corr.values()) if self.shared is not None else [])
+        lo = min(seen + [1.0])
+        best = max(self.predicted(t, a) for t in self.candidates if self.corr_of(t) is not None)
+        floor = self.predicted(0, a, 1.0) if 0 in self.candidates else 0.0
+        return next((s for s in unread if self.predicted(s, a, lo) > best and self.predicted(s, a, 1.0) > floor), None)
+
+    def _at_zero(self) -> int | None:
+        """At the off-state: alone, probe after `wait` batches; pooled, step up when another slot's fresh estimate
+        says so (checked each batch after a dwell), probe only when nobody read the acceptance for `wait` batches."""
+        positive = [s for s in self.candidates if s > 0]
+        if not positive:
+            return None
+        sh = self.shared
+        if sh is None:
+            if self.batches >= self.wait:
+                self.probing, self.probes = True, self.probes + 1
+                return self._switch(positive[0], "probe")
+            return None
+        if sh.fresh():
+            if self.batches >= self.dwell_batches:
+                self.batches = self.dwell_batches + 1
+                a = sh.alpha()
+                best = max(self.candidates, key=lambda s: (self.predicted(s, a), -s))
+                gain = self.predicted(best, a) / self.predicted(0, a)
+                if best != 0 and gain > 1.0 + self.hysteresis:
+                    self.decided = True
+                    return self._switch(best, f"pooled: predicted {gain:.2f}x at alpha {a:.2f}")
+            return None
+        if sh.since >= sh.wait:
+            sh.since, sh.probes = 0, sh.probes + 1  # one probe for every slot
+            self.probing, self.probes = True, self.probes + 1
+            return self._switch(positive[0], "probe")
         return None

@@ -17,11 +17,30 @@ def _entry():
     return table(from_profile(profiles.load(profiles.DEFAULT_PROFILE)), [1, 8], operator_steps=3)["1"][KEY]
 
 
-def _slot():
-    cfg = table(from_profile(profiles.load(profiles.DEFAULT_PROFILE)), [1, 8], operator_steps=3)["1"]
+def _slot(bs="1"):
+    cfg = table(from_profile(profiles.load(profiles.DEFAULT_PROFILE)), [1, 8], operator_steps=3)[bs]
     slot = AdaptiveStepSlot(initial_steps=3, cfg=cfg)  # SGLang's class, unhooked here
     hook.attach(slot, cfg[KEY])
     return slot
+
+
+@pytest.mark.parametrize("pool", ["on", "off"])
+def test_the_slots_of_a_process_learn_together(monkeypatch, pool):
+    """SGLang's slots for bs 1 and 8, attached through the hook: the bs-1 slot learns the drafter agrees on nothing
+    and leaves steps 3 after a probe's worth of batches; the bs-8 slot then leaves it at its first batch, on the pooled
+    estimate. With SGLANG_KIMI_EAGLE3_ADAPTIVE_POOL=off each slot learns alone (the bs-8 slot keeps 3 for now)."""
+    from sglang_kimi_eagle3.base import ENV_ADAPTIVE_MEASURE, ENV_ADAPTIVE_POOL
+
+    monkeypatch.setenv(ENV_ADAPTIVE_POOL, pool)
+    monkeypatch.setenv(ENV_ADAPTIVE_MEASURE, "off")  # modelled costs: this test's clock is not a server's
+    one, eight = _slot("1"), _slot("8")
+    assert (one._kimi_eagle3_ctl.shared is eight._kimi_eagle3_ctl.shared) and (one._kimi_eagle3_ctl.shared is None) == (pool == "off")
+    for _ in range(one._kimi_eagle3_ctl.probe_batches):
+        one.update([0])
+    assert one.current_steps == 0
+    assert eight.update([0] * 8) is (pool == "on") and eight.current_steps == (0 if pool == "on" else 3)
+    if pool == "on":
+        assert eight._kimi_eagle3_ctl.history[-1][3].startswith("pooled: ")
 
 
 @pytest.mark.parametrize("attaches", [1, 2])
