@@ -6,10 +6,14 @@ import pytest
 
 
 @pytest.fixture(autouse=True)
-def _fresh_adaptive_pool(monkeypatch):
+def _fresh_adaptive_pool():
     """The adaptive controller's slots of one process share one pool (hooks/adaptive_control._POOL): each test starts
-    with none, as a fresh scheduler process does."""
+    with none, as a fresh scheduler process does. Without `monkeypatch`: an autouse fixture holding it would set it up
+    before a test's own fixtures and so undo the test's patches before their teardowns run."""
     hook = sys.modules.get("sglang_kimi_eagle3.integration.hooks.adaptive_control")
     if hook is not None:
-        monkeypatch.setattr(hook, "_POOL", [])
+        hook._POOL.clear()
     yield
+    hook = sys.modules.get("sglang_kimi_eagle3.integration.hooks.adaptive_control")
+    if hook is not None:
+        hook._POOL.clear()
