@@ -11,10 +11,15 @@ while the phase's c is above k; a worker a step down leaves finishes its request
 instant: the in-flight requests drain). No request starts after the schedule's end; those in flight finish and their
 tokens count in the seconds they arrive.
 
-Reported per phase (its first --settle-s seconds left out: the controller's and the batch's time to follow the step,
-shown apart in the per-second rows): each server's tok/s (median over rounds [min-max]) and its ratio to the
-baseline round by round; per second, each server's tokens (median over rounds), so a plot shows the step and how
-fast each server follows it. Streaming requests (`"stream": true`): a token's time is its chunk's arrival. The JSON
+Reported per phase, two rates, each with its ratio to the baseline round by round (median over rounds [min-max]):
+  arriving  the tokens arriving in the phase's seconds (its first --settle-s seconds left out: the controller's and the
+            batch's time to follow the step, shown apart in the per-second rows). After a step down this counts the
+            previous phase's requests still draining: a server behind at c 128 shows more at the c 1 that follows
+            (on the H200, 2026-12-04, 1.91x of plain "at c 1" for a server 0.77x of it at c 128);
+  sent      the tokens of the requests sent in the phase, over its seconds, wherever they arrive: the work each server
+            took on at that load (a slower server sends fewer), free of the drain.
+Per second, each server's tokens (median over rounds), so a plot shows the step and how fast each server follows it.
+Streaming requests (`"stream": true`): a token's time is its chunk's arrival. The JSON
 is rewritten atomically after every finished run, so Ctrl-C keeps what finished. Nothing here imports sglang.
 """
 
@@ -78,6 +83,7 @@ def run_schedule(url: str, prompts, schedule: list[tuple[int, float]], sampling:
         ends.append((acc, c))
     lock, nxt = threading.Lock(), [0]
     times: list[float] = []
+    sent: list[list[float]] = []  # [send time, tokens] per answered request
     stats = {"requests": 0, "errors": 0, "error_kinds": {}}
     t0 = time.perf_counter()
 
@@ -106,7 +112,9 @@ def run_schedule(url: str, prompts, schedule: list[tuple[int, float]], sampling:
             with lock:
                 stats["requests"] += 1
                 if r.ok:
-                    times.extend(token_times(r, t_send))
+                    got = token_times(r, t_send)
+                    times.extend(got)
+                    sent.append([round(t_send, 4), len(got)])
                 else:
                     stats["errors"] += 1
                     stats["error_kinds"][r.error] = stats["error_kinds"].get(r.error, 0) + 1
@@ -122,7 +130,7 @@ def run_schedule(url: str, prompts, schedule: list[tuple[int, float]], sampling:
     per_second = [0] * (int(max([total, *times]) if times else total) + 1)
     for t in times:
         per_second[int(t)] += 1
-    return {"per_second": per_second, "wall_s": wall, "tokens": len(times), **stats}
+    return {"per_second": per_second, "sent": sent, "wall_s": wall, "tokens": len(times), **stats}
 
 
 def phase_rates(per_second: list[int], schedule: list[tuple[int, float]], settle_s: float) -> list[float]:
@@ -133,6 +141,15 @@ def phase_rates(per_second: list[int], schedule: list[tuple[int, float]], settle
         b = int(start + s)
         secs = per_second[a:b] if b > a else per_second[a:a + 1]
         out.append(sum(secs) / max(1, len(secs)))
+        start += s
+    return out
+
+
+def sent_rates(sent: list, schedule: list[tuple[int, float]]) -> list[float]:
+    """tok/s of each phase counting the requests sent in it ([send time, tokens] pairs), over the phase's seconds."""
+    out, start = [], 0.0
+    for _, s in schedule:
+        out.append(sum(n for t, n in sent if start <= t < start + s) / s)
         start += s
     return out
 
@@ -158,6 +175,14 @@ def report(doc: dict) -> dict:
                 ratios = [rates[i] / b for i in rates
                           if i in runs[base] and (b := phase_rates(runs[base][i]["per_second"], sched, settle)[j]) > 0]
                 entry["vs_baseline"] = _spread(ratios)
+            # the requests sent in the phase (runs of an older file have no "sent": arriving rates only)
+            sent = {i: sent_rates(r["sent"], sched)[j] for i, r in by_round.items() if "sent" in r}
+            if sent:
+                entry["sent_tok_s"] = _spread(list(sent.values()))
+                if name != base and base in runs:
+                    entry["sent_vs_baseline"] = _spread(
+                        [sent[i] / b for i in sent if i in runs[base] and "sent" in runs[base][i]
+                         and (b := sent_rates(runs[base][i]["sent"], sched)[j]) > 0])
             row["servers"][name] = entry
         phases.append(row)
     per_second = {name: [statistics.median(col) for col in zip(*(r["per_second"] for r in by_round.values()))]
@@ -170,9 +195,14 @@ def format_report(rep: dict, base: str) -> str:
     for ph in rep["phases"]:
         parts = []
         for name, e in ph["servers"].items():
-            t = e["tok_s"]
-            v = e.get("vs_baseline")
-            parts.append(f"{name} {t['median']:.0f} tok/s" + (f" ({v['median']:.2f}x {base} [{v['min']:.2f}-{v['max']:.2f}])" if v else ""))
+            t, v = e["tok_s"], e.get("vs_baseline")
+            part = f"{name} {t['median']:.0f} tok/s arriving"
+            if v:
+                part += f" ({v['median']:.2f}x {base} [{v['min']:.2f}-{v['max']:.2f}])"
+            if e.get("sent_tok_s"):
+                t, v = e["sent_tok_s"], e.get("sent_vs_baseline")
+                part += f", {t['median']:.0f} sent" + (f" ({v['median']:.2f}x [{v['min']:.2f}-{v['max']:.2f}])" if v else "")
+            parts.append(part)
         lines.append(f"phase {ph['phase']} (c {ph['concurrency']}, {ph['seconds']:g} s): " + "; ".join(parts))
     return "\n".join(lines)
 

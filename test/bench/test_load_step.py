@@ -61,6 +61,16 @@ def test_phase_rates_leave_out_the_settle_seconds():
     assert load_step.phase_rates([0, 4, 4, 0], [(1, 1), (4, 3)], 5.0) == [0.0, 0.0]  # at least one second kept
 
 
+def test_sent_rates_count_a_phases_requests_where_they_were_sent_not_where_they_drain():
+    # two servers, one schedule c 1 (2 s), c 8 (2 s), c 1 (2 s): the slow one's c-8 requests finish in the last phase
+    sched = [(1, 2), (8, 2), (1, 2)]
+    fast = [[0.0, 10], [1.0, 10]] + [[2.0 + 0.25 * k, 10] for k in range(8)] + [[4.0, 10], [5.0, 10]]
+    slow = [[0.0, 10], [1.0, 10]] + [[2.0 + 0.5 * k, 10] for k in range(4)] + [[4.0, 10], [5.0, 10]]
+    assert load_step.sent_rates(fast, sched) == [10.0, 40.0, 10.0]
+    assert load_step.sent_rates(slow, sched) == [10.0, 20.0, 10.0]  # its drain after 4 s still counts to phase 1
+    assert load_step.sent_rates([[6.0, 5]], sched) == [0.0, 0.0, 0.0]  # after the schedule: no phase's
+
+
 def test_the_schedule_reaches_each_server_in_rotated_rounds_and_the_report_divides_round_by_round(tmp_path):
     slow = Track(sglang_chunks(0.05, [(0.05, 1)] * 9, spec=False))  # 10 tokens in ~0.5 s
     fast = Track(sglang_chunks(0.05, [(0.05, 3)] * 3))  # 10 tokens in ~0.2 s
@@ -76,6 +86,7 @@ def test_the_schedule_reaches_each_server_in_rotated_rounds_and_the_report_divid
         assert set(t.first_phase(1.2)) == {1}, t.first_phase(1.2)
     for r in doc["runs"]:
         assert r["errors"] == 0 and r["tokens"] == 10 * r["requests"] == sum(r["per_second"])
+        assert sum(n for _, n in r["sent"]) == r["tokens"] and len(r["sent"]) == r["requests"]
         assert len(r["per_second"]) >= 5  # 4.5 s of schedule, and the drain after it
     sched = [tuple(x) for x in doc["config"]["schedule"]]
     assert sched == [(1, 1.5), (6, 1.5), (1, 1.5)]
@@ -85,7 +96,11 @@ def test_the_schedule_reaches_each_server_in_rotated_rounds_and_the_report_divid
         want = sorted(rate[("ours", i)] / rate[("plain", i)] for i in (0, 1))
         got = ph["servers"]["ours"]["vs_baseline"]
         assert (got["min"], got["max"], got["n"]) == (pytest.approx(want[0]), pytest.approx(want[1]), 2)
-        assert "vs_baseline" not in ph["servers"]["plain"]
+        assert "vs_baseline" not in ph["servers"]["plain"] and "sent_vs_baseline" not in ph["servers"]["plain"]
+        sent = {k: load_step.sent_rates(r["sent"], sched)[j] for k, r in runs.items()}
+        want = sorted(sent[("ours", i)] / sent[("plain", i)] for i in (0, 1))
+        got = ph["servers"]["ours"]["sent_vs_baseline"]
+        assert (got["min"], got["max"], got["n"]) == (pytest.approx(want[0]), pytest.approx(want[1]), 2)
     med = doc["report"]["per_second_median"]
     assert set(med) == {"plain", "ours"} and sum(med["plain"]) > 0
 
