@@ -211,9 +211,9 @@ step_ratios() {
   [ $rc -eq 0 ] && touch "$W/step_ratio$tag-q$Q.done"
 }
 # 3b. DA_ANATOMY=1: the decode-step anatomy (benchmark/serving/anatomy.py: GPU time per kernel family, GPU idle, and
-#     the host time of SGLang's eager verify path per step, the dearest kernels) of the off-state, plain and fixed at c 128 and 1,
-#     greedy, once per level and lease: c 128 in DA_STEP=start while 100 s are left before DA_START_END_S, the rest in
-#     measure -> $OUT/anatomy-cC-q$Q.json
+#     the host time of SGLang's eager verify path per step, the dearest kernels) of DA_ANATOMY_SERVERS at each of
+#     DA_ANATOMY_LEVELS ("128 1"), greedy, once per level and lease: the first level in DA_STEP=start while 100 s are
+#     left before DA_START_END_S, the rest in measure -> $OUT/anatomy-cC-q$Q.json
 anatomy() {  # $1: the call's end (epoch s); $2: concurrency levels
   local c=$2
   [ "${DA_ANATOMY:-0}" = 1 ] && [ ! -f "$W/anatomy-c$c-q$Q.done" ] || return 0
@@ -237,7 +237,9 @@ if [ "$STEP" = start ]; then
     until healthy "$u" || [ "$(date +%s)" -ge $((T0 + ${DA_START_END_S:-560})) ]; do sleep 3; done
     healthy "$u" && say "$n healthy" || say "$n not healthy yet: $(tail -2 "$W/logs/$n-q$Q.log" | cut -c1-200)"
   done
-  anatomy $((T0 + ${DA_START_END_S:-560})) 128  # first: the off-state's extra kernels at c 128 (run 14 measured its step ratio)
+  # first: the first of DA_ANATOMY_LEVELS (128 by default: the off-state's extra kernels at c 128)
+  LEVELS=${DA_ANATOMY_LEVELS:-128 1}
+  anatomy $((T0 + ${DA_START_END_S:-560})) "${LEVELS%% *}"
   step_ratios $((T0 + ${DA_START_END_S:-560}))
   say "run DA_STEP=measure next"
   exit 0
