@@ -33,14 +33,21 @@ def test_the_slots_of_a_process_learn_together(monkeypatch, pool):
 
     monkeypatch.setenv(ENV_ADAPTIVE_POOL, pool)
     monkeypatch.setenv(ENV_ADAPTIVE_MEASURE, "off")  # modelled costs: this test's clock is not a server's
+    monkeypatch.setattr(hook, "_CORR", {})
+    hookstatus.record(hook.NAME, hook.TARGET, "applied", "around hook")  # as refresh() finds it after load_plugins
     one, eight = _slot("1"), _slot("8")
     assert (one._kimi_eagle3_ctl.shared is eight._kimi_eagle3_ctl.shared) and (one._kimi_eagle3_ctl.shared is None) == (pool == "off")
     for _ in range(one._kimi_eagle3_ctl.probe_batches):
         one.update([0])
     assert one.current_steps == 0
     assert eight.update([0] * 8) is (pool == "on") and eight.current_steps == (0 if pool == "on" else 3)
+    detail = hookstatus.get(hook.NAME).detail
     if pool == "on":
         assert eight._kimi_eagle3_ctl.history[-1][3].startswith("pooled: ")
+        # the status row says what the pool read (at each switch): 32 batches of bs 1, the one of bs 8
+        assert "; pooled: acceptance alpha 0.00 over 33 batches, 0 probes (0 did not pay)" in detail, detail
+    else:
+        assert "pooled" not in detail
 
 
 @pytest.mark.parametrize("attaches", [1, 2])

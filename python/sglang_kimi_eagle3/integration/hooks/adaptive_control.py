@@ -153,14 +153,22 @@ _CORR: dict = {}  # slot batch size -> the synced measured / modelled step time 
 
 
 def _note_measured(slot, ctl) -> None:
-    """The adaptive_control row's detail gains the synced measured / modelled step times, per slot (an applied row
-    only: a failed one keeps its reason)."""
-    _CORR[slot._kimi_eagle3_bs] = ", ".join(f"steps {s} x{c:.2f}" for s, c in sorted(ctl.corr.items()))
+    """The adaptive_control row's detail gains the synced measured / modelled step times, per slot, and what the
+    pool has read (an applied row only: a failed one keeps its reason)."""
+    if ctl.corr:
+        _CORR[slot._kimi_eagle3_bs] = ", ".join(f"steps {s} x{c:.2f}" for s, c in sorted(ctl.corr.items()))
     row = hookstatus.get(NAME)
     if row is not None and row.state == "applied":
-        head = row.detail.split("; measured")[0]
-        parts = "; ".join(f"bs {k}: {v}" for k, v in sorted(_CORR.items(), key=lambda kv: (kv[0] is None, kv[0] or 0)))
-        hookstatus.record(NAME, row.target, "applied", f"{head}; measured step time / modelled: {parts}")
+        head = row.detail.split("; ")[0]
+        detail = head
+        if _CORR:
+            parts = "; ".join(f"bs {k}: {v}" for k, v in sorted(_CORR.items(), key=lambda kv: (kv[0] is None, kv[0] or 0)))
+            detail += f"; measured step time / modelled: {parts}"
+        sh = ctl.shared
+        if sh is not None and sh.last:
+            detail += (f"; pooled: acceptance alpha {sh.alpha():.2f} over {sh.count} batches, "
+                       f"{sh.probes} probes ({sh.failed_probes} did not pay)")
+        hookstatus.record(NAME, row.target, "applied", detail)
         hookstatus.bump()
 
 
@@ -232,7 +240,7 @@ def _update(slot, num_correct_drafts_per_req) -> bool:
     syncs = ctl.syncs
     try:
         new = ctl.update(list(num_correct_drafts_per_req), wall_us, _sync_fn() if ctl.measure else None)
-        if ctl.syncs != syncs and ctl.corr:
+        if new is not None or (ctl.syncs != syncs and ctl.corr):  # the row: readings, pool (a switch or a sync)
             _note_measured(slot, ctl)
     except Exception as exc:  # never take the scheduler down: this slot goes back to SGLang's logic, the row says so
         slot.update = slot._kimi_eagle3_sglang_update
