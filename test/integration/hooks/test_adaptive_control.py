@@ -1,6 +1,8 @@
 """The adaptive_control hook on SGLang's real AdaptiveStepSlot: a controller that raises never reaches the scheduler
 (the slot goes back to SGLang's own update, the status row says failed)."""
 
+import re
+
 import pytest
 
 from sglang_kimi_eagle3.integration.hooks import adaptive_control as hook
@@ -46,6 +48,13 @@ def test_the_slots_of_a_process_learn_together(monkeypatch, pool):
         assert eight._kimi_eagle3_ctl.history[-1][3].startswith("pooled: ")
         # the status row says what the pool read (at each switch): 32 batches of bs 1, the one of bs 8
         assert "; pooled: acceptance alpha 0.00 over 33 batches, 0 probes (0 did not pay)" in detail, detail
+        assert "launched without EAGLE" not in detail
+        # the drafter never agrees: after three probes in a row that did not pay, the row tells the operator
+        for _ in range(4000):
+            one.update([0])
+        detail = hookstatus.get(hook.NAME).detail
+        assert re.search(r"(\d+) probes \(\1 did not pay\)", detail) and "launched without EAGLE it would serve faster" in detail
+        assert one._kimi_eagle3_ctl.shared.failed_probes >= 3
     else:
         assert "pooled" not in detail
 

@@ -168,8 +168,26 @@ def _note_measured(slot, ctl) -> None:
         if sh is not None and sh.last:
             detail += (f"; pooled: acceptance alpha {sh.alpha():.2f} over {sh.count} batches, "
                        f"{sh.probes} probes ({sh.failed_probes} did not pay)")
+            if not_paying(sh):
+                detail += f"; {NOT_PAYING}"
+                if not _WARNED:
+                    _WARNED.append(True)
+                    logger().warning("adaptive steps: %s (acceptance alpha %.2f)", NOT_PAYING, sh.alpha())
         hookstatus.record(NAME, row.target, "applied", detail)
         hookstatus.bump()
+
+
+# What the operator is told when the pooled probes keep failing: the off-state then carries the server, and it costs
+# more than a plain step (on the H200, 2026-12-04: 1.04-1.19x on the deployment-shaped pair).
+NOT_PAYING = ("speculation has not paid here (3 probes in a row did not): the server runs SGLang's off-state, which "
+              "costs more than a plain decoding step; launched without EAGLE it would serve faster "
+              "(`sglang-kimi-eagle3 plan` on a bench of this traffic says so with numbers)")
+_WARNED: list = []  # [True] once this process has logged it
+
+
+def not_paying(sh) -> bool:
+    """Three probes in a row did not pay (the back-off has doubled three times)."""
+    return sh.failed_probes >= 3 and sh.wait >= 8 * sh.probe_wait_batches
 
 
 # the previous verify result's time in this process (every slot's: one decode step runs one slot's batch)
