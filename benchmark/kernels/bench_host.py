@@ -24,7 +24,8 @@ median over rounds, with min and max. The file's `fast_path` says whether the co
 `direct_launch` whether Steps called Triton's C launch itself (opt-in: SGLANG_KIMI_EAGLE3_DIRECT_LAUNCH=1; run the
 benchmark once with and once without it), `direct_fallbacks` the kernels that kept compiled.run and why.
 
-    python -m benchmark.kernels.bench_host [--rounds 3] [--calls 200] [--bs 1 4 16 64]   (repository root, a GPU)
+    python -m benchmark.kernels.bench_host [--rounds 3] [--calls 200] [--bs 1 4 16 64] [--providers sglang ours pr02]
+                                          (repository root, a GPU; --providers keeps those of each op that it names)
 Results: $OUT/host-<device>.json (or benchmark/results/).
 """
 
@@ -33,6 +34,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
 import time
 
 import torch
@@ -132,12 +134,38 @@ def providers(bs: int):
     return {"tree_sampling": sampling, "argmax+verify": greedy}
 
 
+PROVIDERS = ("sglang", "ours", "ours_hook", "ours_binder", "ours_2launch", "pr02")  # every op's providers, together
+
+
+def keep(provs: dict, names: list[str] | None) -> dict:
+    """The providers of one op that `names` lists (all without names), in the op's order."""
+    return dict(provs) if not names else {p: fn for p, fn in provs.items() if p in names}
+
+
+def check_providers(names: list[str] | None) -> None:
+    """One line naming the flag and the choices for a name no op has (UserError: exit 2)."""
+    from sglang_kimi_eagle3.errors import UserError
+
+    bad = [n for n in names or () if n not in PROVIDERS]
+    if bad:
+        raise UserError(f"--providers {bad[0]!r}: not a provider; choose from {', '.join(PROVIDERS)}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=3, help="alternating rounds per provider (median reported)")
     ap.add_argument("--calls", type=int, default=200, help="calls per measurement")
     ap.add_argument("--bs", type=int, nargs="+", default=list(BS), help="batch sizes (default: %(default)s)")
+    ap.add_argument("--providers", nargs="+", default=None,
+                    help=f"keep only these providers of each op (of {', '.join(PROVIDERS)}; default: all)")
     args = ap.parse_args()
+    from sglang_kimi_eagle3.errors import UserError
+
+    try:
+        check_providers(args.providers)
+    except UserError as exc:
+        print(f"bench_host: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
     from sglang_kimi_eagle3.base import ENV_KERNELS
     from sglang_kimi_eagle3.ops._host import direct_fallbacks, direct_reason, fast_path_reason
 
@@ -156,6 +184,7 @@ def main() -> None:
     for bs in args.bs:
         ops = providers(bs)
         for op, provs in ops.items():
+            provs = keep(provs, args.providers)
             runs: dict = {p: [] for p in provs}
             for _ in range(args.rounds):
                 for p, fn in provs.items():
