@@ -32,7 +32,7 @@ flight in the old state when a switch is decided); a median per sync interval ke
 Learning together (`Shared`, one per process). SGLang keeps one slot per batch size and a server's batch size moves
 with its load, so on the H200 (2026-12-04, q 0.3 drafter, deployment-shaped pair) every slot paid its own first dwell
 at the launch's steps, its own visit of steps 7 and its own probes, each at 2-3x of a plain step: 50 runtime-state
-switches in 8 minutes and 0.71-0.87x of plain where the off-state alone ran about 0.85-0.95x. Acceptance is the
+switches in 8 minutes and 0.71-0.87x of plain where the off-state's step ratio allows 0.84-0.96x. Acceptance is the
 drafter's and the workload's, not the batch size's, so with a Shared the slots pool it: a slot without its own
 estimate decides on the pooled one (at its first batch: no dwell at the launch's steps), a slot at steps 0 steps up
 when the pooled estimate (read by other slots within the last `wait` batches) says so, and one probe (process-wide
