@@ -11,7 +11,9 @@
   prefill             TTFT-like: latency(max_new 1) of a --prompt-tokens prompt, alone: plain = target prefill,
                       off - plain = the draft's extend over the prompt
 Every request's prompt differs (no prefix-cache hit); the servers (plain, off, and any --also) are read side by side,
-the order rotating every round; medians over --repeats (every reading in the *_all lists) and the median of the
+the order rotating every round, after one uncounted pass per server and level (`warm_step_s`: its first batch of c
+requests; on the H200, 2026-12-04, the first rounds at c 32 / 128 read 1.36x / 1.39x where the next two read
+0.96-1.19x); medians over --repeats (every reading in the *_all lists) and the median of the
 per-round ratios against plain (`*_rounds`). One JSON document, rewritten
 atomically after every level. The modelled seed and pair ratios: `python -m sglang_kimi_eagle3.tiny OUT --preset
 deploy --int4 --ratios-only`. Nothing here imports sglang.
@@ -121,10 +123,13 @@ def main(argv: list[str] | None = None) -> int:
     print(f"prefill {a.prompt_tokens} tokens: target {pre['plain'] * 1e3:.2f} ms, off-state {pre['off'] * 1e3:.2f} ms, "
           f"draft/target {doc['prefill']['ratio']:.4f}", flush=True)
     for c in [int(x) for x in a.concurrency.split(",")]:
+        # one uncounted pass per server at this level (a first batch of c requests: new graph sizes, a new slot)
+        warm = {u: decode_step(u, c, min(8, a.new_tokens), a.timeout) for u in urls}
         ts, os_, *xs = paired(lambda u: decode_step(u, c, a.new_tokens, a.timeout), urls, a.repeats)
         t, o = statistics.median(ts), statistics.median(os_)
         row = {"concurrency": c, "target_step_s": t, "off_step_s": o, "draft_step_s": o - t, "ratio": (o - t) / t,
-               "off_vs_plain": o / t, "target_step_s_all": ts, "off_step_s_all": os_}
+               "off_vs_plain": o / t, "target_step_s_all": ts, "off_step_s_all": os_,
+               "warm_step_s": {"plain": warm[a.plain], "off": warm[a.off], **{n: warm[u] for n, u in also}}}
         # the per-round ratios (each round's readings were taken side by side): steadier than a ratio of medians
         # where plain's own step moves between rounds
         row["off_vs_plain_rounds_median"], row["off_vs_plain_rounds"] = _vs_plain(os_, ts)

@@ -61,3 +61,20 @@ def test_a_malformed_also_is_refused_naming_the_flag(capsys):
     with pytest.raises(SystemExit) as e:
         step_ratio.main(["--plain", "http://a", "--off", "http://b", "--json", "x", "--also", "offext"])
     assert e.value.code == 2 and "--also 'offext': expected NAME=http://HOST:PORT" in capsys.readouterr().err
+
+
+def test_each_level_starts_with_one_uncounted_pass_per_server(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(step_ratio, "batch_latency", lambda u, c, p, n, to: 0.1)
+    monkeypatch.setattr(step_ratio, "decode_step", lambda u, c, n, to: calls.append((u, c, n)) or 0.01 * len(calls))
+    out = tmp_path / "ratio.json"
+    assert step_ratio.main(["--plain", "http://p", "--off", "http://o", "--json", str(out), "--concurrency", "1,4",
+                            "--repeats", "2", "--new-tokens", "16"]) == 0
+    # per level: the warm pass of each server (8 new tokens), then the rotated rounds (16)
+    assert calls == [("http://p", 1, 8), ("http://o", 1, 8), ("http://p", 1, 16), ("http://o", 1, 16),
+                     ("http://o", 1, 16), ("http://p", 1, 16),
+                     ("http://p", 4, 8), ("http://o", 4, 8), ("http://p", 4, 16), ("http://o", 4, 16),
+                     ("http://o", 4, 16), ("http://p", 4, 16)]
+    doc = json.loads(out.read_text())
+    assert doc["decode"][0]["warm_step_s"] == {"plain": 0.01, "off": 0.02}
+    assert doc["decode"][0]["target_step_s_all"] == [0.03, 0.06]  # the counted readings leave the warm ones out
