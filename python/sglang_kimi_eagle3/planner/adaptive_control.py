@@ -39,7 +39,8 @@ when the pooled estimate (read by other slots within the last `wait` batches) sa
 back-off) refreshes it for all. Without any estimate yet, the first decision comes after `probe_batches`, not a
 whole dwell. A state a slot has not read is priced from another slot's synced reading, scaled by this slot's own
 readings of the states both read. A positive candidate is visited to be read only where it could win: priced at the
-most favourable ratio read anywhere, it must beat the best read state (at acceptance 0.3 steps 7 never could). All
+most favourable of the model and every ratio read anywhere, it must beat the best read state, and at the model's
+relative prices the off-state (at acceptance 0.3 steps 7 never could). All
 of it is driven by the counts and the synced readings, in the order every TP rank sees them: still the same decision
 on every rank.
 """
@@ -65,7 +66,6 @@ class Shared:
     since: int = 0  # batches of any slot since acceptance was last observed
     wait: int = 256  # batches without an observation before a slot at steps 0 probes
     corr: dict = field(default_factory=dict)  # steps -> the latest synced measured / modelled ratio, any slot
-    explored: set = field(default_factory=set)
     probes: int = 0
     failed_probes: int = 0
     cache: tuple = (None, None)  # ((steps, ema), alpha): alpha_from_tau once per new estimate
