@@ -18,11 +18,14 @@ the bundled table says), `ours_binder` (the same kernels through Triton's binder
 on every call: the path before launch plans), and for argmax + verify `ours_2launch` (the plan with the table's
 config but "fused": false: split argmax and walk as two launches, the path before the one-launch kernel); for tree
 sampling `pr02` (upstream PR 02's default path: its guards and the one fused launch through Triton's binder, kept
-workspaces: what DISPATCH would record a win for).
+workspaces: what DISPATCH would record a win for). `ours` and `ours_direct` are the same op and config in plans of
+their own: `ours` launches through the compiled kernel's launcher (compiled.run), `ours_direct` through Triton's C
+launch itself (its plan's first call made with SGLANG_KIMI_EAGLE3_DIRECT_LAUNCH=1), so one run separates the direct
+launch's saving; `ours_hook` follows the variable as set for the process.
 Rounds alternate the providers (A B C D A B C D ...); the row is the
 median over rounds, with min and max. The file's `fast_path` says whether the compiled launchers ran ("" = yes),
-`direct_launch` whether Steps called Triton's C launch itself (opt-in: SGLANG_KIMI_EAGLE3_DIRECT_LAUNCH=1; run the
-benchmark once with and once without it), `direct_fallbacks` the kernels that kept compiled.run and why.
+`direct_launch` whether the other Steps called Triton's C launch itself (opt-in: SGLANG_KIMI_EAGLE3_DIRECT_LAUNCH=1),
+`direct_fallbacks` the kernels that kept compiled.run and why.
 
     python -m benchmark.kernels.bench_host [--rounds 3] [--calls 200] [--bs 1 4 16 64] [--providers sglang ours pr02]
                                           (repository root, a GPU; --providers keeps those of each op that it names)
@@ -79,6 +82,30 @@ def measure(fn, calls: int) -> dict:
     return {"host_us": host, "gpu_us": gpu, "eager_us": eager}
 
 
+def planned_with(direct: bool, fn):
+    """fn (an op call whose plan is its own) with its plan's first call made under SGLANG_KIMI_EAGLE3_DIRECT_LAUNCH
+    = 1 or 0, so its Steps keep the C launch or compiled.run whatever the process's setting; later calls as is."""
+    from sglang_kimi_eagle3.ops._host import ENV_DIRECT
+
+    first = [True]
+
+    def run():
+        if not first:
+            return fn()
+        before = os.environ.get(ENV_DIRECT)
+        os.environ[ENV_DIRECT] = "1" if direct else "0"
+        try:
+            return fn()
+        finally:
+            first.clear()
+            if before is None:
+                os.environ.pop(ENV_DIRECT, None)
+            else:
+                os.environ[ENV_DIRECT] = before
+
+    return run
+
+
 PR02_LAUNCH = {"num_warps": 8, "tiles_per_program": 1}  # upstream PR 02's LAUNCH (N <= 16), the fused kernel's keys
 
 
@@ -114,7 +141,12 @@ def providers(bs: int):
         ts.check_sampling_inputs(b, n, coins, final, probs, d, 1.0, 1.0)
         ts.launch_sampling_fused(*o, cand, ridx, nxt, sib, coins, final, probs, d, 1.0, 1.0, s_, PR02_LAUNCH)
 
-    sampling = {"sglang": lambda: sg(**kw), "ours": lambda: ts.tree_speculative_sampling(**kw),
+    # ours / ours_direct: a copy of the launch table each (the same configs), so a plan key of their own (the key
+    # names the table by identity): neither shares ours_hook's plan
+    t_ours, t_direct = dict(launch_table(dev)), dict(launch_table(dev))
+    sampling = {"sglang": lambda: sg(**kw),
+                "ours": planned_with(False, lambda: ts.tree_speculative_sampling(**kw, table=t_ours)),
+                "ours_direct": planned_with(True, lambda: ts.tree_speculative_sampling(**kw, table=t_direct)),
                 "ours_hook": lambda: verify_kernels.tree_sampling_hook(sg, **kw), "ours_binder": sampling_binder,
                 "pr02": sampling_pr02}
     gc, gr, gn, gs, logits, gs_s = greedy_inputs(bs, N)
@@ -128,13 +160,16 @@ def providers(bs: int):
                              lambda: av.argmax_verify_greedy(*go, gc, gr, gn, gs, logits), sglang_greedy)
 
     two = dict(av.argmax_config(bs * N, V, bs, N, dev, None, None), fused=False)  # the table's config, two launches
-    greedy = {"sglang": sglang_greedy, "ours": lambda: av.argmax_verify_greedy(*go, gc, gr, gn, gs, logits),
+    greedy = {"sglang": sglang_greedy,
+              "ours": planned_with(False, lambda: av.argmax_verify_greedy(*go, gc, gr, gn, gs, logits, table=t_ours)),
+              "ours_direct": planned_with(True, lambda: av.argmax_verify_greedy(*go, gc, gr, gn, gs, logits,
+                                                                                 table=t_direct)),
               "ours_hook": ours_greedy_hook, "ours_binder": lambda: av.launch_binder(*go, gc, gr, gn, gs, logits),
               "ours_2launch": lambda: av.argmax_verify_greedy(*go, gc, gr, gn, gs, logits, config=two)}
     return {"tree_sampling": sampling, "argmax+verify": greedy}
 
 
-PROVIDERS = ("sglang", "ours", "ours_hook", "ours_binder", "ours_2launch", "pr02")  # every op's providers, together
+PROVIDERS = ("sglang", "ours", "ours_direct", "ours_hook", "ours_binder", "ours_2launch", "pr02")  # every op's providers, together
 
 
 def keep(provs: dict, names: list[str] | None) -> dict:

@@ -559,3 +559,30 @@ def test_the_direct_launch_is_opt_in(c_launch, monkeypatch):
     assert _host.direct_fallbacks() == {"fake_kernel": _host.NOT_VERIFIED}
     if not _host.fast_path_reason():
         assert _host.direct_reason() == _host.NOT_VERIFIED
+
+
+@from_38
+def test_bench_hosts_ours_and_ours_direct_plans_launch_each_their_way(c_launch, monkeypatch):
+    """benchmark/kernels/bench_host.py's `ours` and `ours_direct` separate the direct launch's saving in one run: a plan
+    first called through planned_with(False) keeps compiled.run and one through planned_with(True) the C launch,
+    whatever the process's setting, which each call leaves as it found it."""
+    import os
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from benchmark.kernels.bench_host import planned_with
+
+    for process in ("1", None):
+        if process is None:
+            monkeypatch.delenv(_host.ENV_DIRECT)
+        run, direct = _step(c_launch), _step(c_launch)
+        seen = []
+        via_run = planned_with(False, lambda: (seen.append(os.environ.get(_host.ENV_DIRECT)), run(*ARGS)))
+        via_direct = planned_with(True, lambda: (seen.append(os.environ.get(_host.ENV_DIRECT)), direct(*ARGS)))
+        for _ in range(2):
+            via_run()
+            via_direct()
+        assert run.handle is not None and run.direct is None
+        assert direct.direct is not None and direct.handle is None
+        assert seen == ["0", "1", process, process] and os.environ.get(_host.ENV_DIRECT) == process
