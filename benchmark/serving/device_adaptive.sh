@@ -30,7 +30,8 @@
 # start's wait for the first server), DA_PREBUILD (1: step 0), DA_PREBUILD_S, DA_OFFSKIP (0; 1: a sixth server, the off-state with
 # SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND=1, and its step ratio), DA_OFFEXT (0; 1: the off-state with
 # SGLANG_KIMI_EAGLE3_OFFSTATE=off, port 30507: SGLang's extend-kernel verify; `off` has the hook at every bs), DA_ALONE (0; 1: `alone`,
-# port 30508: ours with SGLANG_KIMI_EAGLE3_ADAPTIVE_POOL=off), DA_SKIP (servers not
+# port 30508: ours with SGLANG_KIMI_EAGLE3_ADAPTIVE_POOL=off), DA_SKIPEXT (0; 1: `skipext`, port 30509: ours with
+# SGLANG_KIMI_EAGLE3_OFFSTATE_EXTEND=skip), DA_SKIP (servers not
 # started, e.g. "sglang"), DA_ANATOMY_SERVERS ("off plain fixed"), DA_ANATOMY (0; 1: step 3b, c 128 in start, the rest of DA_ANATOMY_LEVELS ("128 1") in measure within DA_ANATOMY_S 150 per level), DA_RATIOS (step ratios of "off offskip"), DA_RATIO_S (100), DA_RATIO_CONC (1,8,32,128), DA_RATIO_REPEATS (3), DA_E2E_SKIP (names left out of the rounds, e.g. "off offskip"), DA_LOADSTEP (0; 1: the load step before the rounds, DA_LOADSTEP_SERVERS / _SCHEDULE / _ROUNDS / _S), DA_MOE (auto: SGLang's choice, Marlin on SM90; triton: no JIT build), DA_OWN_TRITON (0: one Triton cache for all servers), DA_START_END_S (560: DA_STEP=start waits for every server until then), DA_WORK (/tmp/da).
 set -uo pipefail
 T0=$(date +%s)
@@ -144,6 +145,9 @@ if os.environ.get("DA_OFFEXT", "0") == "1":  # the off-state as SGLang runs it w
 if os.environ.get("DA_ALONE", "0") == "1":  # ours with each batch-size slot learning alone (the controller before
     # pooling, SGLANG_KIMI_EAGLE3_ADAPTIVE_POOL=off): the pool's effect side by side
     servers.append(("alone", 30508, spec_args(draft, "chain"), {"SGLANG_KIMI_EAGLE3_ADAPTIVE_POOL": "off"}))
+if os.environ.get("DA_SKIPEXT", "0") == "1":  # ours with SGLANG_KIMI_EAGLE3_OFFSTATE_EXTEND=skip: while every slot is
+    # off, SGLang's draft extend is skipped (its own flag, driven per process; a step up primed by two extended batches)
+    servers.append(("skipext", 30509, spec_args(draft, "chain"), {"SGLANG_KIMI_EAGLE3_OFFSTATE_EXTEND": "skip"}))
 skip = os.environ.get("DA_SKIP", "").split()  # servers not started, e.g. "sglang"
 servers = [s for s in servers if s[0] not in skip]
 spec = {"servers": [], "baseline": "plain"}

@@ -27,6 +27,7 @@ ENV_ADAPTIVE = "SGLANG_KIMI_EAGLE3_ADAPTIVE"
 ENV_OFFSTATE = "SGLANG_KIMI_EAGLE3_OFFSTATE"
 ENV_ADAPTIVE_MEASURE = "SGLANG_KIMI_EAGLE3_ADAPTIVE_MEASURE"
 ENV_ADAPTIVE_POOL = "SGLANG_KIMI_EAGLE3_ADAPTIVE_POOL"
+ENV_OFFSTATE_EXTEND = "SGLANG_KIMI_EAGLE3_OFFSTATE_EXTEND"
 
 _ON = ("1", "true", "on", "yes")
 _OFF = ("0", "false", "off", "no")
@@ -39,6 +40,9 @@ CHOICES = {
     ENV_OFFSTATE: (("auto", "on", "off"), "auto"),  # integration/hooks/offstate_attention.py
     ENV_ADAPTIVE_MEASURE: (("on", "off"), "on"),  # integration/hooks/adaptive_control.py (measured costs)
     ENV_ADAPTIVE_POOL: (("on", "off"), "on"),  # integration/hooks/adaptive_control.py (slots learn together)
+    # integration/hooks/adaptive_control.py: keep SGLang's per-step draft extend at steps 0, or skip it while every slot
+    # is off (opt-in until measured live)
+    ENV_OFFSTATE_EXTEND: (("keep", "skip"), "keep"),
 }
 
 
@@ -142,7 +146,7 @@ def env_errors() -> list[str]:
     out = []
     for check in (enabled, lambda: env_choice(ENV_KERNELS), lambda: env_choice(ENV_PREFLIGHT),
                   lambda: env_choice(ENV_WARMUP), lambda: env_choice(ENV_ADAPTIVE), lambda: env_choice(ENV_OFFSTATE),
-                  resolve_policy):
+                  lambda: env_choice(ENV_OFFSTATE_EXTEND), resolve_policy):
         try:
             check()
         except UserError as exc:

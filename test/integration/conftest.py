@@ -1,5 +1,6 @@
 """Per-test state of the plugin's process-wide hooks, reset where a test could leave it for the next."""
 
+import os
 import sys
 
 import pytest
@@ -10,10 +11,17 @@ def _fresh_adaptive_pool():
     """The adaptive controller's slots of one process share one pool (hooks/adaptive_control._POOL): each test starts
     with none, as a fresh scheduler process does. Without `monkeypatch`: an autouse fixture holding it would set it up
     before a test's own fixtures and so undo the test's patches before their teardowns run."""
-    hook = sys.modules.get("sglang_kimi_eagle3.integration.hooks.adaptive_control")
-    if hook is not None:
-        hook._POOL.clear()
+    _reset()
     yield
+    _reset()
+
+
+def _reset():
+    """The pool, the slots, the off-state extend policy, and SGLang's variable that policy sets in this process."""
     hook = sys.modules.get("sglang_kimi_eagle3.integration.hooks.adaptive_control")
     if hook is not None:
         hook._POOL.clear()
+        hook._SLOTS.clear()
+        if hook._OFF and hook._OFF[0] is not None:
+            os.environ.pop(hook.SKIP_VAR, None)
+        hook._OFF.clear()

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from sglang_kimi_eagle3.planner import adaptive_table as T, profiles
 from sglang_kimi_eagle3.planner.adaptive import check
-from sglang_kimi_eagle3.planner.adaptive_control import Controller, Shared
+from sglang_kimi_eagle3.planner.adaptive_control import Controller, OffSkip, Shared
 from sglang_kimi_eagle3.planner.costs import from_profile
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -339,3 +339,29 @@ def test_pooled_slots_decide_the_same_on_every_rank():
         _serve(_server(True), lambda i: 0.2 if (i // 3000) % 2 else 0.85, 9000, trace=trace)
         traces.append(trace)
     assert traces[0] == traces[1] == traces[2] and sum(new is not None for _, new in traces[0]) > 3
+
+
+def test_the_off_state_skips_its_extend_only_while_every_slot_is_off_and_primes_a_step_up():
+    """OffSkip: skipping starts after quiet batches in a row at steps 0 with every slot off; a step up while the
+    draft state may be stale waits for prime batches (skipping stops at once) and then reaches SGLang; a mixed
+    server (a slot positive) never skips; the first skipped batch asks for the unvisited slots to be parked."""
+    off = OffSkip(quiet_batches=4, prime_batches=2)
+    for i in range(3):
+        assert off.ran(0, True) == ([], False) and not off.skipping
+    assert off.ran(0, True) == ([], True) and off.skipping and off.stale()  # the 4th in a row: on, park now
+    assert off.ran(0, True) == ([], False) and off.skipped == 1
+    off.defer("bs8", 3)  # a slot's controller stepped up: held
+    assert not off.skipping and off.pending == {"bs8": 3} and off.primes == 1
+    assert off.ran(0, False) == ([], False) and off.pending  # one batch in flight from before (skipped)
+    assert off.ran(0, False) == (["bs8"], False) and not off.pending  # the second ran its extend: apply now
+    assert not off.skipping
+    off.ran(3, False)  # the slot runs positive: no skipping in a mixed server, however long
+    for _ in range(20):
+        off.ran(0, False)
+    assert not off.skipping and not off.stale()  # long past the last skipped batch: a step up needs no prime
+    assert off.ran(0, True)[1] and off.skipping  # every slot off now, the batches before at 0 too: at once
+    off.ran(2, True)  # a positive batch (a slot stepped up without a prime, e.g. long after) resets the run
+    assert not off.skipping and off.stale()  # within prime batches of a skipped one
+    for _ in range(3):
+        off.ran(0, True)
+    assert not off.skipping and off.ran(0, True)[1]

@@ -212,6 +212,11 @@ class Controller:
                 if self.shared is not None:
                     self.shared.corr[s] = self.corr[s]
 
+    def park(self) -> None:
+        """To steps 0 without a decision: a slot that has run no batch, before the off-state skips its draft extend
+        (OffSkip); it then steps up as any slot at 0 does."""
+        self._switch(0, "park")
+
     def _switch(self, new: int, why: str) -> int:
         self.history = (self.history + [(self.seen, self.steps, new, why)])[-16:]
         self.steps, self.batches, self.ema, self.switches = new, 0, None, self.switches + 1
@@ -325,3 +330,64 @@ class Controller:
             self.probing, self.probes = True, self.probes + 1
             return self._switch(positive[0], "probe")
         return None
+
+
+@dataclass(slots=True)
+class OffSkip:
+    """When one process's off-state may skip SGLang's per-step draft extend (pure: the hook drives SGLang's
+    SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND from `skipping`, every TP rank at the same batch).
+
+    At steps 0 SGLang still runs one draft forward per step over every request's new token, so that the draft's KV
+    and last hidden state are current when a slot steps up again: on the H200 that extend was most of what the
+    off-state cost above a plain step (2026-12-03, Triton MoE: 0.87 / 1.03x of plain at c 1 / 8 without it, 1.24-1.35x
+    with it). Skipping it keeps every output exact (the target verifies every token; the draft only proposes) and
+    costs acceptance after a step up: the first draft would start from SGLang's zeroed stubs, and the draft KV of the
+    tokens decoded while skipping stays unwritten for the requests that lived through it. So:
+      - it skips only while every slot that has run a batch is at steps 0 (a mixed server, one slot positive, keeps
+        SGLang's extend: the next batch may be that slot's) and after `quiet_batches` verified batches in a row at 0;
+      - a slot leaving 0 while the draft state may be stale (skipping now, or within the last `prime_batches`
+        batches) waits: skipping stops at once, and its switch reaches SGLang only after `prime_batches` more
+        verified batches (their extends run: with SGLang's overlap scheduler one batch is already in flight when a
+        decision is taken), so its first draft reads a real hidden state;
+      - a slot that has run no batch yet sits at the launch's steps: `turned_on` asks the caller to park such slots
+        at 0 before the first skipped batch, so no positive batch follows a skipped one unprimed."""
+    quiet_batches: int = 4
+    prime_batches: int = 2
+    zero_run: int = 0  # verified batches in a row at steps 0 (any slot)
+    since_on: int = 1 << 30  # verified batches since one ran while skipping
+    pending: dict = field(default_factory=dict)  # slot key -> its controller's new steps, waiting for the prime
+    primed: int = 0  # verified batches since the first pending switch
+    skipping: bool = False
+    skipped: int = 0  # verified batches that ran while skipping
+    primes: int = 0  # step ups that waited for a prime
+
+    def ran(self, steps: int, all_zero: bool) -> tuple[list, bool]:
+        """A batch SGLang ran at `steps` was verified; `all_zero`: every slot that has run a batch is at steps 0 (a
+        pending slot counts as positive). Returns (the pending slot keys now primed: apply their switches, whether
+        skipping just turned on: park the slots that have run no batch)."""
+        self.zero_run = self.zero_run + 1 if steps == 0 else 0
+        if self.skipping:
+            self.skipped += 1
+            self.since_on = 0
+        else:
+            self.since_on += 1
+        ready = []
+        if self.pending:
+            self.primed += 1
+            if self.primed >= self.prime_batches:
+                ready, self.pending, self.primed = list(self.pending), {}, 0
+        was = self.skipping
+        self.skipping = not self.pending and not ready and all_zero and self.zero_run >= self.quiet_batches
+        return ready, self.skipping and not was
+
+    def stale(self) -> bool:
+        """The draft state may be stale: skipping now, or a skipped batch within the last `prime_batches`."""
+        return self.skipping or self.since_on <= self.prime_batches
+
+    def defer(self, key, steps: int) -> None:
+        """A slot's controller left steps 0 for `steps` while stale(): skipping stops, its switch waits for the prime."""
+        if not self.pending:
+            self.primed = 0
+        self.pending[key] = steps
+        self.skipping = False
+        self.primes += 1

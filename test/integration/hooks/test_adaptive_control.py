@@ -1,6 +1,7 @@
 """The adaptive_control hook on SGLang's real AdaptiveStepSlot: a controller that raises never reaches the scheduler
 (the slot goes back to SGLang's own update, the status row says failed)."""
 
+import os
 import re
 
 import pytest
@@ -110,3 +111,84 @@ def test_without_a_reading_the_state_is_built_and_nothing_is_claimed(monkeypatch
     hookstatus.record(hook.STATES, hook.STATES_TARGET, "registered", "queued")
     assert hook._build_state(lambda w, s, n: (w, s, n), "w", 1, 2) == ("w", 1, 2)
     assert hookstatus.get(hook.STATES).state == "registered"  # no number made up
+
+
+def _off_slots(monkeypatch, policy):
+    from sglang_kimi_eagle3.base import ENV_ADAPTIVE_MEASURE, ENV_OFFSTATE_EXTEND
+
+    monkeypatch.setenv(ENV_OFFSTATE_EXTEND, policy)
+    monkeypatch.setenv(ENV_ADAPTIVE_MEASURE, "off")
+    monkeypatch.setattr(hook, "_CORR", {})
+    return _slot("1"), _slot("8")
+
+
+def test_the_off_state_skips_sglangs_draft_extend_while_every_slot_is_off_and_primes_a_step_up(monkeypatch):
+    """SGLANG_KIMI_EAGLE3_OFFSTATE_EXTEND=skip on SGLang's real slots: once the bs-1 slot is off and four batches ran
+    at 0, SGLang's own variable is set in the process and the unvisited bs-8 slot is parked at 0 (no positive batch
+    may follow a skipped one); the probe's step up is held two batches with the variable back at 0 (their extends
+    run), then reaches SGLang; with a slot positive it never skips."""
+    monkeypatch.delenv(hook.SKIP_VAR, raising=False)
+    one, eight = _off_slots(monkeypatch, "skip")
+    ctl = one._kimi_eagle3_ctl
+    for _ in range(ctl.probe_batches):
+        one.update([0])
+    assert one.current_steps == 0 and eight.current_steps == 3 and hook.SKIP_VAR not in os.environ
+    for _ in range(3):
+        one.update([0])
+    assert hook.SKIP_VAR not in os.environ
+    one.update([0])  # the 4th batch at 0 with every visited slot off
+    assert os.environ[hook.SKIP_VAR] == "1" and eight.current_steps == 0 and eight._kimi_eagle3_ctl.steps == 0
+    assert sdk_envs().SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND.get() is True  # what SGLang's worker reads
+    n = 0
+    while one.update([0]) is False and n < 10000:  # at 0 until the pooled probe
+        n += 1
+        if ctl.steps > 0:
+            break
+    assert ctl.steps > 0 and ctl.probing and one.current_steps == 0  # the controller probes; SGLang's slot waits
+    assert os.environ[hook.SKIP_VAR] == "0"
+    assert one.update([0]) is False and one.current_steps == 0  # the batch in flight
+    assert one.update([0]) is True and one.current_steps == ctl.steps > 0  # primed: SGLang switches now
+    assert os.environ[hook.SKIP_VAR] == "0"
+    for _ in range(8):
+        eight.update([0] * 8)
+    assert os.environ[hook.SKIP_VAR] == "0"  # a slot is positive: SGLang's extend every step
+    row = hookstatus.get(hook.EXTEND)
+    assert row.state == "applied" and "1 step ups primed" in row.detail, row.detail
+    # counted where an operator reads them: each toggle of SGLang's variable, the park and the primed step up
+    assert {k[2] for k, n in hookstatus.count_items() if k[0] == hook.EXTEND and n} >= {"skip on", "skip off"}
+    assert {k[3] for k, n in hookstatus.count_items() if k[0] == hook.NAME and n} >= {"park", "primed"}
+
+
+@pytest.mark.parametrize("case", ["keep", "operator"])
+def test_the_off_state_extend_is_sglangs_by_default_and_an_operators_setting_is_left_alone(monkeypatch, case):
+    if case == "operator":
+        monkeypatch.setenv(hook.SKIP_VAR, "false")
+    else:
+        monkeypatch.delenv(hook.SKIP_VAR, raising=False)
+    one, _eight = _off_slots(monkeypatch, "skip" if case == "operator" else "keep")
+    for _ in range(one._kimi_eagle3_ctl.probe_batches + 50):
+        one.update([0])
+    assert one.current_steps == 0
+    assert os.environ.get(hook.SKIP_VAR) == ("false" if case == "operator" else None)
+    row = hookstatus.get(hook.EXTEND)
+    assert row.state == "skipped" and ("set by the operator" if case == "operator" else "=keep") in row.detail
+
+
+def sdk_envs():
+    from sglang.srt.environ import envs
+
+    return envs
+
+
+def test_sglangs_worker_reads_the_variable_at_every_steps_zero_step():
+    """The variable this policy drives is what SGLang 0.5.23's EAGLE worker reads, per step, at steps 0 (a release
+    that renames it or reads it once fails here, not silently in a server)."""
+    import inspect
+
+    from sglang.srt.speculative.eagle_worker_v2 import EAGLEWorkerV2
+
+    src = " ".join(inspect.getsource(EAGLEWorkerV2.forward_batch_generation).split())
+    assert ("self.speculative_num_steps == 0 and envs.SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND.get() ): "
+            "self._stub_skipped_draft_extend(batch, batch_output)") in src
+    env = sdk_envs().SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND
+    assert env.name == hook.SKIP_VAR

@@ -24,6 +24,12 @@ How: after SGLang's __init__, a slot whose entry carries `kimi_eagle3` (only tab
   Pooled learning (SGLANG_KIMI_EAGLE3_ADAPTIVE_POOL, default on): every slot of a process gets the same
   planner/adaptive_control.Shared, so the slots decide on one acceptance estimate, one probe back-off and each
   other's cost readings (on the H200, 2026-12-04, each slot learning alone ran a q 0.3 server at 0.71-0.87x of plain).
+  The off-state's draft extend (SGLANG_KIMI_EAGLE3_OFFSTATE_EXTEND=skip, opt-in): while every slot of the process is
+  at steps 0, SGLang's own SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND is set in this process (SGLang reads it every
+  step), so the off-state stops running a draft forward per step; a slot leaving 0 first has its switch held for two
+  verified batches with the extend back on (planner/adaptive_control.OffSkip). Outputs stay exact; the draft KV of the
+  tokens decoded while skipping is not written (acceptance after a step up). An operator's own setting of SGLang's
+  variable wins (never touched). Row `offstate_extend`.
 Status rows: `adaptive_control` registered/applied (HookRegistry patched the target), skipped
   (SGLANG_KIMI_EAGLE3_ADAPTIVE=off), failed (the target is missing or was not patched); `adaptive_clock` the same, also
   skipped with SGLANG_KIMI_EAGLE3_ADAPTIVE_MEASURE=off; `adaptive_states` measures each runtime state SGLang builds
@@ -33,10 +39,11 @@ Remove when: SGLang's slot has dwell, hysteresis and probe back-off of its own.
 
 from __future__ import annotations
 
+import os
 import time
 import types
 
-from ...base import ENV_ADAPTIVE, ENV_ADAPTIVE_MEASURE, ENV_ADAPTIVE_POOL, env_choice, logger
+from ...base import ENV_ADAPTIVE, ENV_ADAPTIVE_MEASURE, ENV_ADAPTIVE_POOL, ENV_OFFSTATE_EXTEND, env_choice, logger
 from ...status import hookstatus
 from .. import registry
 
@@ -62,13 +69,22 @@ CLOCK_TARGET = ("sglang.srt.managers.scheduler_components.batch_result_processor
                 ".process_batch_result_prefill")
 
 
+# The off-state's draft extend: SGLang's variable (read by EAGLEWorkerV2.forward_batch_generation at every steps-0
+# step), which this process sets while skipping (OffSkip) under SGLANG_KIMI_EAGLE3_OFFSTATE_EXTEND=skip.
+EXTEND = "offstate_extend"
+SKIP_VAR = "SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND"
+EXTEND_TARGET = f"sglang.srt.environ.envs.{SKIP_VAR}"
+
+
 def install() -> None:
     registry.register(STATES, STATES_TARGET, _build_state, "around")
     if env_choice(ENV_ADAPTIVE) == "off":
         hookstatus.record(NAME, TARGET, "skipped", f"{ENV_ADAPTIVE}=off: SGLang's own slot logic everywhere")
         hookstatus.record(CLOCK, CLOCK_TARGET, "skipped", f"{ENV_ADAPTIVE}=off: no controller to time")
+        hookstatus.record(EXTEND, EXTEND_TARGET, "skipped", f"{ENV_ADAPTIVE}=off: no controller")
         return
     registry.register(NAME, TARGET, _init, "around")
+    extend_policy()
     if env_choice(ENV_ADAPTIVE_MEASURE) == "off":
         hookstatus.record(CLOCK, CLOCK_TARGET, "skipped", f"{ENV_ADAPTIVE_MEASURE}=off: the costs stay modelled")
         return
@@ -133,9 +149,70 @@ def attach(slot, entry: dict) -> None:
     slot.current_steps = slot._kimi_eagle3_ctl.steps
     slot._kimi_eagle3_bs = entry.get("bs")
     slot.update = types.MethodType(_update, slot)
+    if not any(s is slot for s in _SLOTS):
+        _SLOTS.append(slot)
+    off = extend_policy()
+    if off is not None:
+        hookstatus.record(EXTEND, EXTEND_TARGET, "applied", extend_detail(off))
 
 
 _POOL: list = []  # [Shared]: this process's slots learn together (one scheduler, one pool)
+_SLOTS: list = []  # the slots attached in this process (OffSkip reads their steps)
+_OFF: list = []  # [OffSkip or None]: this process's off-state extend policy, resolved once
+
+
+def extend_policy():
+    """This process's OffSkip under SGLANG_KIMI_EAGLE3_OFFSTATE_EXTEND=skip, else None (SGLang's extend at every
+    steps-0 step, untouched); also None, the variable untouched, where the operator set SGLang's variable. Resolved
+    once per process; the row says which."""
+    if not _OFF:
+        from ...planner.adaptive_control import OffSkip
+
+        if env_choice(ENV_OFFSTATE_EXTEND) != "skip":
+            _OFF.append(None)
+            hookstatus.record(EXTEND, EXTEND_TARGET, "skipped", f"{ENV_OFFSTATE_EXTEND}=keep: SGLang's draft extend at "
+                              "every steps-0 step")
+        elif SKIP_VAR in os.environ:
+            _OFF.append(None)
+            hookstatus.record(EXTEND, EXTEND_TARGET, "skipped", f"{SKIP_VAR}={os.environ[SKIP_VAR]} set by the operator: "
+                              "left as set")
+        else:
+            _OFF.append(OffSkip())
+            hookstatus.record(EXTEND, EXTEND_TARGET, "registered", f"{ENV_OFFSTATE_EXTEND}=skip: the off-state will "
+                              "skip SGLang's draft extend while every slot of ours is at steps 0")
+    return _OFF[0]
+
+
+def extend_detail(off) -> str:
+    return (f"{ENV_OFFSTATE_EXTEND}=skip: the off-state skips SGLang's draft extend while every slot is at steps 0 "
+            f"({'skipping now' if off.skipping else 'not skipping now'}; {off.skipped} batches skipped, "
+            f"{off.primes} step ups primed)")
+
+
+def _set_skip(off) -> None:
+    """SGLang's variable as `off` says: "1" while skipping, "0" after (unset before the first skip); written only on a
+    change, counted."""
+    now = os.environ.get(SKIP_VAR)
+    if off.skipping != (now == "1") and (off.skipping or now is not None):
+        os.environ[SKIP_VAR] = "1" if off.skipping else "0"
+        hookstatus.count(EXTEND, "ours", "skip on" if off.skipping else "skip off")
+        hookstatus.record(EXTEND, EXTEND_TARGET, "applied", extend_detail(off))
+        hookstatus.bump()
+
+
+def _all_zero() -> bool:
+    """Every slot of this process that has run a batch is at steps 0 (a slot whose step up waits counts positive)."""
+    return all(s._kimi_eagle3_ctl.steps == 0 for s in _SLOTS if s._kimi_eagle3_ctl.seen > 0)
+
+
+def _park_unvisited() -> None:
+    """Slots that have run no batch (still at the launch's steps) go to steps 0 before the first skipped batch."""
+    for s in _SLOTS:
+        ctl = s._kimi_eagle3_ctl
+        if ctl.seen == 0 and ctl.steps > 0:
+            ctl.park()
+            s.current_steps = 0
+            hookstatus.count(NAME, "ours", f"steps {ctl.history[-1][1]}->0", "park")
 
 
 def pool(entry: dict):
@@ -251,10 +328,21 @@ def _sync_fn():
 
 def _update(slot, num_correct_drafts_per_req) -> bool:
     ctl = slot._kimi_eagle3_ctl
-    old = ctl.steps
     now = time.perf_counter()
     last, _LAST[0] = _LAST[0], now
     wall_us = (now - last) * 1e6 if last is not None and now - last < MAX_WALL_S else None
+    off = _OFF[0] if _OFF else None
+    if off is not None and num_correct_drafts_per_req:
+        try:
+            held = _off_step(slot, off)
+        except Exception as exc:  # never take the scheduler down: SGLang's extend everywhere from now on
+            _OFF[0] = None
+            os.environ.pop(SKIP_VAR, None)
+            hookstatus.record(EXTEND, EXTEND_TARGET, "failed", f"raised, SGLang's extend back: {type(exc).__name__}: {exc}")
+            held = None
+        if held is not None:
+            return held
+    old = ctl.steps
     syncs = ctl.syncs
     try:
         new = ctl.update(list(num_correct_drafts_per_req), wall_us, _sync_fn() if ctl.measure else None)
@@ -266,9 +354,32 @@ def _update(slot, num_correct_drafts_per_req) -> bool:
         return slot.update(num_correct_drafts_per_req)
     if new is None:
         return False
-    slot.current_steps = new
     why = ctl.history[-1][3]
+    if off is not None and _OFF[0] is off and old == 0 < new and off.stale():
+        off.defer(id(slot), new)  # SGLang's slot stays at 0 until the prime (_off_step)
+        _set_skip(off)
+        hookstatus.count(NAME, "ours", f"steps {old}->{new}", "primed")
+        return False
+    slot.current_steps = new
     kind = why if why in ("probe", "explore") else "back" if why.startswith("probe did not") else "cost"
     hookstatus.count(NAME, "ours", f"steps {old}->{new}", kind)
     logger().debug("adaptive steps %s -> %s (%s; switch %d)", old, new, why, ctl.switches)
     return True
+
+
+def _off_step(slot, off):
+    """OffSkip's part of one verify result of `slot`: the batch counted, the primed switches applied (SGLang reads
+    each slot's current_steps at its next batch), skipping set. Returns what the slot's update returns while its own
+    switch waits or was just applied (False / True), else None (the controller decides)."""
+    ran = slot.current_steps  # the steps SGLang ran this slot's batch at
+    waiting = id(slot) in off.pending
+    ready, turned_on = off.ran(ran, _all_zero() and not off.pending)
+    for s in _SLOTS:
+        if id(s) in ready:
+            s.current_steps = s._kimi_eagle3_ctl.steps
+    if turned_on:
+        _park_unvisited()
+    _set_skip(off)
+    if id(slot) in ready:
+        return True
+    return False if waiting else None
