@@ -192,3 +192,14 @@ def test_sglangs_worker_reads_the_variable_at_every_steps_zero_step():
             "self._stub_skipped_draft_extend(batch, batch_output)") in src
     env = sdk_envs().SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND
     assert env.name == hook.SKIP_VAR
+
+
+def test_a_slot_that_cannot_go_to_steps_zero_keeps_sglangs_extend(monkeypatch):
+    """A slot whose candidates hold no 0 (an operator's table could) cannot be parked: while it exists the off-state
+    never skips the extend, since that slot's first batch would draft from SGLang's zeroed stubs."""
+    monkeypatch.delenv(hook.SKIP_VAR, raising=False)
+    one, eight = _off_slots(monkeypatch, "skip")
+    eight._kimi_eagle3_ctl.candidates = [3, 7]
+    for _ in range(one._kimi_eagle3_ctl.probe_batches + 50):
+        one.update([0])
+    assert one.current_steps == 0 and eight.current_steps == 3 and hook.SKIP_VAR not in os.environ

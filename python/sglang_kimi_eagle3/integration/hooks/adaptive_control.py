@@ -201,15 +201,17 @@ def _set_skip(off) -> None:
 
 
 def _all_zero() -> bool:
-    """Every slot of this process that has run a batch is at steps 0 (a slot whose step up waits counts positive)."""
-    return all(s._kimi_eagle3_ctl.steps == 0 for s in _SLOTS if s._kimi_eagle3_ctl.seen > 0)
+    """Every slot of this process that has run a batch is at steps 0 (a slot whose step up waits counts positive), and
+    every other one can be parked there (its candidates hold 0)."""
+    return all(s._kimi_eagle3_ctl.steps == 0 if s._kimi_eagle3_ctl.seen > 0 else 0 in s._kimi_eagle3_ctl.candidates
+               for s in _SLOTS)
 
 
 def _park_unvisited() -> None:
     """Slots that have run no batch (still at the launch's steps) go to steps 0 before the first skipped batch."""
     for s in _SLOTS:
         ctl = s._kimi_eagle3_ctl
-        if ctl.seen == 0 and ctl.steps > 0:
+        if ctl.seen == 0 and ctl.steps > 0 and 0 in ctl.candidates:
             ctl.park()
             s.current_steps = 0
             hookstatus.count(NAME, "ours", f"steps {ctl.history[-1][1]}->0", "park")
