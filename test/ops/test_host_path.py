@@ -475,12 +475,37 @@ def _outs(bs, n, s):
             torch.full((bs,), -7, dtype=torch.int32, device=DEV)]
 
 
+@pytest.fixture(params=["compiled.run", "direct"])
+def launch_path(request, monkeypatch):
+    """The planned ops' two launch paths after a plan's first call on a GPU: the compiled kernel's launcher, and
+    Triton's C launch itself (SGLANG_KIMI_EAGLE3_DIRECT_LAUNCH=1; opt-in until shown exact here on a GPU). Plans are
+    built afresh under the setting and dropped after. Yields a check that the plans built meanwhile launch that way
+    (on a GPU with the fast path; the interpreter has one path)."""
+    monkeypatch.setenv(_host.ENV_DIRECT, "1" if request.param == "direct" else "0")
+    _host.clear_plans()
+
+    def check():
+        if _host.fast_path_reason() or (request.param == "direct" and _host.direct_reason()):
+            return
+        steps = [st for p in _host._PLANS.values() for st in vars(p).values() if isinstance(st, _host.Step)]
+        assert steps
+        for st in steps:
+            if request.param == "direct":
+                assert st.direct is not None or getattr(st.fn, "__name__", repr(st.fn)) in _host.direct_fallbacks(), st.fn
+            else:
+                assert st.direct is None and st.handle is not None, st.fn
+
+    yield check
+    _host.clear_plans()
+
+
 @pytest.mark.parametrize("fused", [True, False])
 @pytest.mark.parametrize("bs", [1, 3])
-def test_planned_sampling_matches_the_binder_path_on_every_call(bs, fused):
-    """tree_speculative_sampling (plan + Steps: compiled launchers from the second call on a GPU; one fused launch
-    or the three kernels) writes exactly what launch_sampling (the three kernels through Triton's binder, fresh
-    workspaces) writes, call after call, with new data each time (dyadic probabilities: no rounding anywhere)."""
+def test_planned_sampling_matches_the_binder_path_on_every_call(bs, fused, launch_path):
+    """tree_speculative_sampling (plan + Steps: compiled launchers, or Triton's C launch itself, from the second call
+    on a GPU; one fused launch or the three kernels) writes exactly what launch_sampling (the three kernels through
+    Triton's binder, fresh workspaces) writes, call after call, with new data each time (dyadic probabilities: no
+    rounding anywhere)."""
     from sglang_kimi_eagle3.ops import tree_sampling as ts
     from sglang_kimi_eagle3.ops.arch import pdl_supported
 
@@ -499,10 +524,11 @@ def test_planned_sampling_matches_the_binder_path_on_every_call(bs, fused):
             ts.launch_sampling_fused(*c, *ic, 1.0, 0.5, s, cfg)
             for x, y in zip(c + [ic[7]], b + [ib[7]]):
                 assert torch.equal(x, y), call
+    launch_path()
 
 
 @pytest.mark.parametrize("bs", [1, 5])
-def test_planned_argmax_verify_and_verify_greedy_match_the_binder_path(bs):
+def test_planned_argmax_verify_and_verify_greedy_match_the_binder_path(bs, launch_path):
     from sglang_kimi_eagle3.ops import argmax_verify as av
     from sglang_kimi_eagle3.ops import verify_greedy as vg
 
@@ -522,6 +548,7 @@ def test_planned_argmax_verify_and_verify_greedy_match_the_binder_path(bs):
         vg.verify_tree_greedy(*a, cand, ridx, nxt, sib, tp)
         vg.launch_binder(*b, cand, ridx, nxt, sib, tp)
         assert all(torch.equal(x, y) for x, y in zip(a, b)), call
+    launch_path()
 
 
 def test_a_plan_rejects_like_the_guard_and_reuses_its_workspaces():
