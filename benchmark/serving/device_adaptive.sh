@@ -285,5 +285,13 @@ timeout -s INT $((DEADLINE + 20 - $(date +%s))) python3 benchmark/serving/e2e.py
 say "e2e.py exit $?"
 for n in $NAMES; do
   f=$(ls "$W/status/$n"/*.json 2>/dev/null | head -1)
-  [ -n "$f" ] && say "$n status: $(python3 -c "import json,sys; d=json.load(open('$f')); print([r for r in json.dumps(d).split('adaptive_control')[1:2]])" 2>/dev/null | cut -c1-300)"
+  # per server: the controller's switches and pool, the off-state extend policy (skipped batches, primed step ups)
+  [ -n "$f" ] && say "$n status: $(python3 -c "
+import json, sys
+rows = {r['name']: r for r in json.load(open(sys.argv[1]))['hooks']}
+for name in ('adaptive_control', 'offstate_extend'):
+    r = rows.get(name)
+    if r:
+        print(name, r['state'], (r.get('counters') or {}).get('ours'), '...' + r['detail'][-160:], end='; ')
+" "$f" 2>/dev/null | cut -c1-700)"
 done
