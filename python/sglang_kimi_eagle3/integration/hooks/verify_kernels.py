@@ -25,6 +25,20 @@ shape_key = arch.tree_shape_key  # the key the launch tables and `tune` file win
 
 H1, H2, H3 = (h for h in arch.KERNEL_HOOKS if h.startswith("verify_"))  # the three verify hooks, in map order
 
+_MODS: dict = {}  # op name -> its module, imported at the first call (the ops import Triton; an import statement per
+# call costs ~0.6 µs); the op is read off the module on every call, so a patched module attribute is what runs
+_OP_MODULES = {"argmax_verify_greedy": "argmax_verify", "verify_tree_greedy": "verify_greedy",
+               "tree_speculative_sampling": "tree_sampling"}
+
+
+def _op(name: str):
+    mod = _MODS.get(name)
+    if mod is None:
+        import importlib
+
+        mod = _MODS[name] = importlib.import_module(f"{__package__.rsplit('.', 2)[0]}.ops.{_OP_MODULES[name]}")
+    return getattr(mod, name)
+
 
 # --- hook 1 ---------------------------------------------------------------------------------------
 # Upstream target: sglang.srt.speculative.eagle_utils.eagle_sample (eagle_utils.py:521-860).
@@ -65,8 +79,7 @@ def eagle_sample_hook(orig, verify_input, batch, logits_output, grammar_mask=Non
     def ours():  # our guards run before any launch: a layout we do not take goes to SGLang untouched
         from sglang.srt.utils.async_probe import sanitize_nan_logits
 
-        from ...ops.argmax_verify import argmax_verify_greedy
-
+        argmax_verify_greedy = _op("argmax_verify_greedy")
         sanitize_nan_logits(logits, "verify: target model logits")
         device = batch.device
         predict = torch.zeros(logits.shape[0], dtype=torch.int32, device=device)
@@ -97,8 +110,7 @@ def verify_tree_greedy_hook(orig, predicts, accept_index, accept_token_num, cand
     why = "" if fits else "layout: candidates not [bs, N] or target_predict not int64 of the same size"
 
     def ours():  # guards run before the launch
-        from ...ops.verify_greedy import verify_tree_greedy
-
+        verify_tree_greedy = _op("verify_tree_greedy")
         verify_tree_greedy(predicts, accept_index, accept_token_num, candidates, retrieve_index, retrieve_next_token,
                            retrieve_next_sibling, target_predict.contiguous())
         return predicts, accept_index, accept_token_num
@@ -127,9 +139,7 @@ def tree_sampling_hook(orig, predicts, accept_index, accept_token_num, candidate
     bucket = shape_key(candidates.shape[0], candidates.shape[-1])
 
     def ours():  # guards run before the first launch
-        from ...ops.tree_sampling import tree_speculative_sampling
-
-        return tree_speculative_sampling(*args)
+        return _op("tree_speculative_sampling")(*args)
 
     return call(H3, bucket, candidates.device, "", ours, lambda: orig(*args))
 
