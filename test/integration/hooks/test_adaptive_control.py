@@ -203,3 +203,25 @@ def test_a_slot_that_cannot_go_to_steps_zero_keeps_sglangs_extend(monkeypatch):
     for _ in range(one._kimi_eagle3_ctl.probe_batches + 50):
         one.update([0])
     assert one.current_steps == 0 and eight.current_steps == 3 and hook.SKIP_VAR not in os.environ
+
+
+def test_a_failing_off_state_policy_gives_sglang_its_extend_back_and_releases_held_switches(monkeypatch):
+    """If the policy itself raises (a bug), the scheduler goes on: SGLang's variable is removed, a held step up reaches
+    SGLang's slot, the row says failed, and the controller keeps deciding."""
+    monkeypatch.delenv(hook.SKIP_VAR, raising=False)
+    one, _eight = _off_slots(monkeypatch, "skip")
+    ctl = one._kimi_eagle3_ctl
+    n = 0
+    while not (ctl.steps > 0 and one.current_steps == 0) and n < 10000:  # off, skipping, then a held probe
+        one.update([0])
+        n += 1
+    assert ctl.steps > 0 and one.current_steps == 0 and hook._OFF[0].pending
+
+    def boom(*a):
+        raise RuntimeError("policy bug")
+
+    monkeypatch.setattr(hook, "_off_step", boom)
+    one.update([0])
+    assert one.current_steps == ctl.steps > 0 and hook.SKIP_VAR not in os.environ and hook._OFF[0] is None
+    row = hookstatus.get(hook.EXTEND)
+    assert row.state == "failed" and "policy bug" in row.detail

@@ -337,9 +337,12 @@ def _update(slot, num_correct_drafts_per_req) -> bool:
     if off is not None and num_correct_drafts_per_req:
         try:
             held = _off_step(slot, off)
-        except Exception as exc:  # never take the scheduler down: SGLang's extend everywhere from now on
-            _OFF[0] = None
+        except Exception as exc:  # never take the scheduler down: SGLang's extend everywhere from now on, held switches
+            _OFF[0] = None        # reach SGLang (their controllers are there already)
             os.environ.pop(SKIP_VAR, None)
+            for s in _SLOTS:
+                if id(s) in off.pending:
+                    s.current_steps = s._kimi_eagle3_ctl.steps
             hookstatus.record(EXTEND, EXTEND_TARGET, "failed", f"raised, SGLang's extend back: {type(exc).__name__}: {exc}")
             held = None
         if held is not None:
