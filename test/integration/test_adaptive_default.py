@@ -34,11 +34,16 @@ for name, argv, env in CASES:
          "speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")}
     r["launch_step"] = hookstatus.get("launch_step").detail
     r["kept"] = getattr(sa, "_kimi_eagle3_adaptive_kept", None)
+    r["capped"] = getattr(sa, "_kimi_eagle3_adaptive_capped", None)
     from sglang_kimi_eagle3.integration.preflight.inputs import build_deployment
     from sglang_kimi_eagle3.preflight.checks_memory import adaptive_states
     from sglang_kimi_eagle3.commands.check import parse_gpu
     r["preflight"] = [[f.severity, f.check] for f in adaptive_states(build_deployment(sa, parse_gpu("h200", "test")))]
     if r["speculative_adaptive"]:
+        params = AdaptiveSpeculativeParams(r["speculative_num_steps"], r["speculative_adaptive_config"])
+        # SGLang's own pruning: per state, the decode CUDA-graph sizes (here every size to 512) whose slot lists it
+        params.set_cuda_graph_bs(list(range(1, 513)))
+        r["reach"] = {s: max(params.cuda_graph_bs_for_step(s) or [0]) for s in params.candidate_steps}
         params = AdaptiveSpeculativeParams(r["speculative_num_steps"], r["speculative_adaptive_config"])
         params.set_cuda_graph_bs([1, 2, 4, 8, 16, 32, 64, 128])
         r["ours"] = [hasattr(s, "_kimi_eagle3_ctl") for s in params._slots.values()]
@@ -76,7 +81,8 @@ def launches(tmp_path_factory):
     # chain: measured costs off, as the loop below feeds verify results microseconds apart (no step clock); they are
     # tested with one in test/integration/hooks/test_adaptive_measured.py
     cases = [("plain", plain, {}), ("chain", chain, {"SGLANG_KIMI_EAGLE3_ADAPTIVE_MEASURE": "off"}), ("too_big", big, {}),
-             ("too_big_allowed", big, {"SGLANG_KIMI_EAGLE3_ADAPTIVE_MAX_GB": "1000"}), ("off", chain, {"SGLANG_KIMI_EAGLE3_ADAPTIVE": "off"}),
+             ("too_big_allowed", big, {"SGLANG_KIMI_EAGLE3_ADAPTIVE_MAX_GB": "1000"}),
+             ("too_big_anywhere", big, {"SGLANG_KIMI_EAGLE3_ADAPTIVE_MAX_GB": "0.001"}), ("off", chain, {"SGLANG_KIMI_EAGLE3_ADAPTIVE": "off"}),
              ("unhooked", chain, {"SGLANG_KIMI_EAGLE3_OFFSTATE": "off"}),
              ("tree", eagle3, {}), ("operator_flag", chain + ["--speculative-adaptive"], {}),
              ("operator_file", chain + ["--speculative-adaptive", "--speculative-adaptive-config", str(theirs)], {})]
@@ -116,14 +122,26 @@ def test_the_operators_choice_the_switch_topk2_and_plain_keep_sglangs(launches):
     assert not out["plain"]["speculative_adaptive"] and out["plain"]["speculative_adaptive_config"] is None
 
 
-def test_states_modelled_over_the_memory_budget_keep_the_fixed_chain(launches):
+def test_states_over_the_budget_at_every_batch_run_adaptive_up_to_the_batch_where_they_fit(launches):
+    """SGLang's default decode graphs to bs 512 put the extra states over 8 GB (13.0 GB at this vocabulary): the table's
+    slots above 256 run the launch's chain only, so SGLang captures the other states' graphs to 256 at most (6.5 GB),
+    never slower up to it; the fix for every batch is still named. A budget nothing fits keeps the fixed chain."""
     out, _ = launches
     big = out["too_big"]
-    assert big["speculative_adaptive"] is False and big["speculative_num_steps"] == 3
+    assert big["speculative_adaptive"] is True and big["speculative_num_steps"] == 3 and big["kept"] is None
+    assert "adaptive steps on up to batch 256, the fixed chain above it (" in big["launch_step"], big["launch_step"]
     assert "over the 8 GB budget" in big["launch_step"] and "SGLANG_KIMI_EAGLE3_ADAPTIVE_MAX_GB" in big["launch_step"]
-    # the fix names the largest decode CUDA-graph batch at which the extra states fit: 512 (13.0 GB at this vocab) does not
-    assert "fix: --cuda-graph-max-bs-decode 256 (its extra states modelled at 6.5 GB" in big["launch_step"], big["launch_step"]
-    assert big["kept"]["fix"].startswith("--cuda-graph-max-bs-decode 256 ") and "over the 8 GB budget" in big["kept"]["found"]
-    assert big["preflight"] == [["warning", "adaptive"]]  # preflight's finding, beside the others
-    assert out["chain"]["kept"] is None and ["warning", "adaptive"] not in out["chain"]["preflight"]
-    assert out["too_big_allowed"]["speculative_adaptive"] is True
+    assert big["capped"]["top"] == 256 and big["capped"]["found"].startswith("up to batch 256 only (6.5 GB")
+    assert big["capped"]["fix"].startswith("--cuda-graph-max-bs-decode 256 (its extra states modelled at 6.5 GB")
+    # SGLang's own per-state graph pruning on this table: every state but the launch's stops at 256
+    assert big["reach"]["3"] == 512 and all(top <= 256 for s, top in big["reach"].items() if s != "3"), big["reach"]
+    cfg = json.loads(open(big["speculative_adaptive_config"]).read())
+    assert cfg["257"]["candidate_steps"] == [3] and all(0 in v["candidate_steps"] for k, v in cfg.items()
+                                                        if k.isdigit() and int(k) <= 256)
+    assert all(big["ours"]) and big["preflight"] == [["warning", "adaptive"], ["info", "memory"]]
+    assert out["chain"]["kept"] is None and out["chain"]["capped"] is None
+    assert ["warning", "adaptive"] not in out["chain"]["preflight"]
+    assert out["too_big_allowed"]["speculative_adaptive"] is True and out["too_big_allowed"]["capped"] is None
+    nowhere = out["too_big_anywhere"]
+    assert nowhere["speculative_adaptive"] is False and nowhere["kept"]["found"].endswith("over the 0.001 GB budget")
+    assert nowhere["preflight"] == [["warning", "adaptive"]] and "SGLang's choice kept" in nowhere["launch_step"]

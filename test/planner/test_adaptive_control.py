@@ -50,6 +50,28 @@ def test_table_is_memory_bounded_keeps_the_operators_steps_and_floor_and_sglang_
     assert len(two) == 2 and all(T._value(COST, BSS, {0, k}) <= T._value(COST, BSS, set(two)) for k in pool)
 
 
+def test_slots_above_a_fixed_batch_run_the_launchs_chain_only():
+    """fixed_above: every slot above it (and one added right above it, where SGLang routes the next graph sizes) lists
+    only the launch's steps with its own round cost, so SGLang prunes the other states' graphs to the batch; below,
+    the table is as without it (SGLang's loader rules hold); without the launch's steps there is nothing to fix to."""
+    cfg = T.table(COST, [1, 8, 64, 256], operator_steps=3, fixed_above=8)
+    check(cfg)
+    assert [k for k in cfg if k.isdigit()] == ["1", "8", "9", "64", "256"]
+    for k in ("9", "64", "256"):
+        assert cfg[k]["candidate_steps"] == [3] and set(cfg[k][T.KEY]["round_us"]) == {"3"}
+    plain = T.table(COST, [1, 8, 64, 256], operator_steps=3)
+    assert cfg["1"] == plain["1"] and cfg["8"] == plain["8"] and 0 in cfg["8"]["candidate_steps"]
+    ctl = Controller.from_entry(cfg["64"]["candidate_steps"], cfg["64"][T.KEY], 3)
+    for _ in range(600):  # a fixed slot never switches, whatever it reads
+        assert ctl.update([0] * 64) is None
+    try:
+        T.table(COST, [1, 8], fixed_above=4)
+    except ValueError as exc:
+        assert "operator_steps" in str(exc)
+    else:
+        raise AssertionError("fixed_above without operator_steps")
+
+
 def test_states_beside_the_operators_fit_the_memory_budget():
     # Kimi-K2.5's vocabulary at CUDA-graph bs 128: steps 1 alone is ~8.3 GB, steps 7 ~33 GB; the old table kept
     # [0, 1, 3] there, 12.5 GB beside the launch's state, so the launch step refused adaptive mode altogether

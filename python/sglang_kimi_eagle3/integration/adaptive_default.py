@@ -26,7 +26,7 @@ import json
 import os
 
 from ..base import ENV_ADAPTIVE, env_choice, env_flag, offstate_min_bs, user_cache_dir
-from .launch_record import KEPT_ATTR, raw_input
+from .launch_record import CAPPED_ATTR, KEPT_ATTR, raw_input
 
 ENV_PROFILE = "SGLANG_KIMI_EAGLE3_ADAPTIVE_PROFILE"
 ENV_MAX_GB = "SGLANG_KIMI_EAGLE3_ADAPTIVE_MAX_GB"
@@ -54,10 +54,11 @@ def decide(server_args) -> str | None:
     return None
 
 
-def table_for(server_args, top: int | None = None) -> dict:
+def table_for(server_args, top: int | None = None, fixed_above: int | None = None) -> dict:
     """The table for this launch: the profile's costs; its states chosen within the memory budget (max_gb) at this
     launch's vocabulary and largest decode CUDA-graph batch (`top` instead: the table with graphs up to it; unknown
-    vocabulary: no budget here, and memory_refusal then keeps SGLang's choice)."""
+    vocabulary: no budget here, and memory_refusal then keeps SGLang's choice); `fixed_above`: the slots above it run
+    the launch's chain only (planner/adaptive_table.table)."""
     from ..planner import profiles
     from ..planner.adaptive_table import state_memory_gb, table
     from ..planner.costs import from_profile
@@ -71,7 +72,8 @@ def table_for(server_args, top: int | None = None) -> dict:
         vocab, graph_bs = mem
         budget = {"state_gb": lambda s: state_memory_gb(s, vocab, max(graph_bs)), "budget_gb": max_gb()}
     return table(from_profile(prof), list(BATCH_SIZES), operator_steps=int(steps) if steps else None,
-                 max_states=MAX_STATES, source=f"planner profile {prof.name}", hooked_from=offstate_min_bs(), **budget)
+                 max_states=MAX_STATES, source=f"planner profile {prof.name}", hooked_from=offstate_min_bs(),
+                 fixed_above=fixed_above, **budget)
 
 
 def _vocab_and_graph_bs(server_args, top: int | None = None) -> tuple[int, list[int]] | None:
@@ -114,14 +116,42 @@ def apply(server_args) -> str:
 
     cfg = table_for(server_args)
     too_big = memory_refusal(server_args, cfg)
+    partial = ""
     if too_big is not None:
         # for preflight's finding (integration/preflight/inputs.py -> preflight/checks_memory.adaptive_states)
         fix = memory_fix(server_args)
-        setattr(server_args, KEPT_ATTR, {"found": too_big, "fix": fix})
-        return f"adaptive steps: SGLang's choice kept ({too_big}; fix: {fix})"
+        capped = capped_table(server_args)
+        if capped is None:
+            setattr(server_args, KEPT_ATTR, {"found": too_big, "fix": fix})
+            return f"adaptive steps: SGLang's choice kept ({too_big}; fix: {fix})"
+        cfg, top, extra = capped
+        found = (f"up to batch {top} only ({extra:.1f} GB of extra runtime states there; at every batch {too_big})")
+        setattr(server_args, CAPPED_ATTR, {"found": found, "fix": fix, "top": top})
+        partial = f" up to batch {top}, the fixed chain above it ({too_big}; fix: {fix})"
     path = write_table(cfg)
     declare_resolution(server_args, SOURCE, speculative_adaptive=True, speculative_adaptive_config=path)
-    return f"adaptive steps on: states {states(cfg)} from {cfg['_generated_by']['costs']} ({path})"
+    return f"adaptive steps on{partial}: states {states(cfg)} from {cfg['_generated_by']['costs']} ({path})"
+
+
+def capped_table(server_args) -> tuple[dict, int, float] | None:
+    """Where the table's extra states do not fit the budget at the launch's largest decode CUDA-graph batch: (the
+    table whose slots above `top` run the launch's chain only, top, its extra GB) for the largest slot batch `top` at
+    which they fit (SGLang then captures the other states' graphs only up to it: never slower up to `top`, the fixed
+    chain above, where otherwise the fixed chain runs everywhere); None where the launch's steps or vocabulary are
+    unknown or no top fits."""
+    from ..preflight.memory import adaptive_extra_gb
+
+    steps = raw_input(server_args, "speculative_num_steps")
+    mem = _vocab_and_graph_bs(server_args)
+    if steps is None or mem is None:
+        return None
+    steps, (vocab, graph_bs) = int(steps), mem
+    for top in sorted((b for b in BATCH_SIZES if b < max(graph_bs)), reverse=True):
+        cfg = table_for(server_args, top, fixed_above=top)
+        extra = adaptive_extra_gb(cfg, vocab, graph_bs, steps)
+        if extra <= max_gb():
+            return cfg, top, extra
+    return None
 
 
 def memory_fix(server_args) -> str:

@@ -17,6 +17,7 @@ POLICY_ATTR = "_kimi_eagle3_context_policy"  # bookkeeping attribute: survives p
 UPSTREAM_POLICY_FIELD = "speculative_draft_context_policy"  # SGLang's own field, where SGLang has the flag
 MARK = "_kimi_eagle3_launch_step"  # likewise: what the main-process launch step did for this launch
 KEPT_ATTR = "_kimi_eagle3_adaptive_kept"  # likewise: the adaptive default refused for memory, {"found", "fix"}
+CAPPED_ATTR = "_kimi_eagle3_adaptive_capped"  # likewise: the adaptive default only up to a batch, {"found", "fix", "top"}
 _OURS: list = [None]  # our_launch() once SGLang published the spec config of this process
 
 

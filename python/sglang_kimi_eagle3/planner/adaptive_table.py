@@ -92,7 +92,8 @@ def _value(cost: CostModel, bss: list[int], keep: set[int], hooked_from: int | N
 
 
 def table(cost: CostModel, batch_sizes: list[int], *, operator_steps: int | None = None, max_states: int = 3,
-          source: str = "", state_gb=None, budget_gb: float | None = None, hooked_from: int | None = None) -> dict:
+          source: str = "", state_gb=None, budget_gb: float | None = None, hooked_from: int | None = None,
+          fixed_above: int | None = None) -> dict:
     """SGLang's adaptive config (every digit key a slot) with our per-slot costs and knobs under KEY.
 
     The kept states: steps 0 and the operator's steps, then, one at a time, the step among the slots' unrestricted
@@ -100,7 +101,16 @@ def table(cost: CostModel, batch_sizes: list[int], *, operator_steps: int | None
     modelled GB), while the states beside the operator's fit `budget_gb`. Until 2026-12-03 the most often best
     steps were kept, ties to the smaller: the seed kept [0, 1, 3] where steps 7 is worth about 27 % more than 3
     at bs 1 and acceptance 0.9 (live on the H200, c 1: SGLang's table with steps 5-7 ran 1.81x of plain, ours
-    with 3 at most 1.53x)."""
+    with 3 at most 1.53x).
+
+    fixed_above (with operator_steps): the slots above this batch size (one is added right above it) list only the
+    operator's steps, a fixed chain there, so SGLang captures the other states' CUDA graphs only up to it
+    (adaptive_default: where the states do not fit the budget at the launch's largest graph batch, they may fit up to
+    a smaller one)."""
+    if fixed_above is not None and not operator_steps:
+        raise ValueError("fixed_above needs operator_steps (the fixed chain the slots above it run)")
+    if fixed_above is not None:  # a slot right above it: SGLang routes a batch to the largest slot at or below its
+        batch_sizes = [*batch_sizes, fixed_above + 1]  # padded size, so every graph size above fixed_above is fixed
     bss = sorted(set(batch_sizes))
     best = {bs: {best_steps(cost, bs, a, hooked_from=hooked_from) for a in ALPHAS} for bs in bss}
     keep = {0} | ({operator_steps} if operator_steps else set())
@@ -120,8 +130,14 @@ def table(cost: CostModel, batch_sizes: list[int], *, operator_steps: int | None
         keep.add(k)
     cfg: dict = {"_generated_by": {"by": "sglang-kimi-eagle3 adaptive default", "costs": source or cost.name,
                                    "alphas": list(ALPHAS), "max_states": max_states, "offstate_hooked_from": hooked_from,
-                                   **({"budget_gb": budget_gb} if budget_gb is not None else {})}}
+                                   **({"budget_gb": budget_gb} if budget_gb is not None else {}),
+                                   **({"fixed_above": fixed_above} if fixed_above is not None else {})}}
     for bs in bss:
+        if fixed_above is not None and bs > fixed_above:
+            cfg[str(bs)] = {"candidate_steps": [operator_steps], KEY: dict(
+                KNOBS, bs=bs, base_us=round(cost.target_us(bs, 1), 3), off_us=round(step_us(cost, bs, 0, hooked_from), 3),
+                round_us={str(operator_steps): round(step_us(cost, bs, operator_steps, hooked_from), 3)})}
+            continue
         # per acceptance, the best of the KEPT states (not the kept part of the unrestricted best: on 2026-12-03 the
         # seed's bs-8 slot listed [0, 1] because its unrestricted best at alpha 0.9 was 7, a cut state, though the
         # kept 3 beats 1 there by 29 % in this very model; live on the H200, steps 1 ran 0.61x of plain at c 8

@@ -210,12 +210,20 @@ def adaptive_states(d: Deployment) -> list[Finding]:
                         "drops to SGLang's off-state where it does not pay), stay off: " + d.adaptive_kept["found"]
                         + "; the launch runs its fixed chain, slower than plain decoding where drafting does not pay",
                         "adaptive steps on, their extra runtime states within the budget", d.adaptive_kept["fix"])]
+    capped = []
+    if d.adaptive_capped:
+        top = d.adaptive_capped["top"]
+        capped = [Finding("warning", "adaptive", "adaptive steps, this plugin's default for chain launches (speculation "
+                          "drops to SGLang's off-state where it does not pay), run " + d.adaptive_capped["found"]
+                          + f"; above batch {top} the launch runs its fixed chain, slower than plain decoding where "
+                          "drafting does not pay", "adaptive steps at every batch, their extra runtime states within the "
+                          "budget", d.adaptive_capped["fix"])]
     if not d.adaptive or not d.adaptive_table:
-        return []
+        return capped
     from .memory import adaptive_memory_lines as memory_lines, adaptive_states as states
 
     top = d.cuda_graph_max_bs or 128
     graph_bs = d.cuda_graph_bs or [b for b in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512) if b < top] + [top]
     lines = memory_lines(d.adaptive_table, d.target.vocab_size, graph_bs)
-    return [Finding("info", "memory", f"adaptive speculation builds {len(states(d.adaptive_table))} runtime states "
-                    f"(one per candidate step), modelled: " + "; ".join(lines))]
+    return capped + [Finding("info", "memory", f"adaptive speculation builds {len(states(d.adaptive_table))} runtime "
+                             f"states (one per candidate step), modelled: " + "; ".join(lines))]

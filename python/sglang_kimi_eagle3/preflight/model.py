@@ -116,5 +116,6 @@ class Deployment:
     adaptive: bool = False  # --speculative-adaptive in effect after SGLang's resolution
     adaptive_table: dict | None = None  # the adaptive config SGLang will load (its default table when no file)
     adaptive_kept: dict | None = None  # our adaptive default refused for memory: {"found", "fix"} (integration/adaptive_default.py)
+    adaptive_capped: dict | None = None  # our adaptive default only up to a batch, for memory: {"found", "fix", "top"}
     cuda_graph_bs: list[int] | None = None  # the decode CUDA-graph batch sizes, where resolved
     same_model_folder: bool = False  # the draft path names the target's own folder

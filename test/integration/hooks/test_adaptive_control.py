@@ -194,15 +194,17 @@ def test_sglangs_worker_reads_the_variable_at_every_steps_zero_step():
     assert env.name == hook.SKIP_VAR
 
 
-def test_a_slot_that_cannot_go_to_steps_zero_keeps_sglangs_extend(monkeypatch):
-    """A slot whose candidates hold no 0 (an operator's table could) cannot be parked: while it exists the off-state
-    never skips the extend, since that slot's first batch would draft from SGLang's zeroed stubs."""
+def test_a_slot_fixed_to_the_launchs_chain_is_not_parked_and_stops_skipping_once_it_runs(monkeypatch):
+    """A slot whose candidates hold no 0 (a capped table's slot above its batch size) cannot be parked: the off-state
+    still skips while it has run no batch; once it runs one (at the launch's steps, positive) skipping stops."""
     monkeypatch.delenv(hook.SKIP_VAR, raising=False)
     one, eight = _off_slots(monkeypatch, "skip")
-    eight._kimi_eagle3_ctl.candidates = [3, 7]
+    eight._kimi_eagle3_ctl.candidates = [3]
     for _ in range(one._kimi_eagle3_ctl.probe_batches + 50):
         one.update([0])
-    assert one.current_steps == 0 and eight.current_steps == 3 and hook.SKIP_VAR not in os.environ
+    assert one.current_steps == 0 and eight.current_steps == 3 and os.environ[hook.SKIP_VAR] == "1"
+    eight.update([1] * 8)
+    assert eight.current_steps == 3 and os.environ[hook.SKIP_VAR] == "0"
 
 
 def test_a_failing_off_state_policy_gives_sglang_its_extend_back_and_releases_held_switches(monkeypatch):

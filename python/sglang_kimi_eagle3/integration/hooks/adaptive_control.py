@@ -201,10 +201,11 @@ def _set_skip(off) -> None:
 
 
 def _all_zero() -> bool:
-    """Every slot of this process that has run a batch is at steps 0 (a slot whose step up waits counts positive), and
-    every other one can be parked there (its candidates hold 0)."""
-    return all(s._kimi_eagle3_ctl.steps == 0 if s._kimi_eagle3_ctl.seen > 0 else 0 in s._kimi_eagle3_ctl.candidates
-               for s in _SLOTS)
+    """Every slot of this process that has run a batch is at steps 0 (a slot whose step up waits counts positive). A
+    slot that has run none is parked at 0 when skipping starts, where its candidates hold 0; one whose do not (a slot
+    of a capped table, fixed to the launch's chain above a batch size) stays as it is: its first batch, should one come
+    while skipping, drafts once from SGLang's zeroed stubs (outputs exact), and skipping stops there."""
+    return all(s._kimi_eagle3_ctl.steps == 0 for s in _SLOTS if s._kimi_eagle3_ctl.seen > 0)
 
 
 def _park_unvisited() -> None:

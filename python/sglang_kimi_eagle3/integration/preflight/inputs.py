@@ -19,7 +19,7 @@ from ...preflight.checkpoint import read_draft_weights
 from ...status import hookstatus
 from ...validate import expand_path
 from .. import upstream_has
-from ..launch_record import KEPT_ATTR, UPSTREAM_POLICY_FIELD, policy_of, raw_input
+from ..launch_record import CAPPED_ATTR, KEPT_ATTR, UPSTREAM_POLICY_FIELD, policy_of, raw_input
 
 
 def local_config_dir(path: str | None, flag: str) -> Path:
@@ -159,6 +159,7 @@ def build_deployment(server_args, gpu: GpuTarget, *, sglang_error: str | None = 
         adaptive=bool(getattr(cfg, "speculative_adaptive", False)),
         adaptive_table=adaptive_table(cfg),
         adaptive_kept=getattr(server_args, KEPT_ATTR, None),
+        adaptive_capped=getattr(server_args, CAPPED_ATTR, None),
         sglang=facts, draft_weights=weights,
         same_model_folder=bool(draft_path) and os.path.realpath(target_dir) == os.path.realpath(draft_dir),
         tp=int(raw_input(server_args, "tp_size") or 1),
