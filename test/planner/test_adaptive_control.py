@@ -160,6 +160,9 @@ def test_state_memory_is_modelled_from_the_measured_point_and_scaled():
     assert abs(T.state_memory_gb(3, 20480, 64) - T.state_memory_gb(3, 20480, 128) / 2) < 1e-12
     lines = T.memory_lines(T.table(COST, BSS, operator_steps=3), 163840, [1, 2, 4, 8, 16, 32, 64, 128])
     assert len(lines) == 3 and all("modelled" in x for x in lines)
+    # the launch's own state is marked: a fixed-chain launch builds it too (not memory adaptive steps add)
+    own = T.memory_lines(T.table(COST, BSS, operator_steps=3), 163840, [1, 2, 4, 8, 16, 32, 64, 128], 3)
+    assert [x.startswith("steps 3 (the launch's own") for x in own].count(True) == 1
 
 
 def test_high_acceptance_settles_and_stays():

@@ -224,6 +224,6 @@ def adaptive_states(d: Deployment) -> list[Finding]:
 
     top = d.cuda_graph_max_bs or 128
     graph_bs = d.cuda_graph_bs or [b for b in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512) if b < top] + [top]
-    lines = memory_lines(d.adaptive_table, d.target.vocab_size, graph_bs)
+    lines = memory_lines(d.adaptive_table, d.target.vocab_size, graph_bs, d.steps)
     return capped + [Finding("info", "memory", f"adaptive speculation builds {len(states(d.adaptive_table))} runtime "
                              f"states (one per candidate step), modelled: " + "; ".join(lines))]

@@ -297,11 +297,13 @@ def adaptive_extra_gb(cfg: dict, vocab: int, cuda_graph_bs: list[int], launch_st
                if s != launch_steps)
 
 
-def adaptive_memory_lines(cfg: dict, vocab: int, cuda_graph_bs: list[int]) -> list[str]:
-    """One line per runtime state SGLang will build for `cfg`: its modelled memory (see state_memory_gb)."""
+def adaptive_memory_lines(cfg: dict, vocab: int, cuda_graph_bs: list[int], launch_steps: int | None = None) -> list[str]:
+    """One line per runtime state SGLang will build for `cfg`: its modelled memory (see state_memory_gb); the launch's
+    own steps (`launch_steps`) marked as the state a fixed-chain launch builds too."""
     out = []
     for s, top in adaptive_state_reach(cfg, cuda_graph_bs).items():
-        out.append(f"steps {s}: ~{adaptive_state_gb(s, vocab, top):.1f} GB (modelled: {GB_PER_TOKEN_AT[0]} GB per "
+        own = " (the launch's own, built without adaptive steps too)" if s == launch_steps else ""
+        out.append(f"steps {s}{own}: ~{adaptive_state_gb(s, vocab, top):.1f} GB (modelled: {GB_PER_TOKEN_AT[0]} GB per "
                    f"verified token at vocab {GB_PER_TOKEN_AT[1]} and {GB_PER_TOKEN_LOW[0]} at {GB_PER_TOKEN_LOW[1]}, "
                    f"CUDA-graph bs {GB_PER_TOKEN_AT[2]}, taken to vocab {vocab} and bs {top})")
     return out
