@@ -82,7 +82,8 @@ def launches(tmp_path_factory):
     # tested with one in test/integration/hooks/test_adaptive_measured.py
     cases = [("plain", plain, {}), ("chain", chain, {"SGLANG_KIMI_EAGLE3_ADAPTIVE_MEASURE": "off"}), ("too_big", big, {}),
              ("too_big_allowed", big, {"SGLANG_KIMI_EAGLE3_ADAPTIVE_MAX_GB": "1000"}),
-             ("too_big_anywhere", big, {"SGLANG_KIMI_EAGLE3_ADAPTIVE_MAX_GB": "0.001"}), ("off", chain, {"SGLANG_KIMI_EAGLE3_ADAPTIVE": "off"}),
+             ("too_big_anywhere", big, {"SGLANG_KIMI_EAGLE3_ADAPTIVE_MAX_GB": "0.001"}),
+             ("few_requests", big + ["--max-running-requests", "128"], {}), ("off", chain, {"SGLANG_KIMI_EAGLE3_ADAPTIVE": "off"}),
              ("unhooked", chain, {"SGLANG_KIMI_EAGLE3_OFFSTATE": "off"}),
              ("tree", eagle3, {}), ("operator_flag", chain + ["--speculative-adaptive"], {}),
              ("operator_file", chain + ["--speculative-adaptive", "--speculative-adaptive-config", str(theirs)], {})]
@@ -142,6 +143,10 @@ def test_states_over_the_budget_at_every_batch_run_adaptive_up_to_the_batch_wher
     assert out["chain"]["kept"] is None and out["chain"]["capped"] is None
     assert ["warning", "adaptive"] not in out["chain"]["preflight"]
     assert out["too_big_allowed"]["speculative_adaptive"] is True and out["too_big_allowed"]["capped"] is None
+    # SGLang captures no graph above the request pool: 128 running requests at most, graphs to 128, the states fit
+    few = out["few_requests"]
+    assert few["speculative_adaptive"] is True and few["capped"] is None and few["kept"] is None
+    assert "adaptive steps on: states" in few["launch_step"] and few["preflight"] == [["info", "memory"]]
     nowhere = out["too_big_anywhere"]
     assert nowhere["speculative_adaptive"] is False and nowhere["kept"]["found"].endswith("over the 0.001 GB budget")
     assert nowhere["preflight"] == [["warning", "adaptive"]] and "SGLang's choice kept" in nowhere["launch_step"]

@@ -125,3 +125,19 @@ def test_an_adaptive_launch_states_the_modelled_memory_of_every_runtime_state():
     assert "steps 0: ~4.2 GB" in line[0] and "steps 1: ~8.3 GB" in line[0], line[0]
     assert "steps 3 (the launch's own, built without adaptive steps too): ~4.2 GB" in line[0], line[0]
     assert not [x for x in check_memory(kimi()) if "runtime states" in x.found]  # a fixed chain: none
+
+
+def test_the_adaptive_states_reach_no_graph_above_the_request_pool():
+    """SGLang 0.5.23 captures no decode graph above --max-running-requests (get_batch_sizes_to_capture: that size
+    instead), so an adaptive state's modelled memory stops there too; a pool above the largest graph changes nothing."""
+    table = {"1": {"candidate_steps": [0, 3]}, "64": {"candidate_steps": [0, 3]}}
+    graphs = dict(adaptive=True, adaptive_table=table, cuda_graph_max_bs=512,
+                  cuda_graph_bs=[1, 2, 4, 8, 16, 32, 64, 128, 256, 512])
+
+    def line(**kw):
+        return [x.found for x in mem(check_memory(kimi(**graphs, **kw)), "info") if "runtime states" in x.found][0]
+
+    assert "taken to vocab 163840 and bs 512" in line()
+    assert "taken to vocab 163840 and bs 100" in line(max_running_requests=100) and "bs 512" not in line(
+        max_running_requests=100)
+    assert line(max_running_requests=1000) == line()

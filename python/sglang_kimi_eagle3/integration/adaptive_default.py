@@ -91,8 +91,12 @@ def _vocab_and_graph_bs(server_args, top: int | None = None) -> tuple[int, list[
 
 
 def graph_top(server_args) -> int:
-    """The largest decode CUDA-graph batch SGLang will capture for this launch (its default: 512)."""
-    return int(raw_input(server_args, "cuda_graph_max_bs_decode") or raw_input(server_args, "cuda_graph_max_bs") or 512)
+    """The largest decode CUDA-graph batch SGLang will capture for this launch: --cuda-graph-max-bs-decode (its default:
+    512), at most --max-running-requests where typed (SGLang 0.5.23's get_batch_sizes_to_capture keeps no batch size
+    above its request pool)."""
+    top = int(raw_input(server_args, "cuda_graph_max_bs_decode") or raw_input(server_args, "cuda_graph_max_bs") or 512)
+    reqs = raw_input(server_args, "max_running_requests")
+    return min(top, int(reqs)) if reqs else top
 
 
 def write_table(cfg: dict) -> str:
