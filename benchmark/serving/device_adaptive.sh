@@ -31,7 +31,10 @@
 # SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND=1, and its step ratio), DA_OFFEXT (0; 1: the off-state with
 # SGLANG_KIMI_EAGLE3_OFFSTATE=off, port 30507: SGLang's extend-kernel verify; `off` has the hook at every bs), DA_ALONE (0; 1: `alone`,
 # port 30508: ours with SGLANG_KIMI_EAGLE3_ADAPTIVE_POOL=off), DA_SKIPEXT (0; 1: `skipext`, port 30509: ours with
-# SGLANG_KIMI_EAGLE3_OFFSTATE_EXTEND=skip), DA_SKIP (servers not
+# SGLANG_KIMI_EAGLE3_OFFSTATE_EXTEND=skip), DA_PRESET (deploy: the pair shaped like the deployment; kimi-width: the
+# 3-layer stress pair at vocab 163840, built without --int4 into $DA_WORK/kimi-width-qQ), DA_GRAPHS (128: decode
+# CUDA graphs to bs 128; sglang: SGLang's own sizes, to 512, clamped to MAXREQ), MAXREQ (128: --max-running-requests;
+# DA_PRESET=kimi-width DA_GRAPHS=sglang MAXREQ=512: the capped adaptive table, live), DA_SKIP (servers not
 # started, e.g. "sglang"), DA_ANATOMY_SERVERS ("off plain fixed"), DA_ANATOMY (0; 1: step 3b, c 128 in start, the rest of DA_ANATOMY_LEVELS ("128 1") in measure within DA_ANATOMY_S 150 per level), DA_RATIOS (step ratios of "off offskip"), DA_RATIO_S (100), DA_RATIO_CONC (1,8,32,128), DA_RATIO_REPEATS (3), DA_E2E_SKIP (names left out of the rounds, e.g. "off offskip"), DA_LOADSTEP (0; 1: the load step before the rounds, DA_LOADSTEP_SERVERS / _SCHEDULE / _ROUNDS / _S), DA_MOE (auto: SGLang's choice, Marlin on SM90; triton: no JIT build), DA_OWN_TRITON (0: one Triton cache for all servers), DA_START_END_S (560: DA_STEP=start waits for every server until then), DA_WORK (/tmp/da).
 set -uo pipefail
 T0=$(date +%s)
@@ -39,6 +42,10 @@ eval "$(benchmark/live/device.sh env)"
 OUT=${OUT:-/tmp/da-out}
 W=${DA_WORK:-/tmp/da}
 Q=${DA_Q:-0.9}
+PRESET=${DA_PRESET:-deploy}
+case $PRESET in deploy) P=$W/q$Q; INT4=--int4;; kimi-width) P=$W/kimi-width-q$Q; INT4=;;
+  *) echo "device_adaptive.sh: DA_PRESET=$PRESET: expected deploy or kimi-width" >&2; exit 2;; esac
+case ${DA_GRAPHS:-128} in 128|sglang) ;; *) echo "device_adaptive.sh: DA_GRAPHS=$DA_GRAPHS: expected 128 or sglang" >&2; exit 2;; esac
 BUDGET_S=${BUDGET_S:-555}
 STARTUP_S=${STARTUP_S:-330}
 mkdir -p "$OUT" "$W/logs" "$W/status"
@@ -72,15 +79,15 @@ if [ "${DA_PREBUILD:-1}" = 1 ] && [ "${DA_MOE:-auto}" = auto ]; then
     > "$W/prebuild-$STEP.log" 2>&1 < /dev/null &
   PREBUILD=$!
 fi
-# 1. the pair (DA_STEP=prep built it in an earlier call of this lease: $W/q$Q/built)
-if [ -f "$W/q$Q/built" ]; then
-  say "the pair of an earlier call: $W/q$Q"
+# 1. the pair (DA_STEP=prep built it in an earlier call of this lease: $P/built)
+if [ -f "$P/built" ]; then
+  say "the pair of an earlier call: $P"
 else
-  say "building: python3 -m sglang_kimi_eagle3.tiny $W/q$Q --preset deploy --int4 --draft-agreement $Q --device cuda"
-  python3 -m sglang_kimi_eagle3.tiny "$W/q$Q" --preset deploy --int4 --draft-agreement "$Q" --device cuda > "$OUT/build-q$Q.log" 2>&1
+  say "building: python3 -m sglang_kimi_eagle3.tiny $P --preset $PRESET $INT4 --draft-agreement $Q --device cuda"
+  python3 -m sglang_kimi_eagle3.tiny "$P" --preset "$PRESET" $INT4 --draft-agreement "$Q" --device cuda > "$OUT/build-q$Q.log" 2>&1
   rc=$?; cat "$OUT/build-q$Q.log"
   [ $rc -eq 0 ] || { say "the pair did not build (exit $rc)"; exit 3; }
-  touch "$W/q$Q/built"
+  touch "$P/built"
   say "built"
 fi
 if [ "$STEP" = prep ]; then say "prep done (the JIT prebuild goes on: $W/prebuild-prep.log)"; PIDS=(); exit 0; fi
@@ -100,11 +107,11 @@ for p in $(nvidia-smi --query-compute-apps=pid --format=csv,noheader 2>/dev/null
     say "killing a leftover test process on the GPU: $p $(tr '\0' ' ' < "/proc/$p/cmdline" | cut -c1-120)"; kill -KILL "$p"
   fi
 done
-python3 - "$W" "$Q" <<'PY'
+python3 - "$W" "$Q" "$P" <<'PY'
 import json, os, shlex, sys
 from sglang_kimi_eagle3.tiny.launch import base_args, spec_args
-w, q = sys.argv[1:3]
-target, draft = f"{w}/q{q}/target", f"{w}/q{q}/draft"
+w, q, pair = sys.argv[1:4]
+target, draft = f"{pair}/target", f"{pair}/draft"
 off_cfg = f"{w}/off.json"
 # the off-state: SGLang refuses nothing about a [0]-only table, but our preflight refuses --speculative-num-steps 0,
 # so the server starts at 1 and this plugin's controller (the `kimi_eagle3` entry: steps 1 priced out, no probe
@@ -114,10 +121,16 @@ json.dump({"1": {"candidate_steps": [0, 1], "kimi_eagle3": {
     "base_us": 1.0, "round_us": {"1": 1e9}, "dwell_batches": 1, "probe_batches": 1, "measure": False,
     "probe_wait_batches": 10**9, "probe_wait_max_batches": 10**9}}}, open(off_cfg, "w"))
 a = base_args(target, mem_fraction=float(os.environ.get("MEMF", "0.7")))
-a[a.index("--max-running-requests") + 1] = "128"
+a[a.index("--max-running-requests") + 1] = os.environ.get("MAXREQ", "128")
 a[a.index("--cuda-graph-max-bs-decode") + 1] = "128"
 a[a.index("--max-total-tokens") + 1] = os.environ.get("MAXTOK", "65536")
-a += ["--cuda-graph-bs-decode", "1", "2", "4", "8", "16", "32", "64", "128", "--sleep-on-idle"]
+if os.environ.get("DA_GRAPHS", "128") == "sglang":  # SGLang's own decode graph sizes, to 512 clamped to MAXREQ (this
+    # plugin's adaptive table models the same)
+    i = a.index("--cuda-graph-max-bs-decode")
+    del a[i:i + 2]
+else:
+    a += ["--cuda-graph-bs-decode", "1", "2", "4", "8", "16", "32", "64", "128"]
+a += ["--sleep-on-idle"]
 if os.environ.get("DA_MOE", "auto") != "auto":  # e.g. triton: SGLang's Triton WNA16 MoE, no Marlin JIT build
     a += ["--moe-runner-backend", os.environ["DA_MOE"]]
 eagle = ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", draft]
