@@ -94,9 +94,11 @@ def graph_top(server_args) -> int:
     """The largest decode CUDA-graph batch SGLang will capture for this launch: --cuda-graph-max-bs-decode (its default:
     512), at most --max-running-requests where typed (SGLang 0.5.23's get_batch_sizes_to_capture keeps no batch size
     above its request pool)."""
+    from ..preflight.memory import captured_graph_bs
+
     top = int(raw_input(server_args, "cuda_graph_max_bs_decode") or raw_input(server_args, "cuda_graph_max_bs") or 512)
     reqs = raw_input(server_args, "max_running_requests")
-    return min(top, int(reqs)) if reqs else top
+    return max(captured_graph_bs([top], int(reqs) if reqs else None))
 
 
 def write_table(cfg: dict) -> str:

@@ -350,7 +350,8 @@ class OffSkip:
         verified batches (their extends run: with SGLang's overlap scheduler one batch is already in flight when a
         decision is taken), so its first draft reads a real hidden state;
       - a slot that has run no batch yet sits at the launch's steps: `turned_on` asks the caller to park such slots
-        at 0 before the first skipped batch, so no positive batch follows a skipped one unprimed."""
+        at 0 before the first skipped batch (where their candidates hold 0; one that cannot be parked may draft once
+        from the stubs when its first batch comes, and skipping stops there)."""
     quiet_batches: int = 4
     prime_batches: int = 2
     zero_run: int = 0  # verified batches in a row at steps 0 (any slot)

@@ -220,13 +220,11 @@ def adaptive_states(d: Deployment) -> list[Finding]:
                           "budget", d.adaptive_capped["fix"])]
     if not d.adaptive or not d.adaptive_table:
         return capped
-    from .memory import adaptive_memory_lines as memory_lines, adaptive_states as states
+    from .memory import adaptive_memory_lines as memory_lines, adaptive_states as states, captured_graph_bs
 
     top = d.cuda_graph_max_bs or 128
     graph_bs = d.cuda_graph_bs or [b for b in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512) if b < top] + [top]
-    mrr = d.max_running_requests
-    if mrr and max(graph_bs) > mrr:  # SGLang captures no batch size above its request pool, that size instead
-        graph_bs = sorted({b for b in graph_bs if b <= mrr} | {mrr})
+    graph_bs = captured_graph_bs(graph_bs, d.max_running_requests)
     lines = memory_lines(d.adaptive_table, d.target.vocab_size, graph_bs, d.steps)
     return capped + [Finding("info", "memory", f"adaptive speculation builds {len(states(d.adaptive_table))} runtime "
                              f"states (one per candidate step), modelled: " + "; ".join(lines))]

@@ -290,6 +290,14 @@ def adaptive_state_reach(cfg: dict, cuda_graph_bs: list[int]) -> dict[int, int]:
             for s in adaptive_states(cfg)}
 
 
+def captured_graph_bs(graph_bs: list[int], max_running_requests: int | None) -> list[int]:
+    """The decode CUDA-graph batch sizes SGLang 0.5.23 captures of `graph_bs` (get_batch_sizes_to_capture): none above
+    its request pool (--max-running-requests), that size instead where a larger one was asked for."""
+    if not max_running_requests or max(graph_bs) <= max_running_requests:
+        return sorted(graph_bs)
+    return sorted({b for b in graph_bs if b <= max_running_requests} | {max_running_requests})
+
+
 def adaptive_extra_gb(cfg: dict, vocab: int, cuda_graph_bs: list[int], launch_steps: int | None) -> float:
     """Modelled memory of the states SGLang builds beside the launch's own (the launch's steps state exists without
     adaptive mode too)."""

@@ -227,3 +227,17 @@ def test_a_failing_off_state_policy_gives_sglang_its_extend_back_and_releases_he
     assert one.current_steps == ctl.steps > 0 and hook.SKIP_VAR not in os.environ and hook._OFF[0] is None
     row = hookstatus.get(hook.EXTEND)
     assert row.state == "failed" and "policy bug" in row.detail
+
+
+def test_a_value_the_off_state_extend_policy_does_not_accept_is_a_failed_row_not_a_silent_raise(monkeypatch):
+    """SGLang swallows a plugin's exception at install: a bad SGLANG_KIMI_EAGLE3_OFFSTATE_EXTEND must not leave the
+    hooks after it unregistered with nothing said. The row says failed and why; the controller's hooks still queue."""
+    from sglang_kimi_eagle3.base import ENV_OFFSTATE_EXTEND
+
+    queued = []
+    monkeypatch.setattr(hook.registry, "register", lambda name, *a: queued.append(name))  # no HookRegistry queue here
+    monkeypatch.setenv(ENV_OFFSTATE_EXTEND, "sometimes")
+    hook.install()
+    row = hookstatus.get(hook.EXTEND)
+    assert row.state == "failed" and "SGLANG_KIMI_EAGLE3_OFFSTATE_EXTEND='sometimes'" in row.detail, row.detail
+    assert queued == [hook.STATES, hook.NAME, hook.CLOCK] and hook._OFF == [None]

@@ -44,6 +44,7 @@ import time
 import types
 
 from ...base import ENV_ADAPTIVE, ENV_ADAPTIVE_MEASURE, ENV_ADAPTIVE_POOL, ENV_OFFSTATE_EXTEND, env_choice, logger
+from ...errors import UserError
 from ...status import hookstatus
 from .. import registry
 
@@ -84,7 +85,11 @@ def install() -> None:
         hookstatus.record(EXTEND, EXTEND_TARGET, "skipped", f"{ENV_ADAPTIVE}=off: no controller")
         return
     registry.register(NAME, TARGET, _init, "around")
-    extend_policy()
+    try:
+        extend_policy()
+    except UserError as exc:  # a value we do not accept: the row says so (SGLang would swallow the raise)
+        _OFF[:] = [None]
+        hookstatus.record(EXTEND, EXTEND_TARGET, "failed", f"{exc}; SGLang's draft extend at every steps-0 step")
     if env_choice(ENV_ADAPTIVE_MEASURE) == "off":
         hookstatus.record(CLOCK, CLOCK_TARGET, "skipped", f"{ENV_ADAPTIVE_MEASURE}=off: the costs stay modelled")
         return

@@ -36,7 +36,7 @@ def _op(name: str):
     if mod is None:
         import importlib
 
-        mod = _MODS[name] = importlib.import_module(f"{__package__.rsplit('.', 2)[0]}.ops.{_OP_MODULES[name]}")
+        mod = _MODS[name] = importlib.import_module(f"...ops.{_OP_MODULES[name]}", __package__)
     return getattr(mod, name)
 
 
