@@ -16,7 +16,8 @@ count, op, with the launch known to be EAGLE3 as in a server's scheduler; the pr
 SGLANG_KIMI_EAGLE3_KERNELS=ours unless set, so the hook takes our kernel whatever
 the bundled table says), `ours_binder` (the same kernels through Triton's binder with guards and fresh workspaces
 on every call: the path before launch plans), and for argmax + verify `ours_2launch` (the plan with the table's
-config but "fused": false: split argmax and walk as two launches, the path before the one-launch kernel); for tree
+config but "fused": false: split argmax and walk as two launches, the path before the one-launch kernel) and
+`ours_1launch` (the one-launch kernel at every batch, where FUSED_MAX_BS keeps two launches); for tree
 sampling `pr02` (upstream PR 02's default path: its guards and the one fused launch through Triton's binder, kept
 workspaces: what DISPATCH would record a win for). `ours` and `ours_direct` are the same op and config in plans of
 their own: `ours` launches through the compiled kernel's launcher (compiled.run), `ours_direct` through Triton's C
@@ -160,16 +161,21 @@ def providers(bs: int):
                              lambda: av.argmax_verify_greedy(*go, gc, gr, gn, gs, logits), sglang_greedy)
 
     two = dict(av.argmax_config(bs * N, V, bs, N, dev, None, None), fused=False)  # the table's config, two launches
+    # one launch at every batch (the table's config otherwise): where FUSED_MAX_BS should sit for eager calls
+    one = dict(av.argmax_config(bs * N, V, bs, N, dev, None, None), fused=True, fused_max_bs=1 << 30, rows_per_program=1,
+               verify_rows_per_program=1)
     greedy = {"sglang": sglang_greedy,
               "ours": planned_with(False, lambda: av.argmax_verify_greedy(*go, gc, gr, gn, gs, logits, table=t_ours)),
               "ours_direct": planned_with(True, lambda: av.argmax_verify_greedy(*go, gc, gr, gn, gs, logits,
                                                                                  table=t_direct)),
               "ours_hook": ours_greedy_hook, "ours_binder": lambda: av.launch_binder(*go, gc, gr, gn, gs, logits),
-              "ours_2launch": lambda: av.argmax_verify_greedy(*go, gc, gr, gn, gs, logits, config=two)}
+              "ours_2launch": lambda: av.argmax_verify_greedy(*go, gc, gr, gn, gs, logits, config=two),
+              "ours_1launch": lambda: av.argmax_verify_greedy(*go, gc, gr, gn, gs, logits, config=one)}
     return {"tree_sampling": sampling, "argmax+verify": greedy}
 
 
-PROVIDERS = ("sglang", "ours", "ours_direct", "ours_hook", "ours_binder", "ours_2launch", "pr02")  # every op's providers, together
+# every op's providers, together
+PROVIDERS = ("sglang", "ours", "ours_direct", "ours_hook", "ours_binder", "ours_2launch", "ours_1launch", "pr02")
 
 
 def keep(provs: dict, names: list[str] | None) -> dict:
