@@ -21,8 +21,10 @@ config but "fused": false: split argmax and walk as two launches, the path befor
 sampling `pr02` (upstream PR 02's default path: its guards and the one fused launch through Triton's binder, kept
 workspaces: what DISPATCH would record a win for). `ours` and `ours_direct` are the same op and config in plans of
 their own: `ours` launches through the compiled kernel's launcher (compiled.run), `ours_direct` through Triton's C
-launch itself (its plan's first call made with SGLANG_KIMI_EAGLE3_DIRECT_LAUNCH=1), so one run separates the direct
-launch's saving; `ours_hook` follows the variable as set for the process.
+launch itself (its plan's first call made with SGLANG_KIMI_EAGLE3_DIRECT_LAUNCH=1), both with pointer arguments as
+ints, and `ours_tensors` through the C launch with the tensors (SGLANG_KIMI_EAGLE3_INT_POINTERS=0: the C launch calls
+data_ptr() and cuPointerGetAttribute per pointer), so one run separates each saving; `ours_hook` follows the
+variables as set for the process.
 Rounds alternate the providers (A B C D A B C D ...); the row is the
 median over rounds, with min and max. The file's `fast_path` says whether the compiled launchers ran ("" = yes),
 `direct_launch` whether the other Steps called Triton's C launch itself (opt-in: SGLANG_KIMI_EAGLE3_DIRECT_LAUNCH=1),
@@ -83,26 +85,29 @@ def measure(fn, calls: int) -> dict:
     return {"host_us": host, "gpu_us": gpu, "eager_us": eager}
 
 
-def planned_with(direct: bool, fn):
+def planned_with(direct: bool, fn, ints: bool = True):
     """fn (an op call whose plan is its own) with its plan's first call made under SGLANG_KIMI_EAGLE3_DIRECT_LAUNCH
-    = 1 or 0, so its Steps keep the C launch or compiled.run whatever the process's setting; later calls as is."""
-    from sglang_kimi_eagle3.ops._host import ENV_DIRECT
+    = 1 or 0 and SGLANG_KIMI_EAGLE3_INT_POINTERS = 1 or 0, so its Steps keep the C launch or compiled.run, and take
+    pointers as ints or tensors, whatever the process's settings; later calls as is."""
+    from sglang_kimi_eagle3.ops._host import ENV_DIRECT, ENV_INT_POINTERS
 
     first = [True]
+    want = {ENV_DIRECT: "1" if direct else "0", ENV_INT_POINTERS: "1" if ints else "0"}
 
     def run():
         if not first:
             return fn()
-        before = os.environ.get(ENV_DIRECT)
-        os.environ[ENV_DIRECT] = "1" if direct else "0"
+        before = {k: os.environ.get(k) for k in want}
+        os.environ.update(want)
         try:
             return fn()
         finally:
             first.clear()
-            if before is None:
-                os.environ.pop(ENV_DIRECT, None)
-            else:
-                os.environ[ENV_DIRECT] = before
+            for k, v in before.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
 
     return run
 
@@ -144,10 +149,11 @@ def providers(bs: int):
 
     # ours / ours_direct: a copy of the launch table each (the same configs), so a plan key of their own (the key
     # names the table by identity): neither shares ours_hook's plan
-    t_ours, t_direct = dict(launch_table(dev)), dict(launch_table(dev))
+    t_ours, t_direct, t_tensors = dict(launch_table(dev)), dict(launch_table(dev)), dict(launch_table(dev))
     sampling = {"sglang": lambda: sg(**kw),
                 "ours": planned_with(False, lambda: ts.tree_speculative_sampling(**kw, table=t_ours)),
                 "ours_direct": planned_with(True, lambda: ts.tree_speculative_sampling(**kw, table=t_direct)),
+                "ours_tensors": planned_with(True, lambda: ts.tree_speculative_sampling(**kw, table=t_tensors), False),
                 "ours_hook": lambda: verify_kernels.tree_sampling_hook(sg, **kw), "ours_binder": sampling_binder,
                 "pr02": sampling_pr02}
     gc, gr, gn, gs, logits, gs_s = greedy_inputs(bs, N)
@@ -168,6 +174,8 @@ def providers(bs: int):
               "ours": planned_with(False, lambda: av.argmax_verify_greedy(*go, gc, gr, gn, gs, logits, table=t_ours)),
               "ours_direct": planned_with(True, lambda: av.argmax_verify_greedy(*go, gc, gr, gn, gs, logits,
                                                                                  table=t_direct)),
+              "ours_tensors": planned_with(True, lambda: av.argmax_verify_greedy(*go, gc, gr, gn, gs, logits,
+                                                                                  table=t_tensors), False),
               "ours_hook": ours_greedy_hook, "ours_binder": lambda: av.launch_binder(*go, gc, gr, gn, gs, logits),
               "ours_2launch": lambda: av.argmax_verify_greedy(*go, gc, gr, gn, gs, logits, config=two),
               "ours_1launch": lambda: av.argmax_verify_greedy(*go, gc, gr, gn, gs, logits, config=one)}
@@ -175,7 +183,7 @@ def providers(bs: int):
 
 
 # every op's providers, together
-PROVIDERS = ("sglang", "ours", "ours_direct", "ours_hook", "ours_binder", "ours_2launch", "ours_1launch", "pr02")
+PROVIDERS = ("sglang", "ours", "ours_direct", "ours_tensors", "ours_hook", "ours_binder", "ours_2launch", "ours_1launch", "pr02")
 
 
 def keep(provs: dict, names: list[str] | None) -> dict:

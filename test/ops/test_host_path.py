@@ -448,6 +448,8 @@ def test_a_plan_is_per_device_alignment_layout_and_dtype(change):
     key = lambda t: _host.op_key("test-facts", None, None, [*others, t])  # noqa: E731
     assert key(base) == key(same) and key(base) != key(changed)
     assert key(changed)[-1] == _host.tensor_key([*others, changed])  # op_key's inline copy of tensor_key
+    for t in (base, changed):  # the planned ops' key: op_key's, and the pointers it read
+        assert _host.op_key_ptrs("test-facts", None, None, [*others, t]) == (key(t), [x._ptr for x in [*others, t]])
     a = _host.plan(key(base), object)
     assert _host.plan(key(same), object) is a and _host.plan(key(changed), object) is not a
 
@@ -603,13 +605,98 @@ def test_bench_hosts_ours_and_ours_direct_plans_launch_each_their_way(c_launch, 
     for process in ("1", None):
         if process is None:
             monkeypatch.delenv(_host.ENV_DIRECT)
+        monkeypatch.delenv(_host.ENV_INT_POINTERS, raising=False)
         run, direct = _step(c_launch), _step(c_launch)
         seen = []
-        via_run = planned_with(False, lambda: (seen.append(os.environ.get(_host.ENV_DIRECT)), run(*ARGS)))
-        via_direct = planned_with(True, lambda: (seen.append(os.environ.get(_host.ENV_DIRECT)), direct(*ARGS)))
+        env = lambda: (os.environ.get(_host.ENV_DIRECT), os.environ.get(_host.ENV_INT_POINTERS))  # noqa: E731
+        via_run = planned_with(False, lambda: (seen.append(env()), run(*ARGS)))
+        via_direct = planned_with(True, lambda: (seen.append(env()), direct(*ARGS)))
+        via_tensors = planned_with(True, lambda: seen.append(env()), False)
         for _ in range(2):
             via_run()
             via_direct()
+            via_tensors()
         assert run.handle is not None and run.direct is None
         assert direct.direct is not None and direct.handle is None
-        assert seen == ["0", "1", process, process] and os.environ.get(_host.ENV_DIRECT) == process
+        assert seen == [("0", "1"), ("1", "1"), ("1", "0")] + [(process, None)] * 3
+        assert env() == (process, None)
+
+
+def _op_calls():
+    """{name: (call, inputs)} of every planned op and launch shape: tree sampling in one launch and in three, argmax +
+    verify in one and in two, verify_greedy."""
+    from sglang_kimi_eagle3.ops import argmax_verify as av
+    from sglang_kimi_eagle3.ops import tree_sampling as ts
+    from sglang_kimi_eagle3.ops import verify_greedy as vg
+
+    bs, n, s = 3, 4, 4
+    samp = _sampling_case(bs, n, 9000, seed=1)
+    tree = samp[:4]
+    logits = torch.randn(bs * n, 5000, generator=torch.Generator().manual_seed(2)).to(DEV)
+    tp = torch.argmax(logits, -1)
+    out = _outs(bs, n, s)
+    scfg = {"num_warps": 4, "tiles_per_program": 1}
+    acfg = {"block": 256, "splits": 3}
+    return {
+        "sampling-1": lambda: ts.tree_speculative_sampling(*out, *samp, 1.0, 0.5, config=dict(scfg, fused=True)),
+        "sampling-3": lambda: ts.tree_speculative_sampling(*out, *samp, 1.0, 0.5, config=dict(scfg, fused=False)),
+        "argmax-1": lambda: av.argmax_verify_greedy(*out, *tree, logits, config=dict(acfg, fused=True)),
+        "argmax-2": lambda: av.argmax_verify_greedy(*out, *tree, logits, config=dict(acfg, fused=False)),
+        "greedy": lambda: vg.verify_tree_greedy(*out, *tree, tp, config={"rows_per_program": 1}),
+    }
+
+
+@pytest.mark.parametrize("op", ["sampling-1", "sampling-3", "argmax-1", "argmax-2", "greedy"])
+def test_kept_launches_take_the_same_arguments_with_pointers_as_ints(op, monkeypatch):
+    """Once a plan's Steps keep a launch, each planned op hands it every argument in the kernel's order with the
+    tensors' pointers as ints (SGLANG_KIMI_EAGLE3_INT_POINTERS, default): position for position what the same plan
+    hands it with int pointers off (the tensors), an int where that has a tensor equal to its data_ptr(). The
+    launches recorded (a C launch that launches nothing), the first call real (the binder; compiled on a GPU)."""
+    from triton import knobs
+
+    monkeypatch.delenv(_host.ENV_INT_POINTERS, raising=False)
+    _host.clear_plans()
+    try:
+        call = _op_calls()[op]
+        call()
+        (p,) = _host._PLANS.values()
+        steps = [st for st in vars(p).values() if isinstance(st, _host.Step)]
+        assert p.ints and steps
+        seen = []
+        for st in steps:  # a kept direct launch that records (what Step.launch hands Triton's C launch)
+            st.handle = None
+            st.direct = (lambda *a: seen.append(a[-1]), *st.grid, 0xF00, False, False, (4, 1, 0), [], b"", 0,
+                         lambda dev: 1000, lambda: 0, knobs.runtime, _host._NEVER, _host._NEVER)
+        call()
+        as_ints = list(seen)
+        seen.clear()
+        p.ints = False
+        call()
+        as_tensors = list(seen)
+    finally:
+        _host.clear_plans()
+    assert len(as_ints) == len(as_tensors) == len(steps)
+    for a, t in zip(as_ints, as_tensors):
+        assert len(a) == len(t)
+        for x, y in zip(a, t):
+            if isinstance(y, torch.Tensor):
+                assert type(x) is int and x == y.data_ptr(), (op, x, y.shape)
+            else:
+                assert type(x) is type(y) and x == y, (op, x, y)
+        assert any(isinstance(y, torch.Tensor) for y in t)
+
+
+def test_int_pointers_are_read_when_a_plan_is_built(monkeypatch):
+    """SGLANG_KIMI_EAGLE3_INT_POINTERS=0 gives a plan built then the tensors (the path before); unset or 1, ints."""
+    from sglang_kimi_eagle3.ops import verify_greedy as vg
+
+    for value, want in (("0", False), ("1", True), (None, True)):
+        if value is None:
+            monkeypatch.delenv(_host.ENV_INT_POINTERS, raising=False)
+        else:
+            monkeypatch.setenv(_host.ENV_INT_POINTERS, value)
+        _host.clear_plans()
+        _op_calls()["greedy"]()
+        (p,) = _host._PLANS.values()
+        assert p.ints is want
+    _host.clear_plans()

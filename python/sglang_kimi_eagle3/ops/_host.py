@@ -292,7 +292,11 @@ class Step:
         self.direct = None  # direct_launch(...) + (device, get_stream, get_device, runtime knobs, enter hook, exit hook)
         self.fast = not fast_path_reason()
 
-    def __call__(self, *args):
+    def launch(self, args: tuple) -> bool:
+        """The kept launch (the C launch, else compiled.run) with `args` as given, where a pointer argument may be
+        the tensor's data_ptr() as an int (the C launch then neither calls data_ptr() nor cuPointerGetAttribute on
+        it); False, launching nothing, before a first call kept a launch, under a launch hook or on another device:
+        the caller then calls the Step with the tensors (the binder path)."""
         d = self.direct
         if d is not None:
             launch, gx, gy, gz, function, coop, pdl, meta, ann, sig, device, get_stream, get_device, rt, enter, leave = d
@@ -303,7 +307,7 @@ class Step:
                 # CudaLauncher.__call__'s launch with no scratch buffer and no hook (direct_launch)
                 launch(gx, gy, gz, get_stream(dev), function, coop, pdl, meta, None, None, None, None, None, ann, sig,
                        args)
-                return
+                return True
         h = self.handle
         if h is not None:
             get_stream, get_device, rt, _ = _DRIVER
@@ -311,9 +315,16 @@ class Step:
             if dev == h[3] and hooks_idle(rt):
                 g = self.grid
                 h[0](g[0], g[1], g[2], get_stream(dev), h[1], h[2], None, None, None, *args)
-                return
+                return True
+        return False
+
+    def __call__(self, *args):
+        """Launch with every argument as the kernel takes it (tensors for pointers): the kept launch, else the binder
+        (which on the first call keeps the launch)."""
+        if self.launch(args):
+            return
         kernel = self.fn[self.grid](*args, **self.opts)
-        if self.fast and h is None and d is None:
+        if self.fast and self.handle is None and self.direct is None:
             self._keep(kernel, args)
 
     def _keep(self, kernel, args: tuple) -> None:
@@ -366,6 +377,33 @@ def op_key(op: str, table, config: dict | None, tensors) -> tuple:
             cfg_key = [config]
     return (op, _interpret_raw() in _ON, id(table), cfg_key,
             tuple([(t.shape, t.stride(), t.dtype, t.device, not t.data_ptr() & 15) for t in tensors]))
+
+
+def op_key_ptrs(op: str, table, config: dict | None, tensors) -> tuple[tuple, list]:
+    """(op_key, the tensors' data_ptr() values): the key reads every pointer for its alignment anyway, and a planned
+    op hands the same ints to Step.launch (int_pointers), so a call reads each pointer once."""
+    ptrs = [t.data_ptr() for t in tensors]
+    if config is None:
+        cfg_key = None
+    else:
+        try:
+            cfg_key = tuple(sorted(config.items()))
+        except TypeError:  # an unhashable value
+            cfg_key = [config]
+    return (op, _interpret_raw() in _ON, id(table), cfg_key,
+            tuple([(t.shape, t.stride(), t.dtype, t.device, not q & 15) for t, q in zip(tensors, ptrs)])), ptrs
+
+
+# Pointer arguments as ints on the kept launches (the plan's workspaces' pointers read once, the call's tensors' from
+# op_key_ptrs): Triton's C launch takes an int pointer as it is, where for a tensor it calls data_ptr() and then
+# cuPointerGetAttribute (a driver call) per pointer argument. SGLANG_KIMI_EAGLE3_INT_POINTERS=0 (read when a plan is
+# built) hands the tensors instead.
+ENV_INT_POINTERS = "SGLANG_KIMI_EAGLE3_INT_POINTERS"
+
+
+def int_pointers() -> bool:
+    """Plans built now hand their kept launches pointer ints (default), not tensors."""
+    return os.environ.get(ENV_INT_POINTERS) != "0"
 
 
 def plan(key, build, *args):

@@ -22,7 +22,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._host import Step, cdiv, next_power_of_2, op_key, plan
+from ._host import Step, cdiv, int_pointers, next_power_of_2, op_key_ptrs, plan
 from ._tree import cached_plan, check_tree_inputs, load_tree_rows, pow2, walk_config
 from .arch import Unsupported, num_sms, op_config, pdl_supported
 from .tables import launch_table
@@ -200,21 +200,27 @@ def argmax_verify_greedy(
                retrive_next_sibling, logits)
     if table is None:
         table = launch_table(logits.device)
-    p = plan(op_key("argmax_verify", table, config, tensors), _ArgmaxPlan, tensors, config, table)
+    key, ptrs = op_key_ptrs("argmax_verify", table, config, tensors)
+    p = plan(key, _ArgmaxPlan, tensors, config, table)
     if p.bs == 0:
         return
+    # the kept launches take the pointers as ints (ops/_host.int_pointers); the binder (a first call) the tensors
+    pr, ai, an, ca, ri, nx, sb, lg = ptrs
     if p.fused is not None:
-        p.fused(predicts, accept_index, accept_token_num, p.part_key, p.part_idx, p.sem, candidates, retrive_index,
-                retrive_next_token, retrive_next_sibling, logits, *p.fused_tail)
+        if not (p.ints and p.fused.launch((pr, ai, an, *p.wp, ca, ri, nx, sb, lg, *p.fused_tail))):
+            p.fused(predicts, accept_index, accept_token_num, p.part_key, p.part_idx, p.sem, candidates, retrive_index,
+                    retrive_next_token, retrive_next_sibling, logits, *p.fused_tail)
         return
-    p.argmax(p.part_key, p.part_idx, logits, *p.argmax_tail)
-    p.verify(predicts, accept_index, accept_token_num, candidates, retrive_index, retrive_next_token,
-             retrive_next_sibling, candidates, p.part_key, p.part_idx, *p.verify_tail)
+    if not (p.ints and p.argmax.launch((*p.wp[:2], lg, *p.argmax_tail))):
+        p.argmax(p.part_key, p.part_idx, logits, *p.argmax_tail)
+    if not (p.ints and p.verify.launch((pr, ai, an, ca, ri, nx, sb, ca, *p.wp[:2], *p.verify_tail))):
+        p.verify(predicts, accept_index, accept_token_num, candidates, retrive_index, retrive_next_token,
+                 retrive_next_sibling, candidates, p.part_key, p.part_idx, *p.verify_tail)
 
 
 class _ArgmaxPlan:
     """One call signature's launch plan (ops/_host.plan): guards passed once, the two Steps with their integer and
-    constexpr arguments, the partials workspace."""
+    constexpr arguments, the partials workspace (and its pointers as ints, `wp`)."""
 
     def __init__(self, tensors, config, table):
         (predicts, accept_index, accept_token_num, candidates, retrive_index, retrive_next_token, retrive_next_sibling,
@@ -227,11 +233,13 @@ class _ArgmaxPlan:
         rows, vocab = logits.shape
         cfg = argmax_config(rows, vocab, bs, n, logits.device, config, table)
         self.fused = None
+        self.ints = int_pointers()
         if fused_applies(cfg, n, bs):
             np_, block, ch, splits, warps, even = fused_plan(bs, n, vocab, cfg)
             self.part_key = torch.empty((rows, splits), dtype=torch.int32, device=logits.device)
             self.part_idx = torch.empty((rows, splits), dtype=torch.int32, device=logits.device)
             self.sem = torch.zeros(2 * bs + 1, dtype=torch.int32, device=logits.device)
+            self.wp = (self.part_key.data_ptr(), self.part_idx.data_ptr(), self.sem.data_ptr())
             self.fused = Step(_argmax_verify_kernel, (bs, splits), num_warps=warps)
             self.fused_tail = (logits.stride(0), bs, s, n, vocab, ch, splits, np_, block, pow2(splits, 1), even)
             return
@@ -239,6 +247,7 @@ class _ArgmaxPlan:
         pdl = bool(cfg.get("pdl", True)) and pdl_supported(logits.device)
         self.part_key = torch.empty((rows, splits), dtype=torch.int32, device=logits.device)
         self.part_idx = torch.empty((rows, splits), dtype=torch.int32, device=logits.device)
+        self.wp = (self.part_key.data_ptr(), self.part_idx.data_ptr())
         self.argmax = Step(_split_argmax_kernel, (cdiv(rows, br), splits), num_warps=warps)
         self.argmax_tail = (logits.stride(0), rows, vocab, ch, splits, br, block, even, pdl)
         np_, bb, vwarps = _verify_walk(n, bs, verify_config(cfg))

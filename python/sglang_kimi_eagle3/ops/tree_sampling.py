@@ -47,7 +47,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._host import Step, cdiv, next_power_of_2, op_key, plan
+from ._host import Step, cdiv, int_pointers, next_power_of_2, op_key_ptrs, plan
 from ._tree import cached_plan, check_tree_inputs, first_child, load_tree_block, pick, pow2, take, tree_links, walk, walk_config
 from .arch import Unsupported, op_config, pdl_supported, require_launchable
 from .tables import launch_table
@@ -364,22 +364,32 @@ def tree_speculative_sampling(
                retrive_next_sibling, uniform_samples, uniform_samples_for_final_sampling, target_probs, draft_probs)
     if table is None:
         table = launch_table(candidates.device)
-    p = plan(op_key("tree_sampling", table, config, tensors), _SamplingPlan, tensors, config, table)
+    key, ptrs = op_key_ptrs("tree_sampling", table, config, tensors)
+    p = plan(key, _SamplingPlan, tensors, config, table)
     if not (0 <= threshold_single <= 1 and 0 <= threshold_acc <= 1):
         raise ValueError(f"threshold_single ({threshold_single}) and threshold_acc ({threshold_acc}) must lie in [0, 1]")
     if p.bs == 0:
         return
     thr_single, thr_acc = _thresholds(threshold_single, threshold_acc)
+    # the kept launches take the pointers as ints (ops/_host.int_pointers); the binder (a first call) the tensors
+    pr, ai, an, ca, ri, nx, sb, us, uf, tp, dp = ptrs
     if p.fused is not None:
-        p.fused(predicts, accept_index, accept_token_num, draft_probs, p.tile_sum, p.tile_last, p.sem, candidates,
-                retrive_index, retrive_next_token, retrive_next_sibling, uniform_samples, target_probs,
-                uniform_samples_for_final_sampling, thr_single, thr_acc, *p.fused_tail)
+        if not (p.ints and p.fused.launch((pr, ai, an, dp, *p.wp, ca, ri, nx, sb, us, tp, uf, thr_single, thr_acc,
+                                           *p.fused_tail))):
+            p.fused(predicts, accept_index, accept_token_num, draft_probs, p.tile_sum, p.tile_last, p.sem, candidates,
+                    retrive_index, retrive_next_token, retrive_next_sibling, uniform_samples, target_probs,
+                    uniform_samples_for_final_sampling, thr_single, thr_acc, *p.fused_tail)
         return
-    p.walk(predicts, accept_index, accept_token_num, draft_probs, p.work, candidates, retrive_index,
-           retrive_next_token, retrive_next_sibling, uniform_samples, target_probs, thr_single, thr_acc, *p.walk_tail)
-    p.sums(p.tile_sum, p.tile_last, target_probs, draft_probs, p.work, *p.sums_tail)
-    p.sample(predicts, p.tile_sum, p.tile_last, target_probs, draft_probs, p.work, uniform_samples_for_final_sampling,
-             *p.sample_tail)
+    ts_, tl_, wk = p.wp
+    if not (p.ints and p.walk.launch((pr, ai, an, dp, wk, ca, ri, nx, sb, us, tp, thr_single, thr_acc, *p.walk_tail))):
+        p.walk(predicts, accept_index, accept_token_num, draft_probs, p.work, candidates, retrive_index,
+               retrive_next_token, retrive_next_sibling, uniform_samples, target_probs, thr_single, thr_acc,
+               *p.walk_tail)
+    if not (p.ints and p.sums.launch((ts_, tl_, tp, dp, wk, *p.sums_tail))):
+        p.sums(p.tile_sum, p.tile_last, target_probs, draft_probs, p.work, *p.sums_tail)
+    if not (p.ints and p.sample.launch((pr, ts_, tl_, tp, dp, wk, uf, *p.sample_tail))):
+        p.sample(predicts, p.tile_sum, p.tile_last, target_probs, draft_probs, p.work,
+                 uniform_samples_for_final_sampling, *p.sample_tail)
 
 
 class _SamplingPlan:
@@ -412,12 +422,15 @@ class _SamplingPlan:
         self.tile_sum = torch.empty((bs, tiles), dtype=torch.float32, device=dev)
         self.tile_last = torch.empty((bs, tiles), dtype=torch.int32, device=dev)
         self.fused = None
+        self.ints = int_pointers()
         # one launch (_tree_sampling_kernel, one request per program) where fused_taken, else the three kernels
         if fused_taken(cfg, pl):
             self.sem = torch.zeros(bs, dtype=torch.int32, device=dev)
+            self.wp = (self.tile_sum.data_ptr(), self.tile_last.data_ptr(), self.sem.data_ptr())
             self.fused = Step(_tree_sampling_kernel, (bs, cdiv(tiles, pl["tps"])), num_warps=pl["sum_warps"])
             self.fused_tail = (bs, s, n, vocab, tiles, pl["tps"], pl["np"], pl["TP"], g)
             return
+        self.wp = (self.tile_sum.data_ptr(), self.tile_last.data_ptr(), self.work.data_ptr())
         self.walk = Step(_walk_kernel, (cdiv(bs, pl["walk_bb"]),), num_warps=pl["walk_warps"])
         self.walk_tail = (bs, s, n, vocab, pl["np"], pl["walk_bb"], pdl)
         self.sums = Step(_tile_sums_kernel, (cdiv(bs, pl["sum_bb"]), cdiv(tiles, pl["tps"])), num_warps=pl["sum_warps"],

@@ -26,7 +26,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._host import Step, cdiv, op_key, plan
+from ._host import Step, cdiv, int_pointers, op_key_ptrs, plan
 from ._tree import (  # noqa: F401
     MAX_DRAFT_TOKENS,
     check_tree_inputs,
@@ -137,11 +137,14 @@ def verify_tree_greedy(
                retrive_next_sibling, target_predict)
     if table is None and config is None:
         table = launch_table(candidates.device)
-    p = plan(op_key("verify_greedy", table, config, tensors), _GreedyPlan, tensors, config, table)
+    key, ptrs = op_key_ptrs("verify_greedy", table, config, tensors)
+    p = plan(key, _GreedyPlan, tensors, config, table)
     if p.bs == 0:
         return
-    p.verify(predicts, accept_index, accept_token_num, candidates, retrive_index, retrive_next_token,
-             retrive_next_sibling, target_predict, predicts, predicts, *p.tail)
+    # the kept launch takes the pointers as ints (ops/_host.int_pointers); the binder (a first call) the tensors
+    if not (p.ints and p.verify.launch((*ptrs, ptrs[0], ptrs[0], *p.tail))):
+        p.verify(predicts, accept_index, accept_token_num, candidates, retrive_index, retrive_next_token,
+                 retrive_next_sibling, target_predict, predicts, predicts, *p.tail)
 
 
 class _GreedyPlan:
@@ -155,6 +158,7 @@ class _GreedyPlan:
         bs = self.bs
         np_, bb, warps = walk_config("verify_greedy", n, bs, config, tensors[3].device, table)
         self.verify = Step(verify_greedy_kernel, (cdiv(bs, bb),), num_warps=warps)
+        self.ints = int_pointers()
         self.tail = (bs, s, n, bs * n, 1, np_, bb, 1, False, False)
 
 
