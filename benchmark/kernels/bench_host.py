@@ -27,7 +27,7 @@ data_ptr() and cuPointerGetAttribute per pointer), so one run separates each sav
 variables as set for the process.
 Rounds alternate the providers (A B C D A B C D ...); the row is the
 median over rounds, with min and max. The file's `fast_path` says whether the compiled launchers ran ("" = yes),
-`direct_launch` whether the other Steps called Triton's C launch itself (opt-in: SGLANG_KIMI_EAGLE3_DIRECT_LAUNCH=1),
+`direct_launch` whether the other Steps called Triton's C launch itself (the default; SGLANG_KIMI_EAGLE3_DIRECT_LAUNCH=0: compiled.run),
 `direct_fallbacks` the kernels that kept compiled.run and why.
 
     python -m benchmark.kernels.bench_host [--rounds 3] [--calls 200] [--bs 1 4 16 64] [--providers sglang ours pr02]

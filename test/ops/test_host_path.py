@@ -169,8 +169,8 @@ def test_direct_launch_convention_of_the_installed_triton():
     """The direct launch hands Triton's C launch what the installed Triton's CudaLauncher.__call__ (compiled.run)
     hands it: this fails (and the reason names what changed) when a Triton release changes that call."""
     assert _host.launcher_reason() == ""
-    # on a GPU: "" once opted in, else the opt-in reason (the H200 suite of 2026-12-03 ran without the variable)
-    on_gpu = "" if _host.direct_enabled() else _host.NOT_VERIFIED
+    # on a GPU: "" unless switched off (SGLANG_KIMI_EAGLE3_DIRECT_LAUNCH=0)
+    on_gpu = "" if _host.direct_enabled() else _host.SWITCHED_OFF
     assert _host.direct_reason() == (on_gpu if DEV.type == "cuda" else _host.fast_path_reason())
 
 
@@ -244,7 +244,7 @@ def c_launch(monkeypatch):
     def launch(*a):  # driver.c launchKernel's place
         calls.append(a)
 
-    monkeypatch.setenv(_host.ENV_DIRECT, "1")  # opt-in until a GPU run (test_the_direct_launch_is_opt_in)
+    monkeypatch.setenv(_host.ENV_DIRECT, "1")  # the default (test_the_direct_launch_is_on_unless_switched_off)
     state = types.SimpleNamespace(calls=calls, launch=launch, device=0)
     monkeypatch.setattr(triton.runtime.driver, "_active", types.SimpleNamespace(utils=types.SimpleNamespace(launch=launch)))
     monkeypatch.setattr(_host, "_DRIVER", [lambda dev: 1000 + dev, lambda: state.device, knobs.runtime, launch])
@@ -480,7 +480,7 @@ def _outs(bs, n, s):
 @pytest.fixture(params=["compiled.run", "direct"])
 def launch_path(request, monkeypatch):
     """The planned ops' two launch paths after a plan's first call on a GPU: the compiled kernel's launcher, and
-    Triton's C launch itself (SGLANG_KIMI_EAGLE3_DIRECT_LAUNCH=1; opt-in until shown exact here on a GPU). Plans are
+    Triton's C launch itself (the default; SGLANG_KIMI_EAGLE3_DIRECT_LAUNCH=0 keeps compiled.run). Plans are
     built afresh under the setting and dropped after. Yields a check that the plans built meanwhile launch that way
     (on a GPU with the fast path; the interpreter has one path)."""
     monkeypatch.setenv(_host.ENV_DIRECT, "1" if request.param == "direct" else "0")
@@ -578,16 +578,19 @@ def test_a_plan_rejects_like_the_guard_and_reuses_its_workspaces():
 
 
 @from_38
-def test_the_direct_launch_is_opt_in(c_launch, monkeypatch):
-    """Without SGLANG_KIMI_EAGLE3_DIRECT_LAUNCH=1 a Step keeps compiled.run (the C launch directly is not yet verified on
-    a GPU), and says why."""
+def test_the_direct_launch_is_on_unless_switched_off(c_launch, monkeypatch):
+    """Unset (or 1) a Step keeps the C launch; SGLANG_KIMI_EAGLE3_DIRECT_LAUNCH=0 keeps compiled.run, and says why."""
     monkeypatch.delenv(_host.ENV_DIRECT)
     step = _step(c_launch)
     step(*ARGS)
+    assert step.direct is not None and step.handle is None
+    monkeypatch.setenv(_host.ENV_DIRECT, "0")
+    step = _step(c_launch)
+    step(*ARGS)
     assert step.direct is None and step.handle is not None
-    assert _host.direct_fallbacks() == {"fake_kernel": _host.NOT_VERIFIED}
+    assert _host.direct_fallbacks() == {"fake_kernel": _host.SWITCHED_OFF}
     if not _host.fast_path_reason():
-        assert _host.direct_reason() == _host.NOT_VERIFIED
+        assert _host.direct_reason() == _host.SWITCHED_OFF
 
 
 @from_38

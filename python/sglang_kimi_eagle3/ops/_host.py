@@ -31,16 +31,16 @@ op around it re-ran its guards, looked its config up and allocated its workspace
                     specialisation input (integer values, pointer alignment, dtypes), so the compiled kernel of the
                     first call is the one Triton's binder would pick for every later call of that plan.
 
-The fast path is off, with a recorded reason (`fast_path_reason()`), under TRITON_INTERPRET=1 (no compiled
-launcher: the CPU tests run the binder path and so the same math), when the installed Triton's `JITFunction.run`
-does not launch with exactly that call (checked on its source: Triton 3.4 to 3.8 do), and for any launch while a
-launch hook is registered (a profiler: the binder path calls it). The direct C launch is off (`direct_reason()`),
-the Step calling `compiled.run(...)` instead, where CudaLauncher.__call__ does not launch with LAUNCHER_CONVENTION
-(checked on its source: Triton 3.8 does), and per kernel (`direct_fallbacks()`) where compiled.run does more than
-that call: a global or profile scratch buffer, gsan, tensor descriptors (a wrapped launch), a launcher of another
-class; before a Step keeps the C launch, CudaLauncher.__call__ runs once on a copy of the launcher whose launch
-records, and the recorded values must be the direct call's. test/ops/test_host_path.py checks both conventions on
-the installed Triton.
+The fast path is off, with a recorded reason (`fast_path_reason()`), under TRITON_INTERPRET=1 (no compiled launcher:
+the CPU tests run the binder path and so the same math), when the installed Triton's `JITFunction.run` does not
+launch with exactly that call (checked on its source: Triton 3.4 to 3.8 do), and for any launch while a launch hook
+is registered (a profiler: the binder path calls it). The direct C launch is off (`direct_reason()`), the Step
+calling `compiled.run(...)` instead, under SGLANG_KIMI_EAGLE3_DIRECT_LAUNCH=0, where CudaLauncher.__call__ does not
+launch with LAUNCHER_CONVENTION (checked on its source: Triton 3.8 does), and per kernel (`direct_fallbacks()`)
+where compiled.run does more than that call: a global or profile scratch buffer, gsan, tensor descriptors (a wrapped
+launch), a launcher of another class; before a Step keeps the C launch, CudaLauncher.__call__ runs once on a copy of
+the launcher whose launch records, and the recorded values must be the direct call's. test/ops/test_host_path.py
+checks both conventions on the installed Triton.
 
 Also the host integer helpers: Triton 3.8 wraps `triton.cdiv` / `triton.next_power_of_2` as ConstexprFunctions
 (~10 µs a call from host code); these are the same arithmetic, for host code only (kernels keep triton.cdiv).
@@ -192,14 +192,15 @@ def launcher_reason(cls=None) -> str:
     return ""
 
 
-# Opt-in until a GPU run has shown it: the direct C launch was built and checked on CPU (a recording launch against the
-# installed Triton's CudaLauncher.__call__) and has not yet launched a real kernel; without it Steps keep compiled.run.
+# On unless SGLANG_KIMI_EAGLE3_DIRECT_LAUNCH=0: on the H200 (2026-12-04, the serving stack, Triton 3.8) the planned ops
+# wrote exactly what their binder paths write through it (test/ops/test_host_path.py, compiled) and it saved 2-3 µs a
+# call against compiled.run (benchmark/kernels/bench_host.py, `ours_direct` against `ours`); 0: Steps keep compiled.run.
 ENV_DIRECT = "SGLANG_KIMI_EAGLE3_DIRECT_LAUNCH"
-NOT_VERIFIED = f"{ENV_DIRECT} is not 1 (the direct C launch is opt-in: not yet verified on a GPU)"
+SWITCHED_OFF = f"{ENV_DIRECT}=0 (the direct C launch switched off: Steps launch through compiled.run)"
 
 
 def direct_enabled() -> bool:
-    return os.environ.get(ENV_DIRECT) == "1"
+    return os.environ.get(ENV_DIRECT) != "0"
 
 
 _LAUNCHER: list = []  # [launcher_reason()] once probed
@@ -213,7 +214,7 @@ def direct_reason() -> str:
     if reason:
         return reason
     if not direct_enabled():
-        return NOT_VERIFIED
+        return SWITCHED_OFF
     if not _LAUNCHER:
         _LAUNCHER.append(launcher_reason())
     return _LAUNCHER[0]
@@ -341,7 +342,7 @@ class Step:
         if not _LAUNCHER:
             _LAUNCHER.append(launcher_reason())
         launcher = kernel.run
-        direct = (NOT_VERIFIED if not direct_enabled() else
+        direct = (SWITCHED_OFF if not direct_enabled() else
                   _LAUNCHER[0] or direct_launch(launcher, function, meta, self.grid, args, raw_launch))
         if isinstance(direct, tuple):
             enter, leave = (h if isinstance(getattr(h, "calls", None), list) else _NEVER

@@ -256,10 +256,11 @@ class _ArgmaxPlan:
 
 
 FUSED_MAX_N = 16  # larger trees: the walk's [NP, NP] tiles beside the argmax's spill registers (SM120, 8 warps)
-# Above this batch the two launches: on the H200 (2026-12-02, N 4, bench_host) one launch saved 7-13 µs of host
-# time per call at bs 1-4 but cost GPU time from bs 16 (14.4 vs 12.2 µs; bs 64: 58.0 vs 50.7 µs), where the
-# call is no longer host-bound. A config's "fused_max_bs" overrides it.
-FUSED_MAX_BS = 8
+# Above this batch the two launches: the one launch costs more GPU time from bs 16 (H200, 2026-12-02: 14.4 vs 12.2 µs;
+# bs 64: 58.0 vs 50.7 µs) but saves a launch's host time, and SGLang calls the op eagerly: at bs 16 (H200, 2026-12-04,
+# bench_host, both through compiled.run) 17.3 against 20.8 µs per eager call; at bs 64 the GPU time bounds the call.
+# A config's "fused_max_bs" overrides it.
+FUSED_MAX_BS = 16
 
 
 def fused_applies(cfg: dict, n: int, bs: int = 1) -> bool:
