@@ -164,3 +164,22 @@ def test_the_default_config_is_one_launch_up_to_fused_max_bs():
         assert len(new) == 1 and (new[0].fused is not None) == fused, bs
         if fused:
             assert new[0].sem.tolist() == [0] * (2 * bs + 1)  # every counter and flag back to 0
+
+
+@pytest.mark.parametrize("bs", [1, 16, 17])
+@pytest.mark.parametrize("config", [None, {"block": 64, "splits": 3}, {"block": 64, "splits": 3, "fused": False}])
+def test_the_off_states_one_token_verify(bs, config):
+    """SGLang's steps-0 off-state verifies one token per request (EAGLEWorkerV2._build_trivial_verify_input: N 1,
+    retrieve_index arange(bs), no children, accept_index width 1): the shape our greedy hook takes on every off-state
+    step where the table lists a win. The same writes as torch.argmax + SGLang's walk, in one launch (up to
+    FUSED_MAX_BS) and in two, the table's config (None) included."""
+    vocab = 1000
+    g = torch.Generator().manual_seed(bs)
+    logits = on(torch.randn(bs, vocab, generator=g))
+    cand = on(torch.randint(0, vocab, (bs, 1), generator=g))
+    ridx = on(torch.arange(bs, dtype=torch.int64).unsqueeze(1))
+    nxt = on(torch.full((bs, 1), -1, dtype=torch.int64))
+    sib = nxt.clone()
+    ref, ours = run_both(cand, ridx, nxt, sib, logits, 1, config)
+    assert_same(ref, ours)
+    assert torch.equal(ours[0].long(), torch.argmax(logits, -1)) and torch.equal(ours[2], torch.zeros_like(ours[2]))
