@@ -174,3 +174,17 @@ def test_guards():
         tree_speculative_sampling(*outputs(2, 4, s), *bad)
     with pytest.raises(ValueError, match="threshold"):
         tree_speculative_sampling(*outputs(2, 4, s), *inputs, 1.5, 1.0)
+
+
+@pytest.mark.parametrize("bs", [1, 16, 17])
+@pytest.mark.parametrize("config", [None, {"fused": False}])
+def test_the_off_states_one_token_sampling(bs, config):
+    """SGLang's steps-0 off-state samples one token per request from a one-node tree (N 1, no children,
+    accept_index width 1): the shape our sampling hook takes on every sampled off-state step. The same writes as
+    SGLang's walk (the draw included: dyadic probabilities), one launch and three."""
+    inputs, s = make_case(bs + 11, bs, 1, 1, 0, 300)
+    assert s == 1 and torch.equal(inputs[1].cpu(), torch.arange(bs).unsqueeze(1))
+    assert int((inputs[2] != -1).sum()) == 0 and int((inputs[3] != -1).sum()) == 0
+    ref, ours = run_both(inputs, s, config=config)
+    assert_same(ref, ours)
+    assert int(ours[2].sum()) == 0  # nothing to accept: the bonus draw only
