@@ -22,7 +22,9 @@ temperature 0, one at a time, and its output ids are compared with the baseline'
 
 Reported per level: each server's aggregate and per-request tok/s (median over rounds, min-max), the ratio to
 the baseline per round (same round index) as median [min, max], the same between every other pair, and the
-cold first/second ratios. Every finished pass or round is written at once (atomically) to --json, so Ctrl-C or
+cold first/second ratios. A round's aggregate is its tokens over the wall to the last answer, the drain after the
+deadline included; its `window` rate counts only the tokens made before the deadline, at full load (window_tok_s),
+and its ratio (`window`) is the one the drain's length does not move. Every finished pass or round is written at once (atomically) to --json, so Ctrl-C or
 SIGTERM keeps what finished; `--resume` continues an interrupted file where it stopped. Nothing here imports
 sglang: the client and the per-round statistics are the `bench` package's.
 """
@@ -144,6 +146,7 @@ def report(doc: dict) -> dict:
             got = [steady[(s, i)] for i in rounds if (s, i) in steady]
             if got:
                 lv["servers"][s] = {"agg_tok_s": _spread([g["agg_tok_s"] for g in got]),
+                                    "window_tok_s": _spread([g.get("window_tok_s") for g in got]),
                                     "tok_s_per_req": _spread([g["tok_s_per_req_median"] for g in got]),
                                     "tau": _spread([g["tau"] for g in got]), "rounds": len(got),
                                     "errors": sum(sum(g["errors"].values()) for g in got)}
@@ -155,11 +158,13 @@ def report(doc: dict) -> dict:
                                                           if base not in (a, b) and names.index(a) < names.index(b)]
         for a, b in pairs:
             per = [(_ratio(steady[(a, i)]["agg_tok_s"], steady[(b, i)]["agg_tok_s"]),
-                    _ratio(steady[(a, i)]["tok_s_per_req_median"], steady[(b, i)]["tok_s_per_req_median"]))
+                    _ratio(steady[(a, i)]["tok_s_per_req_median"], steady[(b, i)]["tok_s_per_req_median"]),
+                    _ratio(steady[(a, i)].get("window_tok_s"), steady[(b, i)].get("window_tok_s")))
                    for i in rounds if (a, i) in steady and (b, i) in steady]
             if per:
                 lv["ratios"][f"{a}/{b}"] = {"aggregate": _spread([p[0] for p in per]),
-                                            "per_request": _spread([p[1] for p in per])}
+                                            "per_request": _spread([p[1] for p in per]),
+                                            "window": _spread([p[2] for p in per])}
         out.append(lv)
     return {"levels": out}
 
@@ -173,7 +178,8 @@ def format_report(rep: dict) -> str:
             lines.append(f"  {s:<10} agg tok/s {f(v['agg_tok_s'])}  per-req tok/s {f(v['tok_s_per_req'], '.1f')}  "
                          f"({v['rounds']} rounds{', ' + str(v['errors']) + ' errors' if v['errors'] else ''})")
         for pair, v in lv["ratios"].items():
-            lines.append(f"  {pair:<18} aggregate {f(v['aggregate'], '.3f')}  per-request {f(v['per_request'], '.3f')}")
+            lines.append(f"  {pair:<18} aggregate {f(v['aggregate'], '.3f')}  per-request {f(v['per_request'], '.3f')}  "
+                         f"window {f(v.get('window'), '.3f')}")
         for s, v in lv["cold"].items():
             lines.append(f"  cold {s:<10} first/second {v['first_over_second']:.3f} "
                          f"({v['first_wall_s']:.2f} s vs {v['second_wall_s']:.2f} s)")
@@ -183,9 +189,28 @@ def format_report(rep: dict) -> str:
 # ---- traffic --------------------------------------------------------------------------------------------
 
 
-def timed_level(url: str, prompts, c: int, seconds: float, cfg: SweepConfig, template: str):
+def window_tok_s(sent: list[tuple[float, object]], window_s: float) -> float | None:
+    """Tokens per second within the round's window [0, window_s] (the deadline): each finished request's tokens
+    spread evenly over its own [send, send + latency], the part inside the window counted. The drain after the
+    deadline, where fewer than c requests are left in flight and its length depends on which requests happened to be
+    last, stays out: the full-load rate, comparable across servers and rounds. None without a finished request."""
+    if window_s <= 0:
+        return None
+    tokens, any_ok = 0.0, False
+    for start, r in sent:
+        if not r.ok or not r.completion_tokens:
+            continue
+        any_ok = True
+        end = start + max(r.latency_s, 1e-9)
+        inside = max(0.0, min(end, window_s) - start)
+        tokens += r.completion_tokens * inside / (end - start)
+    return tokens / window_s if any_ok else None
+
+
+def timed_level(url: str, prompts, c: int, seconds: float, cfg: SweepConfig, template: str, sent: list | None = None):
     """c requests in flight for `seconds`; no request starts after the deadline, those in flight finish.
-    Returns (results, wall seconds from the first send to the last answer, the last start in seconds)."""
+    Returns (results, wall seconds from the first send to the last answer, the last start in seconds); `sent`
+    (optional) receives (send offset in seconds, result) per request (window_tok_s)."""
     order = interleave(prompts)
     results, lock, nxt = [], threading.Lock(), [0]
     t0 = time.perf_counter()
@@ -202,10 +227,13 @@ def timed_level(url: str, prompts, c: int, seconds: float, cfg: SweepConfig, tem
                 nxt[0] += 1
                 last_start[0] = max(last_start[0], now - t0)
             p = order[i % len(order)]
+            at = time.perf_counter() - t0
             r = client.generate(url, p.id, p.category, P.render(template, p.text), P.sampling(cfg.sampling(), p),
                                 cfg.timeout_s)
             with lock:
                 results.append(r)
+                if sent is not None:
+                    sent.append((at, r))
 
     threads = [threading.Thread(target=worker, name=f"e2e-c{c}-{k}", daemon=True) for k in range(c)]
     for t in threads:
@@ -230,13 +258,16 @@ def run_unit(u: Unit, server: Server, prompts, opts: dict, round_s: float) -> di
 
         results, wall = run_level(server.url, prompts, n, u.concurrency, cfg, opts["template"], on_done=done)
     else:
-        results, wall, last_start = timed_level(server.url, prompts, u.concurrency, round_s, cfg, opts["template"])
+        sent: list = []
+        results, wall, last_start = timed_level(server.url, prompts, u.concurrency, round_s, cfg, opts["template"], sent)
     if client.stopped():
         raise KeyboardInterrupt
     row = {"key": u.key, "phase": u.phase, "temperature": u.temperature, "concurrency": u.concurrency,
            "index": u.index, "server": u.server, "t_start": t_start, "t_end": time.time(),
            "round_s": round_s if u.phase == "steady" else None, "last_start_s": last_start,
            "summary": summarize(results, wall)}
+    if u.phase == "steady":
+        row["summary"]["window_tok_s"] = window_tok_s(sent, round_s)
     if timeline:
         row["requests"] = timeline
     return row
@@ -650,7 +681,8 @@ def run(argv: list[str], progress=print, on_row=None) -> int:
             progress(f"[{k}/{len(todo)}] {u.phase} T={u.temperature:g} c={u.concurrency} "
                      f"{'pass' if u.phase == 'cold' else 'round'} {u.index} {u.server}: "
                      f"{(s['agg_tok_s'] or 0):,.0f} tok/s aggregate, {(s['tok_s_per_req_median'] or 0):.1f} per request, "
-                     f"{s['ok']}/{s['requests']} ok in {s['wall_s']:.1f} s")
+                     + (f"{s['window_tok_s']:,.0f} in the window, " if s.get("window_tok_s") else "")
+                     + f"{s['ok']}/{s['requests']} ok in {s['wall_s']:.1f} s")
             if on_row:
                 on_row(doc)
     except KeyboardInterrupt as exc:

@@ -66,6 +66,41 @@ def test_report_takes_ratios_round_by_round_then_median_and_min_max():
     assert "auto/plain" in e2e.format_report(rep)
 
 
+class _R:
+    def __init__(self, n, latency, ok=True):
+        self.completion_tokens, self.latency_s, self.ok = n, latency, ok
+
+
+def test_window_rate_counts_the_tokens_inside_the_deadline_only():
+    """A round's full-load rate: each request's tokens spread over its own span, the part after the deadline (the
+    drain, fewer requests in flight) left out; failed requests add nothing."""
+    sent = [(0.0, _R(100, 2.0)),  # wholly inside a 4 s window: 100
+            (3.0, _R(100, 2.0)),  # half inside: 50
+            (3.9, _R(40, 0.5)),   # a fifth inside: 8
+            (1.0, _R(None, 1.0, ok=False)), (2.0, _R(50, 1.0, ok=False))]
+    assert e2e.window_tok_s(sent, 4.0) == pytest.approx((100 + 50 + 8) / 4.0)
+    assert e2e.window_tok_s(sent[3:], 4.0) is None and e2e.window_tok_s(sent, 0.0) is None
+    # the aggregate rate of the same round: all 240 tokens over the wall to the last answer (4.4 s) = 54.5 tok/s,
+    # where a longer drain alone (the last request 4 s longer) would move it and leaves this one unchanged
+    slow_tail = sent[:2] + [(3.9, _R(40 * 9, 4.5))]
+    assert e2e.window_tok_s(slow_tail, 4.0) == pytest.approx((100 + 50 + 40 * 9 * 0.1 / 4.5) / 4.0)
+
+
+def test_report_carries_the_window_ratio_round_by_round():
+    rows = [_row("steady", "plain", i, 100.0, 10.0) for i in (1, 2, 3)]
+    rows += [_row("steady", "ours", i, 100.0, 10.0) for i in (1, 2, 3)]
+    for r, w in zip(rows, (100.0, 90.0, 110.0, 95.0, 99.0, 88.0)):
+        r["summary"]["window_tok_s"] = w
+    rep = e2e.report({"config": {"servers": ["plain", "ours"], "baseline": "plain"}, "rows": rows})
+    win = rep["levels"][0]["ratios"]["ours/plain"]["window"]
+    assert win["median"] == pytest.approx(0.95) and win["min"] == pytest.approx(0.8) and win["n"] == 3
+    assert rep["levels"][0]["servers"]["plain"]["window_tok_s"]["median"] == 100.0
+    assert "window 0.950" in e2e.format_report(rep)
+    del rows[0]["summary"]["window_tok_s"]  # a document written before the window rate: no window ratio for that round
+    assert e2e.report({"config": {"servers": ["plain", "ours"], "baseline": "plain"},
+                       "rows": rows})["levels"][0]["ratios"]["ours/plain"]["window"]["n"] == 2
+
+
 def test_alternating_time_sized_rounds_against_stubs(tmp_path):
     out = tmp_path / "e2e.json"
     a, b, c = _stubs()
@@ -90,6 +125,7 @@ def test_alternating_time_sized_rounds_against_stubs(tmp_path):
             assert all(0 <= t["sent_s"] <= t["done_s"] and t["client_s"] > 0 and t["server_s"] is not None for t in tl)
         else:  # a round is a time: it loops past c requests, and nothing starts after its deadline
             assert s["requests"] > row["concurrency"] and row["last_start_s"] < row["round_s"] == 0.25
+            assert 0 < s["window_tok_s"] and s["window_tok_s"] * 0.25 <= s["tokens"] + 1e-6
             assert "requests" not in row  # rounds keep summaries only
         assert s["ok"] == s["requests"]
     lv = doc["report"]["levels"][0]
