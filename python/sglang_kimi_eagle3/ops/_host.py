@@ -369,15 +369,7 @@ def op_key(op: str, table, config: dict | None, tensors) -> tuple:
     """The plan key of one op call: the op, the interpreter flag, the launch table (by identity), the explicit
     config and the tensors (tensor_key, inline: a call less). An unhashable config value makes the key unhashable:
     planned on every call (plan)."""
-    if config is None:
-        cfg_key = None
-    else:
-        try:
-            cfg_key = tuple(sorted(config.items()))
-        except TypeError:  # an unhashable value
-            cfg_key = [config]
-    return (op, _interpret_raw() in _ON, id(table), cfg_key,
-            tuple([(t.shape, t.stride(), t.dtype, t.device, not t.data_ptr() & 15) for t in tensors]))
+    return op_key_ptrs(op, table, config, tensors)[0]
 
 
 def op_key_ptrs(op: str, table, config: dict | None, tensors) -> tuple[tuple, list]:
