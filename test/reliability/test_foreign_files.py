@@ -35,6 +35,8 @@ FILES = {
                                                                "counters": {"ours": {"b": "3"}, "sglang": {}}}]}).encode(),
     "status_missing_keys": json.dumps({"pid": 1, "hooks": []}).encode(),
     "status_hooks_dict": json.dumps({**STATUS, "hooks": {"a": 1}}).encode(),
+    "status_bad_launch_path": json.dumps({**STATUS, "launch_path": {"fast_path": "on", "direct_launch": 3,
+                                                                    "int_pointers": True}}).encode(),
     "fifo": "fifo",
     "dev_zero": "/dev/zero",
     "folder": "folder",
@@ -94,7 +96,7 @@ def test_foreign_or_damaged_file_is_one_line_before_any_output(tmp_path, capsys,
     if name == "dangling_link":
         assert "does not exist" in lines[0]
     elif reader == "plan_bench" and name in ("status_file", "status_string_counters", "status_missing_keys",
-                                               "status_hooks_dict", "profile_file"):
+                                               "status_hooks_dict", "status_bad_launch_path", "profile_file"):
         assert "not a bench file: no 'levels'" in lines[0]
     else:
         assert f"not a {kind} file: " in lines[0], lines[0]
@@ -110,6 +112,16 @@ def test_status_running_accepts_its_own_file_in_either_flag_order(tmp_path, caps
         assert cli_main(argv) == 0
     out = capsys.readouterr().out
     assert "draft_topk1" in out and "calls: ours 3, SGLang 1 (r)" in out
+
+
+def test_status_running_prints_the_launch_path_its_file_names(tmp_path, capsys):
+    lp = {"fast_path": "on", "direct_launch": "on", "int_pointers": True, "fallbacks": {}}
+    f = tmp_path / "port3.json"
+    f.write_text(json.dumps({**STATUS, "launch_path": lp}))
+    assert cli_main(["status", "--running", str(f)]) == 0
+    assert "verify ops launch through Triton's C launch directly, pointers as ints" in capsys.readouterr().out
+    f.write_text(json.dumps({**STATUS, "launch_path": None}))  # before any launch plan: nothing said
+    assert cli_main(["status", "--running", str(f)]) == 0 and "verify ops launch" not in capsys.readouterr().out
 
 
 def test_status_running_passes_over_a_dangling_link_in_the_status_folder(tmp_path, capsys, monkeypatch):

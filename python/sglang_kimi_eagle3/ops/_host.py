@@ -274,6 +274,7 @@ def _driver():
 
 
 _NEVER = object()  # a hook chain no knobs.runtime holds
+STEPS_BUILT = [0]  # Steps built in this process (a launch plan's kernels): the status reports the launch path after one
 
 
 class Step:
@@ -292,6 +293,7 @@ class Step:
         self.handle = None  # (launcher, function, packed_metadata, device) after the first call
         self.direct = None  # direct_launch(...) + (device, get_stream, get_device, runtime knobs, enter hook, exit hook)
         self.fast = not fast_path_reason()
+        STEPS_BUILT[0] += 1
 
     def launch(self, args: tuple) -> bool:
         """The kept launch (the C launch, else compiled.run) with `args` as given, where a pointer argument may be

@@ -4,6 +4,7 @@ one exit-2 line ("not a status file: ...") and never a traceback after the heade
 
 Format (written by integration/hooks/runtime_status.snapshot):
   {"plugin": str, "pid": int, "time": str, "table_in_effect": str,
+   "launch_path": {"fast_path": str, "direct_launch": str, "int_pointers": bool, "fallbacks": {kernel: str}} | null?,
    "hooks": [{"name": str, "status": str, "state": str?, "target": str?, "detail": str?,
               "sites": {"bound": [str], "unbound": [str], ...} | {},
               "call_sites": [str]? (every call site the hook registered in the serving process),
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 from ..documents import read_document, require_object
 from ..errors import UserError
-from ..validate import check_int, dict_field, list_field, show, str_field
+from ..validate import bool_field, check_int, check_str, dict_field, list_field, show, str_field
 
 KIND = "status"
 
@@ -32,6 +33,13 @@ def check_snapshot(doc, where: str) -> dict:
     check_int(doc["pid"], where, "pid", lo=0)
     str_field(doc, "time", where, nonempty=False)
     str_field(doc, "table_in_effect", where, nonempty=False)
+    lp = dict_field(doc, "launch_path", where, required=False)  # absent or null: no launch plan yet (or an older file)
+    if lp is not None:
+        for key in ("fast_path", "direct_launch"):
+            str_field(lp, f"launch_path.{key}", where)
+        bool_field(lp, "launch_path.int_pointers", where)
+        for kernel, why in dict_field(lp, "launch_path.fallbacks", where, default={}).items():
+            check_str(why, where, f"launch_path.fallbacks.{kernel}", True, None)
     hooks = list_field(doc, "hooks", where, what="a list of hook rows")
     for i, h in enumerate(hooks):
         key = f"hooks[{i}]"

@@ -94,3 +94,27 @@ def test_a_hook_with_no_call_site_shows_no_bound_count():
         {**row, "name": "verify_tree_greedy", "sites": {**empty, "bound": ["a:f"]}, "call_sites": ["a:f", "b:f"]}]}
     text = rs.format_snapshot(snap)
     assert "bound 0/0" not in text and "bound 1/2" in text, text
+
+
+def test_the_status_says_how_the_verify_ops_launch(monkeypatch):
+    """The snapshot (status file and `status --running`) names the launch path of this process's planned verify ops:
+    nothing before one has built a plan, then the binder (and why), or Triton's C launch directly or compiled.run,
+    with the pointer form and any kernel that fell back."""
+    from sglang_kimi_eagle3.ops import _host
+
+    monkeypatch.setattr(_host, "STEPS_BUILT", [0])
+    snap = rs.snapshot()
+    assert snap["launch_path"] is None and "verify ops launch" not in rs.format_snapshot(snap)
+    _host.Step(lambda *a: None, (1,))  # a plan's Step: the fast path probed
+    lp = rs.launch_path()
+    assert lp is not None and lp["int_pointers"] is True
+    line = rs.format_snapshot(rs.snapshot())
+    if _host.fast_path_reason():  # the CPU interpreter
+        assert "verify ops launch through Triton's binder: TRITON_INTERPRET=1" in line, line
+    else:
+        assert "verify ops launch through Triton's C launch directly, pointers as ints" in line, line
+    on = {"fast_path": "on", "direct_launch": "on", "int_pointers": True, "fallbacks": {"k": "scratch buffer"}}
+    assert rs.format_launch_path(on) == ("verify ops launch through Triton's C launch directly, pointers as ints; "
+                                         "k through compiled.run: scratch buffer")
+    off = dict(on, direct_launch=_host.SWITCHED_OFF, int_pointers=False, fallbacks={"k": _host.SWITCHED_OFF})
+    assert rs.format_launch_path(off) == f"verify ops launch through compiled.run ({_host.SWITCHED_OFF}), pointers as tensors"

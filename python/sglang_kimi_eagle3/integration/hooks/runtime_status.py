@@ -214,13 +214,31 @@ def status_rows(import_modules: bool = False) -> list[dict]:
     return out
 
 
+def launch_path() -> dict | None:
+    """How this process's planned verify ops launch (ops/_host.py), once one has built a launch plan; None before
+    (and in a process that never imported the ops: nothing is imported here). Read from the process that runs them."""
+    mod = sys.modules.get("sglang_kimi_eagle3.ops._host")
+    if mod is None or not mod.STEPS_BUILT[0]:
+        return None
+    return {"fast_path": mod.fast_path_reason() or "on", "direct_launch": mod.direct_reason() or "on",
+            "int_pointers": mod.int_pointers(), "fallbacks": mod.direct_fallbacks()}
+
+
+def format_launch_path(lp: dict) -> str:
+    if lp["fast_path"] != "on":
+        return f"verify ops launch through Triton's binder: {lp['fast_path']}"
+    how = "Triton's C launch directly" if lp["direct_launch"] == "on" else f"compiled.run ({lp['direct_launch']})"
+    extra = "".join(f"; {k} through compiled.run: {v}" for k, v in lp["fallbacks"].items() if lp["direct_launch"] == "on")
+    return f"verify ops launch through {how}, pointers as {'ints' if lp['int_pointers'] else 'tensors'}{extra}"
+
+
 def snapshot(import_modules: bool = False) -> dict:
     from ...base import TESTED_SGLANG
     from ...versions import installed_sglang
 
     return {"plugin": __version__, "sglang": installed_sglang(), "tested_sglang": TESTED_SGLANG, "pid": os.getpid(),
             "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "table_in_effect": table_in_effect(), "hooks": status_rows(import_modules)}
+            "table_in_effect": table_in_effect(), "launch_path": launch_path(), "hooks": status_rows(import_modules)}
 
 
 def format_snapshot(snap: dict) -> str:
@@ -229,6 +247,8 @@ def format_snapshot(snap: dict) -> str:
         from ...versions import version_note
 
         lines.append(f"  note: {version_note(snap['sglang'])}")
+    if snap.get("launch_path"):
+        lines.append(f"  {format_launch_path(snap['launch_path'])}")
     w = max((len(h["name"]) for h in snap["hooks"]), default=4)
     for h in snap["hooks"]:
         c = h["counters"]
