@@ -183,3 +183,30 @@ def test_the_off_states_one_token_verify(bs, config):
     ref, ours = run_both(cand, ridx, nxt, sib, logits, 1, config)
     assert_same(ref, ours)
     assert torch.equal(ours[0].long(), torch.argmax(logits, -1)) and torch.equal(ours[2], torch.zeros_like(ours[2]))
+
+
+@pytest.mark.parametrize("config", [None, CONFIGS[0], CONFIGS[2], {"block": 64, "splits": 3, "fused": False}])
+@pytest.mark.parametrize("bs,n,topk,depth,vocab", [(1, 4, 1, 3, 100), (5, 4, 1, 3, 77), (3, 16, 4, 4, 131),
+                                                   (17, 4, 1, 3, 50), (4, 1, 1, 0, 60)])
+def test_init_writes_sglangs_starting_values_into_any_buffer(config, bs, n, topk, depth, vocab):
+    """init=True (the greedy hook's call: torch.empty buffers): from buffers of any content, the same outputs as
+    SGLang's eagle_sample from its own (predicts zeros, accept_index -1), every entry; one launch and two."""
+    cand, ridx, nxt, sib, logits, s = case(bs * 31 + n, bs, n, topk, depth, vocab)
+    ref = on(torch.zeros(bs * n, dtype=torch.int32), torch.full((bs, s), -1, dtype=torch.int32),
+             torch.zeros(bs, dtype=torch.int32))
+    argmax_verify_greedy_ref(*ref, cand, ridx, nxt, sib, logits)
+    for garbage in (SENTINEL, 12345):
+        ours = on(torch.full((bs * n,), garbage, dtype=torch.int32), torch.full((bs, s), garbage, dtype=torch.int32),
+                  torch.full((bs,), garbage, dtype=torch.int32))
+        argmax_verify_greedy(*ours, cand, ridx, nxt, sib, logits, config=config, init=True)
+        assert_same(ref, ours)
+    assert int(ref[2].sum()) > 0 or n == 1  # some paths accepted: both kinds of entries checked
+
+
+def test_init_refuses_a_wider_accept_index_than_the_tree():
+    from sglang_kimi_eagle3.ops.arch import Unsupported
+
+    cand, ridx, nxt, sib, logits, _ = case(3, 2, 4, 1, 3, 50)
+    with pytest.raises(Unsupported, match="init"):
+        argmax_verify_greedy(*outputs(2, 4, 5), cand, ridx, nxt, sib, logits, init=True)
+    argmax_verify_greedy(*outputs(2, 4, 5), cand, ridx, nxt, sib, logits)  # without init: SGLang's contract

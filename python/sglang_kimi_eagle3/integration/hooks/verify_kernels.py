@@ -48,8 +48,9 @@ def _op(name: str):
 # How: AROUND. When the call is the plain greedy verify (not idle, greedy per _verify_uses_greedy,
 #   no penalties / logit bias / grammar mask / watermark candidates, no SGLANG_SIMULATE_ACC_LEN, not
 #   HIP), run SGLang's own NaN sanitizer, then argmax_verify_greedy (split-vocab argmax feeding the
-#   tree walk, target_predict never materialised) into the buffers eagle_sample would allocate, and
-#   return the same (predict, accept_lens, accept_index). Anything else -> the original.
+#   tree walk, target_predict never materialised) into buffers of the shapes eagle_sample allocates (torch.empty:
+#   the kernel also writes their starting values, init=True), and return the same (predict, accept_lens,
+#   accept_index). Anything else -> the original.
 # Upstream PR/issue: none yet (a fused argmax+verify would belong in kernels/ops/speculative).
 # Removable when SGLang's greedy verify reads logits directly at the memory floor.
 def eagle_sample_hook(orig, verify_input, batch, logits_output, grammar_mask=None, uno_target_max_top_k=None, *,
@@ -82,12 +83,14 @@ def eagle_sample_hook(orig, verify_input, batch, logits_output, grammar_mask=Non
         argmax_verify_greedy = _op("argmax_verify_greedy")
         sanitize_nan_logits(logits, "verify: target model logits")
         device = batch.device
-        predict = torch.zeros(logits.shape[0], dtype=torch.int32, device=device)
-        accept_index = torch.full((bs, verify_input.max_tree_depth), -1, dtype=torch.int32, device=device)
+        # the shapes eagle_sample allocates (predict zeros, accept_index -1); the kernel writes those starting values
+        # too (init), so no fill launch runs here: two launches fewer than SGLang's path per verify
+        predict = torch.empty(logits.shape[0], dtype=torch.int32, device=device)
+        accept_index = torch.empty((bs, verify_input.max_tree_depth), dtype=torch.int32, device=device)
         num_correct_drafts = torch.empty((bs,), dtype=torch.int32, device=device)
         argmax_verify_greedy(predict, accept_index, num_correct_drafts, verify_input.draft_token.reshape(bs, n),
                              verify_input.retrieve_index, verify_input.retrieve_next_token,
-                             verify_input.retrieve_next_sibling, logits)
+                             verify_input.retrieve_next_sibling, logits, init=True)
         return predict, num_correct_drafts + 1, accept_index
 
     return call(H1, shape_key(bs, n), logits.device if logits is not None else None, why, ours, upstream)
