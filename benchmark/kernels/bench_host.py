@@ -17,7 +17,9 @@ SGLANG_KIMI_EAGLE3_KERNELS=ours unless set, so the hook takes our kernel whateve
 the bundled table says), `ours_binder` (the same kernels through Triton's binder with guards and fresh workspaces
 on every call: the path before launch plans), and for argmax + verify `ours_2launch` (the plan with the table's
 config but "fused": false: split argmax and walk as two launches, the path before the one-launch kernel) and
-`ours_1launch` (the one-launch kernel at every batch, where FUSED_MAX_BS keeps two launches); for tree
+`ours_1launch` (the one-launch kernel at every batch, where FUSED_MAX_BS keeps two launches), and `sglang_alloc` /
+`ours_alloc` (each side with the buffers a server's call allocates: eagle_sample's zeros / full / empty, the greedy
+hook's three torch.empty with the op writing their starting values, init=True); for tree
 sampling `pr02` (upstream PR 02's default path: its guards and the one fused launch through Triton's binder, kept
 workspaces: what DISPATCH would record a win for). `ours` and `ours_direct` are the same op and config in plans of
 their own: `ours` launches through the compiled kernel's launcher (compiled.run), `ours_direct` through Triton's C
@@ -166,6 +168,22 @@ def providers(bs: int):
         return dispatch.call(verify_kernels.H1, verify_kernels.shape_key(bs, N), logits.device, "",
                              lambda: av.argmax_verify_greedy(*go, gc, gr, gn, gs, logits), sglang_greedy)
 
+    depth = go[1].shape[1]
+
+    def sglang_alloc():  # eagle_sample's greedy branch as a server runs it: its three buffers, argmax, the walk
+        p = torch.zeros(bs * N, dtype=torch.int32, device=dev)
+        a = torch.full((bs, depth), -1, dtype=torch.int32, device=dev)
+        k = torch.empty((bs,), dtype=torch.int32, device=dev)
+        tree_mod.verify_tree_greedy(p, a, k, gc, gr, gn, gs, torch.argmax(logits, -1).view(bs, N))
+
+    t_init = dict(launch_table(dev))
+
+    def ours_alloc():  # the greedy hook's op as a server runs it: three torch.empty buffers, the op writes them whole
+        p = torch.empty(bs * N, dtype=torch.int32, device=dev)
+        a = torch.empty((bs, depth), dtype=torch.int32, device=dev)
+        k = torch.empty((bs,), dtype=torch.int32, device=dev)
+        av.argmax_verify_greedy(p, a, k, gc, gr, gn, gs, logits, table=t_init, init=True)
+
     two = dict(av.argmax_config(bs * N, V, bs, N, dev, None, None), fused=False)  # the table's config, two launches
     # one launch at every batch (the table's config otherwise): where FUSED_MAX_BS should sit for eager calls
     one = dict(av.argmax_config(bs * N, V, bs, N, dev, None, None), fused=True, fused_max_bs=1 << 30, rows_per_program=1,
@@ -178,12 +196,14 @@ def providers(bs: int):
                                                                                   table=t_tensors), False),
               "ours_hook": ours_greedy_hook, "ours_binder": lambda: av.launch_binder(*go, gc, gr, gn, gs, logits),
               "ours_2launch": lambda: av.argmax_verify_greedy(*go, gc, gr, gn, gs, logits, config=two),
-              "ours_1launch": lambda: av.argmax_verify_greedy(*go, gc, gr, gn, gs, logits, config=one)}
+              "ours_1launch": lambda: av.argmax_verify_greedy(*go, gc, gr, gn, gs, logits, config=one),
+              "sglang_alloc": sglang_alloc, "ours_alloc": ours_alloc}
     return {"tree_sampling": sampling, "argmax+verify": greedy}
 
 
 # every op's providers, together
-PROVIDERS = ("sglang", "ours", "ours_direct", "ours_tensors", "ours_hook", "ours_binder", "ours_2launch", "ours_1launch", "pr02")
+PROVIDERS = ("sglang", "ours", "ours_direct", "ours_tensors", "ours_hook", "ours_binder", "ours_2launch", "ours_1launch",
+             "sglang_alloc", "ours_alloc", "pr02")
 
 
 def keep(provs: dict, names: list[str] | None) -> dict:
