@@ -141,6 +141,24 @@ def test_ours_routes_every_reference_and_call_through_our_kernels():
     assert out["calls"]["tree_sampling"] == [True] * 4, out["calls"]["tree_sampling"]
 
 
+GARBAGE_INIT = """
+vk.GREEDY_INIT = True
+_empty = torch.empty
+def _garbage(*a, **k):  # every int32 buffer starts as garbage: the kernel must write the starting values itself
+    t = _empty(*a, **k)
+    return t.fill_(-123457) if t.dtype == torch.int32 else t
+torch.empty = _garbage
+"""
+
+
+def test_greedy_init_writes_the_hooks_empty_buffers_whole():
+    """GREEDY_INIT (the hook allocating with torch.empty, the kernel writing eagle_sample's starting values): through
+    SGLang's real eagle_sample, from garbage buffers, the same predict / accept_lens / accept_index as the reference."""
+    out = run_json(PROLOGUE + GARBAGE_INIT + CALLS + EPILOGUE, SGLANG_KIMI_EAGLE3_KERNELS="ours", TRITON_INTERPRET="1")
+    eagle = out["calls"]["eagle_sample"]
+    assert eagle[:3] == [True, True, True] and eagle[3] > 0, eagle
+
+
 def test_upstream_leaves_sglang_untouched():
     out = _run("upstream", calls=False)
     assert not any(out["hooked"].values()) and not any(out["wrapped"].values()), out

@@ -25,6 +25,10 @@ shape_key = arch.tree_shape_key  # the key the launch tables and `tune` file win
 
 H1, H2, H3 = (h for h in arch.KERNEL_HOOKS if h.startswith("verify_"))  # the three verify hooks, in map order
 
+# The greedy hook's buffers written whole by the kernel (argmax_verify_greedy(init=True)): built and tested on CPU and
+# compiled for SM120; off until the H200 suite has run the init kernels compiled (test_argmax_verify's init tests).
+GREEDY_INIT = False
+
 _MODS: dict = {}  # op name -> its module, imported at the first call (the ops import Triton; an import statement per
 # call costs ~0.6 µs); the op is read off the module on every call, so a patched module attribute is what runs
 _OP_MODULES = {"argmax_verify_greedy": "argmax_verify", "verify_tree_greedy": "verify_greedy",
@@ -48,8 +52,8 @@ def _op(name: str):
 # How: AROUND. When the call is the plain greedy verify (not idle, greedy per _verify_uses_greedy,
 #   no penalties / logit bias / grammar mask / watermark candidates, no SGLANG_SIMULATE_ACC_LEN, not
 #   HIP), run SGLang's own NaN sanitizer, then argmax_verify_greedy (split-vocab argmax feeding the
-#   tree walk, target_predict never materialised) into buffers of the shapes eagle_sample allocates (torch.empty:
-#   the kernel also writes their starting values, init=True), and return the same (predict, accept_lens,
+#   tree walk, target_predict never materialised) into the buffers eagle_sample would allocate (GREEDY_INIT:
+#   torch.empty, the kernel writing their starting values), and return the same (predict, accept_lens,
 #   accept_index). Anything else -> the original.
 # Upstream PR/issue: none yet (a fused argmax+verify would belong in kernels/ops/speculative).
 # Removable when SGLang's greedy verify reads logits directly at the memory floor.
@@ -83,14 +87,18 @@ def eagle_sample_hook(orig, verify_input, batch, logits_output, grammar_mask=Non
         argmax_verify_greedy = _op("argmax_verify_greedy")
         sanitize_nan_logits(logits, "verify: target model logits")
         device = batch.device
-        # the shapes eagle_sample allocates (predict zeros, accept_index -1); the kernel writes those starting values
-        # too (init), so no fill launch runs here: two launches fewer than SGLang's path per verify
-        predict = torch.empty(logits.shape[0], dtype=torch.int32, device=device)
-        accept_index = torch.empty((bs, verify_input.max_tree_depth), dtype=torch.int32, device=device)
+        # the buffers eagle_sample allocates (predict zeros, accept_index -1); with GREEDY_INIT the kernel writes those
+        # starting values itself, so torch.empty and no fill launch: two launches fewer than SGLang's path per verify
+        if GREEDY_INIT:
+            predict = torch.empty(logits.shape[0], dtype=torch.int32, device=device)
+            accept_index = torch.empty((bs, verify_input.max_tree_depth), dtype=torch.int32, device=device)
+        else:
+            predict = torch.zeros(logits.shape[0], dtype=torch.int32, device=device)
+            accept_index = torch.full((bs, verify_input.max_tree_depth), -1, dtype=torch.int32, device=device)
         num_correct_drafts = torch.empty((bs,), dtype=torch.int32, device=device)
         argmax_verify_greedy(predict, accept_index, num_correct_drafts, verify_input.draft_token.reshape(bs, n),
                              verify_input.retrieve_index, verify_input.retrieve_next_token,
-                             verify_input.retrieve_next_sibling, logits, init=True)
+                             verify_input.retrieve_next_sibling, logits, init=GREEDY_INIT)
         return predict, num_correct_drafts + 1, accept_index
 
     return call(H1, shape_key(bs, n), logits.device if logits is not None else None, why, ours, upstream)
