@@ -20,6 +20,9 @@ H200 = ("NVIDIA H200", (9, 0))
 def fake_gpu(monkeypatch, tmp_path):
     import torch
 
+    # SGLang's kernel modules imported before the device is faked: on a GPU machine a first import under the fake
+    # failed (H200 run 22, this file alone in its worker: "tree, sampling do not import here")
+    spec_ops()
     monkeypatch.setattr(tables, "current_device", lambda: H200)
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: types.SimpleNamespace(multi_processor_count=132))
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
@@ -108,3 +111,27 @@ def test_a_verify_op_wins_only_on_gpu_time_and_on_the_eager_call():
     assert tune_run.is_win("draft_topk", True, 5.0, 7.3)
     assert not tune_run.is_win("draft_topk", False, 5.0, 7.3)  # inexact never wins
     assert not tune_run.is_win("draft_topk", True, 7.2, 7.3)  # inside the margin
+
+
+def test_a_kernel_module_that_does_not_import_is_named_with_its_reason(fake_gpu, monkeypatch):
+    """tune's one line names the first missing module and why it did not import (not only that it did not)."""
+    from sglang_kimi_eagle3.errors import UserError
+    from sglang_kimi_eagle3.integration import upstream_kernels
+
+    real = upstream_kernels.sglang_module
+
+    def no_tree(name):
+        if name.endswith(".tree"):
+            raise RuntimeError("JIT build of tree failed: nvcc not found\nsecond line")
+        return real(name)
+
+    monkeypatch.setattr(upstream_kernels, "sglang_module", no_tree)
+    sg = upstream_kernels.spec_ops()
+    assert not hasattr(sg, "tree") and hasattr(sg, "sampling"), sg
+    assert sg.import_errors == {"tree": "RuntimeError: JIT build of tree failed: nvcc not found"}
+    ours = {"cache_dir": str(fake_gpu), "ignore_bundled": True, "quick": True}
+    with pytest.raises(UserError) as e:
+        tune_run.run(shapes(), [], "t", ours, "sglang-kimi-eagle3 tune", sg)
+    msg = str(e.value)
+    assert "kernel modules tree do not import here (tree: RuntimeError: JIT build of tree failed: nvcc not found)" \
+        in msg and "\n" not in msg, msg

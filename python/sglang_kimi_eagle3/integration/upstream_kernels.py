@@ -59,11 +59,12 @@ def sglang_module(name: str):
 
 
 def spec_ops() -> types.SimpleNamespace:
-    """SGLang's speculative kernel modules that import here (attribute per module; missing ones are absent)."""
-    mods = {}
+    """SGLang's speculative kernel modules that import here (attribute per module; missing ones are absent, and
+    `import_errors` maps each to why: "ExcType: message", so a caller's error can name the cause)."""
+    mods, errors = {}, {}
     for n in SPEC_MODULES:
         try:
             mods[n] = sglang_module(f"kernels.ops.speculative.{n}")
-        except Exception:  # one that needs a missing dependency: the others stay usable
-            pass
-    return types.SimpleNamespace(**mods)
+        except Exception as e:  # one that needs a missing dependency: the others stay usable
+            errors[n] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}".rstrip(": ")
+    return types.SimpleNamespace(**mods, import_errors=errors)

@@ -92,8 +92,10 @@ def run(shapes: TuneShapes, todo: list[dict], title: str, ours: dict, command: s
     sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
     missing = [mod for mod in ("tree", "sampling", "topk1") if not hasattr(sg, mod)]
     if missing:
-        raise UserError(f"tune: SGLang's kernel modules {', '.join(missing)} do not import here (sglang 0.5.23 with "
-                        f"its JIT toolchain is needed to compare against); install sglang or set $SITE")
+        why = getattr(sg, "import_errors", {}).get(missing[0], "")
+        raise UserError(f"tune: SGLang's kernel modules {', '.join(missing)} do not import here"
+                        f"{f' ({missing[0]}: {why[:200]})' if why else ''}; sglang 0.5.23 with its JIT toolchain is "
+                        f"needed to compare against: install sglang or set $SITE")
     env = tables.environment(name, cc)
     path = tables.table_path(name, ours["cache_dir"])
     old, _, _ = tables.user_table(name, cc, ours["cache_dir"])
