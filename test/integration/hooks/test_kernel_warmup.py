@@ -33,14 +33,14 @@ def _by_op(vs):
 
 def test_the_bundled_h200_table_warms_only_the_verify_ops_it_lists_eager_wins_for():
     """On the H200 the bundled tables list eager per-call wins for tree sampling (N 4, every bucket to bs 128) and
-    argmax + verify (N 4, bs 1 and 9-128) only (bench_host.py and tune, 2026-12-02 and -04); the draft-head wins are GPU-time only
+    argmax + verify (N 4, bs 1-128) only (bench_host.py and tune, 2026-12-02 and -04); the draft-head wins are GPU-time only
     (graph_wins): auto warms those two verify ops at every unpadded batch size they win at, nothing else, and
     nothing for the N 16 tree (not measured per eager call)."""
     ops = _by_op(W.plan(KIMI_CHAIN, "auto", H200))
     assert set(ops) == {"tree_sampling", "argmax_verify"}, set(ops)
     assert [v.rows for v in ops["tree_sampling"]] == list(range(1, 65))
-    # bs 1 wins per eager call (2026-12-04); bs 2-8 not measured on the current host path: SGLang's
-    assert [v.rows for v in ops["argmax_verify"]] == [1, *range(9, 65)]
+    # bs 1 and bs 4 (so the bs 2-8 bucket) win per eager call since 2026-12-04, bs 16-64 since 2026-12-02
+    assert [v.rows for v in ops["argmax_verify"]] == list(range(1, 65))
     assert W.plan(KIMI_TREE, "auto", H200) == []
 
 
