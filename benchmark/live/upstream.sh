@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs ON the lent device machine (after device.sh install), from the repo root: the upstream series
 # applied to the carried SGLang, plugin off. Logs under $OUT (default /tmp/out):
-#   upstream-export.log, upstream-kernels.log (PR 02/03/04 GPU tests + PR 02/03 benchmarks), upstream-serving.log (PR 01)
+#   upstream-export.log, upstream-kernels.log (PR 02/03/04 GPU tests + PR 02 per eager call + PR 02/03 benchmarks), upstream-serving.log (PR 01)
 # Steps: export | kernels | serving | all (default)
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -22,6 +22,8 @@ if [ "$step" = kernels ] || [ "$step" = all ]; then
     for f in spec/test_tree_sampling_triton.py spec/test_draft_topk.py attention/test_triton_one_token_verify.py; do
       echo "== $f"; python3 $T/test/registered/$f -v || rc=1  # one interpreter per file, as SGLang's CI
     done
+    # per eager call first (where PR 02's dispatch decides): the CUDA kernel, the replayed default, the binder
+    python3 $T/benchmark/kernels/speculative/bench_tree_sampling_triton.py --eager --bs 1,4,16,64 --calls 100
     python3 $T/benchmark/kernels/speculative/bench_tree_sampling_triton.py
     python3 $T/benchmark/kernels/speculative/bench_draft_topk.py --vocab 32000 --k 4
     exit $rc

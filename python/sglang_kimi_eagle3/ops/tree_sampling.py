@@ -501,26 +501,35 @@ _FUSED_WORK: dict = {}  # launch_sampling_fused's workspaces: (device, bs, tiles
 
 def launch_sampling_fused(predicts, accept_index, accept_token_num, candidates, retrive_index, retrive_next_token,
                           retrive_next_sibling, uniform_samples, uniform_samples_for_final_sampling, target_probs,
-                          draft_probs, threshold_single: float, threshold_acc: float, s: int, cfg: dict) -> None:
+                          draft_probs, threshold_single: float, threshold_acc: float, s: int, cfg: dict,
+                          work: tuple | None = None) -> None:
     """One launch of _tree_sampling_kernel on checked inputs (bs > 0) through Triton's binder: the upstream PR's
     default path (no plan, no compiled-launcher fast path; one launch instead of three is most of the host saving).
-    Workspaces per (device, bs, tiles), kept and reused: the counters are zero between launches (the kernel resets
-    them), the tile sums and lasts are rewritten by every launch, so calls on one stream share them, CUDA-graph
-    replays included. cfg: launch parameters (sampling_plan; num_warps, tiles_per_program)."""
+    Workspaces per (device, bs, tiles), kept and reused (fused_workspaces; `work` hands them in instead, so that
+    every tensor of the launch is an argument of its caller): the counters are zero between launches (the kernel
+    resets them), the tile sums and lasts are rewritten by every launch, so calls on one stream share them,
+    CUDA-graph replays included. cfg: launch parameters (sampling_plan; num_warps, tiles_per_program)."""
     bs, n, vocab = target_probs.shape
-    dev = candidates.device
     thr_single, thr_acc = _thresholds(threshold_single, threshold_acc)
     pl = cached_plan(sampling_plan, bs, n, vocab, cfg)
     tiles, g = pl["tiles"], pl["G"]
+    if work is None:
+        work = fused_workspaces(candidates.device, bs, tiles)
+    _tree_sampling_kernel[(bs, cdiv(tiles, pl["tps"]))](
+        predicts, accept_index, accept_token_num, draft_probs, *work, candidates, retrive_index, retrive_next_token,
+        retrive_next_sibling, uniform_samples, target_probs, uniform_samples_for_final_sampling, thr_single, thr_acc,
+        bs, s, n, vocab, tiles, pl["tps"], NP=pl["np"], TP=pl["TP"], G=g, num_warps=pl["sum_warps"])
+
+
+def fused_workspaces(dev, bs: int, tiles: int) -> tuple:
+    """launch_sampling_fused's workspaces for (device, bs, tiles), made at the first call and kept: tile sums
+    [bs, tiles] f32, tile lasts [bs, tiles] int32, counters [bs] int32 (zero; the kernel leaves them zero)."""
     work = _FUSED_WORK.get((dev, bs, tiles))
     if work is None:
         work = _FUSED_WORK[(dev, bs, tiles)] = (torch.empty((bs, tiles), dtype=torch.float32, device=dev),
                                                 torch.empty((bs, tiles), dtype=torch.int32, device=dev),
                                                 torch.zeros(bs, dtype=torch.int32, device=dev))
-    _tree_sampling_kernel[(bs, cdiv(tiles, pl["tps"]))](
-        predicts, accept_index, accept_token_num, draft_probs, *work, candidates, retrive_index, retrive_next_token,
-        retrive_next_sibling, uniform_samples, target_probs, uniform_samples_for_final_sampling, thr_single, thr_acc,
-        bs, s, n, vocab, tiles, pl["tps"], NP=pl["np"], TP=pl["TP"], G=g, num_warps=pl["sum_warps"])
+    return work
 
 
 def fused_taken(cfg: dict, pl: dict) -> bool:

@@ -3,6 +3,10 @@
 CUDA-graph replay of each kernel on the same inputs, median of triton.testing.do_bench_cudagraph.
   python benchmark/kernels/speculative/bench_tree_sampling_triton.py [--vocab 163840] [--bs 1,8,32,64,128,256]
 Prints one row per (N, bs): CUDA us, Triton us, ratio, and whether the accepted paths matched.
+  ... --eager [--calls 200 --rounds 3]
+Per eager call instead (how eagle_sample calls the op, outside the CUDA graphs: host time included): `calls`
+calls back to back then one synchronize, per call, median over alternated rounds, for the CUDA kernel, the
+Triton default (replay_launches after a signature's first call) and the Triton binder path (an explicit config).
 
 Inputs are what eagle_sample passes: draft_probs zero, each draft token one of the three likeliest of
 its parent's target row (else a random token), SGLang's retrive_* links. check_inputs validates every
@@ -104,14 +108,57 @@ def time_us(fn, args, out):
     return triton.testing.do_bench_cudagraph(call, rep=100) * 1000, (a, k)
 
 
+def eager_us(fns, inputs, out, calls, rounds):
+    """{name: median us per eager call}: each fn called `calls` times back to back, then one synchronize; the
+    functions alternate within every round."""
+    import statistics
+    import time
+
+    runs = {}
+    for name, fn in fns.items():
+        p, a, k = out()
+        d = inputs[-1].clone()
+        runs[name] = lambda fn=fn, p=p, a=a, k=k, d=d: fn(p, a, k, *inputs[:-1], d)
+        for _ in range(3):  # the first call of a signature records or compiles
+            runs[name]()
+    torch.cuda.synchronize()
+    times = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, run in runs.items():
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                run()
+            torch.cuda.synchronize()
+            times[name].append((time.perf_counter() - t0) / calls * 1e6)
+    return {name: statistics.median(v) for name, v in times.items()}
+
+
 def main():
     from sglang.kernels.ops.speculative.sampling import tree_speculative_sampling_target_only
+    from sglang.kernels.ops.speculative.tree_sampling_triton import launch_config
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--vocab", type=int, default=163840)
     ap.add_argument("--bs", default="1,8,32,64,128,256")
+    ap.add_argument("--eager", action="store_true", help="time per eager call (host included), not graph replays")
+    ap.add_argument("--calls", type=int, default=200)
+    ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
     print(f"device {torch.cuda.get_device_name()}  torch {torch.__version__}  triton {triton.__version__}  vocab {args.vocab}")
+    if args.eager:
+        print(f"{'N':>3} {'bs':>4} {'cuda_us':>9} {'replay_us':>10} {'binder_us':>10} {'replay/cuda':>12}  (per eager call)")
+        for n in SHAPES:
+            for bs in map(int, args.bs.split(",")):
+                inputs, out = setup(bs, n, args.vocab)
+                check_inputs(inputs, out())
+                cfg = launch_config(n)
+                t = eager_us({"cuda": tree_speculative_sampling_target_only, "replay": tree_speculative_sampling_triton,
+                              "binder": lambda *a: tree_speculative_sampling_triton(*a, config=cfg)},
+                             inputs, out, args.calls, args.rounds)
+                print(f"{n:>3} {bs:>4} {t['cuda']:9.2f} {t['replay']:10.2f} {t['binder']:10.2f} "
+                      f"{t['replay'] / t['cuda']:12.2f}")
+                del inputs, out
+        return
     print(f"{'N':>3} {'bs':>4} {'cuda_us':>9} {'triton_us':>10} {'ratio':>6}  path_equal")
     for n in SHAPES:
         for bs in map(int, args.bs.split(",")):

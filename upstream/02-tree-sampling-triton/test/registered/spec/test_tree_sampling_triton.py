@@ -7,6 +7,7 @@ test checks the emitted tokens of both kernels against the law of SGLang's targe
 
 import random
 import unittest
+from unittest import mock
 
 from sglang.test.ci.ci_register import register_cuda_ci
 
@@ -128,6 +129,36 @@ class TestTreeSamplingTritonVsCuda(unittest.TestCase):
         print("emitted-token chi-square p-values:", {name: f"{pv:.3g}" for name, pv in pvals.items()})
         for name, pval in pvals.items():
             self.assertGreaterEqual(pval, 1e-3, f"{name}: emitted tokens differ from the law (p = {pval:.2e})")
+
+    def test_repeated_calls_relaunch_without_the_binder(self):
+        """The default config on CUDA: the first call of an operand signature records its launch
+        (replay_launches), later calls relaunch it on new tensors without Triton's binder, and every call
+        matches the CUDA kernel bit for bit (dyadic probabilities)."""
+        import triton.runtime.jit as jit
+
+        from sglang.kernels.ops.speculative import tree_sampling_triton as ts
+
+        if ts._replayed() is None:
+            self.skipTest("kernels/ops/diffusion/common/fast_launch.py does not import here")
+        binder_calls = []
+        run = jit.JITFunction.run
+
+        def counting(fn, *args, **kwargs):
+            if not kwargs.get("warmup"):
+                binder_calls.append(fn)
+            return run(fn, *args, **kwargs)
+
+        with mock.patch.object(jit.JITFunction, "run", counting):
+            for seed in range(4):
+                inputs = _inputs(5, 4, 163840, 1, 3, 100 + seed, True)
+                want = _run(self.cuda, 5, 4, 3, inputs)
+                got = _run(self.triton, 5, 4, 3, inputs)
+                for name, x, y in zip(("predicts", "accept_index", "accept_token_num", "draft_probs"), want, got):
+                    self.assertTrue(torch.equal(x, y), f"call {seed}: {name}")
+                if seed == 0:
+                    first = len(binder_calls)
+        self.assertLessEqual(first, 1, "the first call: one launch through the binder, recorded")
+        self.assertEqual(len(binder_calls), first, "a later call of the same signature went through the binder")
 
     def test_dispatcher_is_what_eagle_sample_calls(self):
         from sglang.kernels.ops.speculative import verify_sampling

@@ -353,6 +353,27 @@ class TestTreeSamplingTritonCpu(unittest.TestCase):
     def test_empty_batch(self):
         self._case(0, 4, 64, 1, 3, 3)
 
+    def test_the_replayable_launch_takes_its_workspaces_as_arguments(self):
+        """_sampling_fused_checked (what replay_launches records per operand signature on CUDA): the guards and
+        one launch into the workspaces it is handed, equal to the reference. On the CPU (the interpreter) the op
+        never goes through the replay: its recording cannot see interpreted launches."""
+        from sglang.kernels.ops.speculative import tree_sampling_triton as ts
+
+        def via_checked(p, a, k, cand, ridx, nxt, sib, us, uf, tp, d, threshold_single=1.0, threshold_acc=1.0):
+            tile_sums, tile_lasts, counters = (torch.full_like(w, -3) for w in ts.fused_workspaces(
+                cand.device, cand.shape[0], ts._tiles(tp.shape[2])))
+            counters.zero_()  # the one workspace that starts at zero (the kernel leaves it zero)
+            ts._sampling_fused_checked(p, a, k, cand, ridx, nxt, sib, us, uf, tp, d, tile_sums, tile_lasts,
+                                       counters, threshold_single, threshold_acc)
+            self.assertTrue(bool((counters == 0).all()), "counters left zero")
+
+        with mock.patch.object(ts, "tree_speculative_sampling_triton", via_checked):
+            self._case(3, 4, 300, 1, 3, 0)
+            self._case(2, 8, 5000, 3, 3, 1)  # several tiles
+            self._case(16, 4, 64, 1, 3, 2, threshold_single=0.5, threshold_acc=0.7)
+        with mock.patch.object(ts, "_replayed", side_effect=AssertionError("the replay ran on the CPU")):
+            self._case(3, 4, 300, 1, 3, 0)
+
     def test_dispatch_rule(self):
         from sglang.kernels.ops.speculative import tree_sampling_triton as ts
 

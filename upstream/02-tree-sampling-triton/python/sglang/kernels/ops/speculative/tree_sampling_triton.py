@@ -164,7 +164,21 @@ def tree_speculative_sampling_triton(
     sync; allocations are shape-dependent workspaces only (CUDA-graph safe). Guards raise
     Unsupported (the dispatcher then runs the CUDA kernel), except thresholds outside [0, 1]: a
     ValueError. config (optional) overrides LAUNCH (keys: see sampling_plan). On SM90+ the second
-    and third kernels are programmatic dependent launches."""
+    and third kernels are programmatic dependent launches.
+
+    With the default config on CUDA the call goes through SGLang's ``replay_launches``
+    (kernels/ops/diffusion/common/fast_launch.py): the guards and Triton's binder run at the first call of an
+    operand signature, later calls relaunch the recorded kernel on the new tensors (same kernel, grid and
+    arguments: the same results). ``SGLANG_DIFFUSION_TRITON_FAST_LAUNCH=0`` turns that off."""
+    if config is None and target_probs.ndim == 3 and target_probs.is_cuda and not _interpreted():
+        bs, _, vocab = target_probs.shape
+        replayed = _replayed()
+        if replayed is not None and vocab > 0:
+            replayed(predicts, accept_index, accept_token_num, candidates, retrive_index, retrive_next_token,
+                     retrive_next_sibling, uniform_samples, uniform_samples_for_final_sampling, target_probs,
+                     draft_probs, *fused_workspaces(target_probs.device, bs, _tiles(vocab)), threshold_single,
+                     threshold_acc)
+            return
     del deterministic  # both modes are deterministic here (see module docstring)
     bs, n, s = check_tree_inputs(predicts, accept_index, accept_token_num, candidates, retrive_index,
                                  retrive_next_token, retrive_next_sibling)
@@ -189,7 +203,53 @@ def tree_speculative_sampling_triton(
         launch_sampling(*args, _pdl_supported(dev))
 
 
-# @ops tree_sampling: check_sampling_inputs, _thresholds, launch_sampling, launch_sampling_fused, fused_taken
+def _sampling_fused_checked(
+    predicts, accept_index, accept_token_num, candidates, retrive_index, retrive_next_token, retrive_next_sibling,
+    uniform_samples, uniform_samples_for_final_sampling, target_probs, draft_probs, tile_sums, tile_lasts, counters,
+    threshold_single: float, threshold_acc: float,
+) -> None:
+    """The guards and the default config's one launch into the workspaces given: every tensor the launch takes is
+    an argument and nothing else runs on the GPU, which is replay_launches' contract."""
+    bs, n, s = check_tree_inputs(predicts, accept_index, accept_token_num, candidates, retrive_index,
+                                 retrive_next_token, retrive_next_sibling)
+    check_sampling_inputs(bs, n, uniform_samples, uniform_samples_for_final_sampling, target_probs, draft_probs,
+                          threshold_single, threshold_acc)
+    _require_launchable(candidates, uniform_samples, uniform_samples_for_final_sampling, target_probs,
+                        draft_probs, predicts, accept_index, accept_token_num, retrive_index,
+                        retrive_next_token, retrive_next_sibling, tile_sums, tile_lasts, counters)
+    if bs == 0:
+        return
+    cfg = launch_config(n)
+    if not fused_taken(cfg, cached_plan(sampling_plan, bs, n, target_probs.shape[2], cfg)):
+        raise Unsupported("the default config takes three launches here")  # not with LAUNCH / LAUNCH_WIDE
+    launch_sampling_fused(predicts, accept_index, accept_token_num, candidates, retrive_index, retrive_next_token,
+                          retrive_next_sibling, uniform_samples, uniform_samples_for_final_sampling, target_probs,
+                          draft_probs, threshold_single, threshold_acc, s, cfg, work=(tile_sums, tile_lasts, counters))
+
+
+_REPLAYED: list = []  # [replay_launches(_sampling_fused_checked)], or [None] where fast_launch does not import
+
+
+def _replayed() -> Optional[Callable]:
+    if not _REPLAYED:
+        try:
+            from sglang.kernels.ops.diffusion.common.fast_launch import replay_launches
+        except Exception:  # an older tree, or a Triton without its launcher API: the binder path
+            replay_launches = None
+        _REPLAYED.append(replay_launches(_sampling_fused_checked) if replay_launches is not None else None)
+    return _REPLAYED[0]
+
+
+def _interpreted() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+@functools.lru_cache(maxsize=None)
+def _tiles(vocab: int) -> int:
+    return triton.cdiv(vocab, min(TILE, pow2(vocab, 16)))
+
+
+# @ops tree_sampling: check_sampling_inputs, _thresholds, launch_sampling, launch_sampling_fused, fused_workspaces, fused_taken
 
 
 _PLANS: dict = {}  # cached_plan's memo: one launch plan per (shape, config)
