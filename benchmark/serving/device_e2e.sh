@@ -27,7 +27,8 @@
 # the warm-up-off servers find what the others compiled), STARTUP_S (360: how long e2e.py waits for every server's
 # /health; concurrent cold starts of the tiny servers took up to 223 s on an H200), BUDGET_S (everything ends by then;
 # default: the time spent before the servers started + STARTUP_S + 120 s of traffic + ANATOMY_S, at least 550 and at
-# most 590, so that one 10-minute device call holds it; set it to go past), ANATOMY_S (90: kept for step 4).
+# most 590, so that one 10-minute device call holds it; set it to go past), ANATOMY_S (90: kept for step 4), ANATOMY_CONC
+# (1,64: the anatomy's concurrencies; its host_verify_path row is the eager path around the verify per step).
 # TP (1): --tp-size of every server (2 on nvidia-h200-x2: the decode-step anatomy at TP 2 against TP 1; with
 # --enforce-disable-flashinfer-allreduce-fusion, whose JIT build alone took 206 s there).
 set -uo pipefail
@@ -180,7 +181,7 @@ LEFT=$((DEADLINE - $(date +%s)))
 if [ $LEFT -gt 40 ]; then
   if [ "${OURS:-0}" = 1 ]; then A_SERVER=ours=http://127.0.0.1:30306; else A_SERVER=auto=http://127.0.0.1:30302; fi
   timeout $LEFT python3 benchmark/serving/anatomy.py capture --server "$A_SERVER" \
-    --server upstream=http://127.0.0.1:30303 --concurrency 1,64 --temperatures "${TEMPS:-0,0.7}" --steps 20 \
+    --server upstream=http://127.0.0.1:30303 --concurrency "${ANATOMY_CONC:-1,64}" --temperatures "${TEMPS:-0,0.7}" --steps 20 \
     --kv-tokens 56000 --out "$W/traces" --json "$OUT/anatomy.json"
   say "anatomy.py exit $?"
 else
