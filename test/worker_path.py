@@ -63,24 +63,9 @@ def matrix(cases):
 def greedy_verify_batch(torch, cand, ridx, nxt, sib, depth, vocab):
     """SGLang's own EagleVerifyInput and ScheduleBatch for one greedy target-verify of `cand` [bs, N] over a
     topk-2 tree (CPU tensors, seq_len 17): what the worker hands eagle_sample."""
-    from sglang.srt.managers.schedule_batch import ScheduleBatch
-    from sglang.srt.model_executor.forward_batch_info import CaptureHiddenMode, ForwardMode
-    from sglang.srt.sampling.sampling_batch_info import SamplingBatchInfo
-    from sglang.srt.speculative.eagle_info import EagleVerifyInput
+    from sglang_kimi_eagle3.integration.verify_batch import greedy_verify_batch as build
 
-    bs, n = cand.shape
-    seq_lens = torch.full((bs,), 17)
-    vi = EagleVerifyInput(draft_token=cand.reshape(-1), custom_mask=None, positions=torch.zeros(bs * n, dtype=torch.int64),
-                          retrieve_index=ridx, retrieve_next_token=nxt, retrieve_next_sibling=sib, retrieve_cum_len=None,
-                          spec_steps=depth, topk=2, draft_token_num=n, capture_hidden_mode=CaptureHiddenMode.FULL,
-                          seq_lens_sum=int(seq_lens.sum()), seq_lens_cpu=seq_lens)
-    ones = torch.ones(bs, 1)
-    info = SamplingBatchInfo(temperatures=ones, top_ps=ones.flatten(), top_ks=torch.ones(bs, dtype=torch.int32),
-                             min_ps=torch.zeros(bs), is_all_greedy=True, is_any_greedy=True, need_top_p_sampling=False,
-                             need_top_k_sampling=False, need_min_p_sampling=False, vocab_size=vocab)
-    batch = ScheduleBatch(reqs=[], device="cpu", seq_lens=seq_lens, forward_mode=ForwardMode.TARGET_VERIFY,
-                          sampling_info=info)
-    return vi, batch
+    return build(torch, cand, ridx, nxt, sib, depth, vocab)
 
 
 def _verify_call(torch):

@@ -19,7 +19,9 @@ on every call: the path before launch plans), and for argmax + verify `ours_2lau
 config but "fused": false: split argmax and walk as two launches, the path before the one-launch kernel) and
 `ours_1launch` (the one-launch kernel at every batch, where FUSED_MAX_BS keeps two launches), and `sglang_alloc` /
 `ours_alloc` (each side with the buffers a server's call allocates: eagle_sample's zeros / full / empty, the greedy
-hook's three torch.empty with the op writing their starting values, init=True); for tree
+hook's three torch.empty with the op writing their starting values, init=True), `sglang_eagle_sample` /
+`ours_eagle_sample` (the whole call a server makes: SGLang's own eagle_sample on its own verify objects, and the same
+call through our greedy hook around it, GREEDY_INIT as set); for tree
 sampling `pr02` (upstream PR 02's default path: its guards and the one fused launch through Triton's binder, kept
 workspaces: what DISPATCH would record a win for). `ours` and `ours_direct` are the same op and config in plans of
 their own: `ours` launches through the compiled kernel's launcher (compiled.run), `ours_direct` through Triton's C
@@ -184,6 +186,17 @@ def providers(bs: int):
         k = torch.empty((bs,), dtype=torch.int32, device=dev)
         av.argmax_verify_greedy(p, a, k, gc, gr, gn, gs, logits, table=t_init, init=True)
 
+    # the whole call a server makes: SGLang's own eagle_sample on its own objects (EagleVerifyInput, ScheduleBatch,
+    # LogitsProcessorOutput), and the same call through our greedy hook around it (the plugin's server path)
+    from sglang.srt.layers.logits_processor import LogitsProcessorOutput
+
+    from sglang_kimi_eagle3.integration.verify_batch import greedy_verify_batch
+
+    eagle_utils = sglang_module("srt.speculative.eagle_utils")
+    sg_eagle_sample = eagle_utils.eagle_sample  # SGLang's own: no plugin is loaded in this process
+    vi, batch = greedy_verify_batch(torch, gc, gr, gn, gs, depth - 1, V, device=str(dev), topk=1)
+    lo = LogitsProcessorOutput(next_token_logits=logits)
+
     two = dict(av.argmax_config(bs * N, V, bs, N, dev, None, None), fused=False)  # the table's config, two launches
     # one launch at every batch (the table's config otherwise): where FUSED_MAX_BS should sit for eager calls
     one = dict(av.argmax_config(bs * N, V, bs, N, dev, None, None), fused=True, fused_max_bs=1 << 30, rows_per_program=1,
@@ -197,13 +210,15 @@ def providers(bs: int):
               "ours_hook": ours_greedy_hook, "ours_binder": lambda: av.launch_binder(*go, gc, gr, gn, gs, logits),
               "ours_2launch": lambda: av.argmax_verify_greedy(*go, gc, gr, gn, gs, logits, config=two),
               "ours_1launch": lambda: av.argmax_verify_greedy(*go, gc, gr, gn, gs, logits, config=one),
-              "sglang_alloc": sglang_alloc, "ours_alloc": ours_alloc}
+              "sglang_alloc": sglang_alloc, "ours_alloc": ours_alloc,
+              "sglang_eagle_sample": lambda: sg_eagle_sample(vi, batch, lo),
+              "ours_eagle_sample": lambda: verify_kernels.eagle_sample_hook(sg_eagle_sample, vi, batch, lo)}
     return {"tree_sampling": sampling, "argmax+verify": greedy}
 
 
 # every op's providers, together
 PROVIDERS = ("sglang", "ours", "ours_direct", "ours_tensors", "ours_hook", "ours_binder", "ours_2launch", "ours_1launch",
-             "sglang_alloc", "ours_alloc", "pr02")
+             "sglang_alloc", "ours_alloc", "sglang_eagle_sample", "ours_eagle_sample", "pr02")
 
 
 def keep(provs: dict, names: list[str] | None) -> dict:
