@@ -105,3 +105,14 @@ def triton_source(kernel, *args):
     bound, spec, opts = create_function_from_signature(kernel.signature, kernel.params, backend)(*args)
     _, signature, constexprs, attrs = kernel._pack_args(backend, {}, bound, spec, opts)
     return ASTSource(kernel, signature, constexprs, attrs)
+
+
+def run_check(*args, **env):
+    """`sglang-kimi-eagle3 check ARGS` in a subprocess (a clean environment plus `env`, 200 columns)."""
+    return python(["-m", "sglang_kimi_eagle3.cli", "check", *args], timeout=300, env=clean_env(COLUMNS="200", **env))
+
+
+def check_findings(cp) -> list[dict]:
+    """The findings of a `check --json` run."""
+    return json.loads(cp.stdout)["findings"]
+

@@ -2,25 +2,15 @@
 
 import json
 import re
-import subprocess
 
 import pytest
-
-from helpers import clean_env, python
+from helpers import check_findings, run_check
 
 pytestmark = pytest.mark.slow
 
 
-def check(*args) -> subprocess.CompletedProcess:
-    return python(["-m", "sglang_kimi_eagle3.cli", "check", *args], timeout=300, env=clean_env(COLUMNS="200"))
-
-
-def findings(cp) -> list[dict]:
-    return json.loads(cp.stdout)["findings"]
-
-
 def test_tp4_on_the_embedded_default_fails_on_memory_with_numbers_and_the_suggested_tp_passes():
-    cp = check("--tp-size", "4", "--json")
+    cp = run_check("--tp-size", "4", "--json")
     assert cp.returncode == 1, cp.stdout[-3000:] + cp.stderr[-3000:]
     out = json.loads(cp.stdout)
     assert out["title"].endswith("- with --tp-size 4")
@@ -30,17 +20,17 @@ def test_tp4_on_the_embedded_default_fails_on_memory_with_numbers_and_the_sugges
     assert "RTX PRO 6000 Blackwell (96 GB): 95.6 GiB" in errs[0]["found"]
     fix = errs[0]["fix"].split(" (")[0]
     assert fix == "--tp-size 8"
-    cp = check(*fix.split(), "--json")  # the fix, applied: the embedded default at TP 8 again
-    assert cp.returncode == 0 and not [f for f in findings(cp) if f["severity"] == "error"]
+    cp = run_check(*fix.split(), "--json")  # the fix, applied: the embedded default at TP 8 again
+    assert cp.returncode == 0 and not [f for f in check_findings(cp) if f["severity"] == "error"]
 
 
 def test_without_the_fraction_sglang_derives_it_for_the_named_gpu_not_for_this_machine():
     def fraction(gpu):
-        cp = check("--for-gpu", gpu, "--model-path", "kimi-k2.5", "--trust-remote-code", "--tp-size", "8",
+        cp = run_check("--for-gpu", gpu, "--model-path", "kimi-k2.5", "--trust-remote-code", "--tp-size", "8",
                   "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "aq-medai/kimi-k2-eagle3",
                   "--speculative-num-steps", "3", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens",
                   "4", "--json")
-        mem = [f for f in findings(cp) if f["check"] == "memory"]
+        mem = [f for f in check_findings(cp) if f["check"] == "memory"]
         m = re.search(r"static pool (0\.\d+) \(SGLang's default for this GPU\)", mem[0]["found"])
         assert m, mem
         return float(m.group(1))
