@@ -180,16 +180,10 @@ def tree_speculative_sampling_triton(
                      threshold_acc)
             return
     del deterministic  # both modes are deterministic here (see module docstring)
-    bs, n, s = check_tree_inputs(predicts, accept_index, accept_token_num, candidates, retrive_index,
-                                 retrive_next_token, retrive_next_sibling)
-    check_sampling_inputs(bs, n, uniform_samples, uniform_samples_for_final_sampling, target_probs, draft_probs,
-                          threshold_single, threshold_acc)
-    _require_launchable(candidates, uniform_samples, uniform_samples_for_final_sampling, target_probs,
-                        draft_probs, predicts, accept_index, accept_token_num, retrive_index,
-                        retrive_next_token, retrive_next_sibling)
+    bs, n, s = _checked(predicts, accept_index, accept_token_num, candidates, retrive_index, retrive_next_token,
+                        retrive_next_sibling, uniform_samples, uniform_samples_for_final_sampling, target_probs,
+                        draft_probs, threshold_single, threshold_acc)
     vocab = target_probs.shape[2]
-    if vocab <= 0:
-        raise Unsupported("vocab must be positive")
     if bs == 0:
         return
     dev = candidates.device
@@ -203,6 +197,22 @@ def tree_speculative_sampling_triton(
         launch_sampling(*args, _pdl_supported(dev))
 
 
+def _checked(predicts, accept_index, accept_token_num, candidates, retrive_index, retrive_next_token,
+             retrive_next_sibling, uniform_samples, uniform_samples_for_final_sampling, target_probs, draft_probs,
+             threshold_single, threshold_acc, *workspaces) -> tuple[int, int, int]:
+    """Every guard of a call (Unsupported, or ValueError for thresholds outside [0, 1]); (bs, N, spec_steps)."""
+    bs, n, s = check_tree_inputs(predicts, accept_index, accept_token_num, candidates, retrive_index,
+                                 retrive_next_token, retrive_next_sibling)
+    check_sampling_inputs(bs, n, uniform_samples, uniform_samples_for_final_sampling, target_probs, draft_probs,
+                          threshold_single, threshold_acc)
+    _require_launchable(candidates, uniform_samples, uniform_samples_for_final_sampling, target_probs,
+                        draft_probs, predicts, accept_index, accept_token_num, retrive_index,
+                        retrive_next_token, retrive_next_sibling, *workspaces)
+    if target_probs.shape[2] <= 0:
+        raise Unsupported("vocab must be positive")
+    return bs, n, s
+
+
 def _sampling_fused_checked(
     predicts, accept_index, accept_token_num, candidates, retrive_index, retrive_next_token, retrive_next_sibling,
     uniform_samples, uniform_samples_for_final_sampling, target_probs, draft_probs, tile_sums, tile_lasts, counters,
@@ -210,13 +220,9 @@ def _sampling_fused_checked(
 ) -> None:
     """The guards and the default config's one launch into the workspaces given: every tensor the launch takes is
     an argument and nothing else runs on the GPU, which is replay_launches' contract."""
-    bs, n, s = check_tree_inputs(predicts, accept_index, accept_token_num, candidates, retrive_index,
-                                 retrive_next_token, retrive_next_sibling)
-    check_sampling_inputs(bs, n, uniform_samples, uniform_samples_for_final_sampling, target_probs, draft_probs,
-                          threshold_single, threshold_acc)
-    _require_launchable(candidates, uniform_samples, uniform_samples_for_final_sampling, target_probs,
-                        draft_probs, predicts, accept_index, accept_token_num, retrive_index,
-                        retrive_next_token, retrive_next_sibling, tile_sums, tile_lasts, counters)
+    bs, n, s = _checked(predicts, accept_index, accept_token_num, candidates, retrive_index, retrive_next_token,
+                        retrive_next_sibling, uniform_samples, uniform_samples_for_final_sampling, target_probs,
+                        draft_probs, threshold_single, threshold_acc, tile_sums, tile_lasts, counters)
     if bs == 0:
         return
     cfg = launch_config(n)
