@@ -21,7 +21,7 @@ config but "fused": false: split argmax and walk as two launches, the path befor
 `ours_alloc` (each side with the buffers a server's call allocates: eagle_sample's zeros / full / empty, the greedy
 hook's three torch.empty with the op writing their starting values, init=True), `sglang_eagle_sample` /
 `ours_eagle_sample` (the whole call a server makes: SGLang's own eagle_sample on its own verify objects, and the same
-call through our greedy hook around it, GREEDY_INIT as set); for tree
+call through our greedy hook around it, argmax_verify.HOOK_INIT / HOOK_LENS as set); for tree
 sampling `pr02` (upstream PR 02's default path: its guards and the one fused launch through Triton's binder, kept
 workspaces: what DISPATCH would record a win for). `ours` and `ours_direct` are the same op and config in plans of
 their own: `ours` launches through the compiled kernel's launcher (compiled.run), `ours_direct` through Triton's C

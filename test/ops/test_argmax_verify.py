@@ -203,6 +203,27 @@ def test_init_writes_sglangs_starting_values_into_any_buffer(config, bs, n, topk
     assert int(ref[2].sum()) > 0 or n == 1  # some paths accepted: both kinds of entries checked
 
 
+@pytest.mark.parametrize("config", [None, {"block": 64, "splits": 3, "fused": False}])
+@pytest.mark.parametrize("init", [False, True])
+@pytest.mark.parametrize("bs,n,topk,depth,vocab", [(1, 4, 1, 3, 100), (5, 4, 1, 3, 77), (3, 16, 4, 4, 131),
+                                                   (4, 1, 1, 0, 60)])
+def test_lens_writes_the_accept_lengths_and_nothing_else_changes(config, init, bs, n, topk, depth, vocab):
+    """lens=True (the greedy hook's call with HOOK_LENS): accept_token_num holds drafts accepted + 1, what
+    eagle_sample returns as accept_lens, and predicts / accept_index are what they are without it; one launch and
+    two, with and without init."""
+    cand, ridx, nxt, sib, logits, s = case(bs * 29 + n, bs, n, topk, depth, vocab)
+    ref = on(torch.zeros(bs * n, dtype=torch.int32), torch.full((bs, s), -1, dtype=torch.int32),
+             torch.zeros(bs, dtype=torch.int32))
+    argmax_verify_greedy_ref(*ref, cand, ridx, nxt, sib, logits)
+    start = SENTINEL if init else None
+    ours = on(torch.full((bs * n,), start if init else 0, dtype=torch.int32),
+              torch.full((bs, s), start if init else -1, dtype=torch.int32), torch.full((bs,), -9, dtype=torch.int32))
+    argmax_verify_greedy(*ours, cand, ridx, nxt, sib, logits, config=config, init=init, lens=True)
+    assert torch.equal(ours[0], ref[0]) and torch.equal(ours[1], ref[1]), (ours, ref)
+    assert torch.equal(ours[2], ref[2] + 1), (ours[2], ref[2])
+    assert int(ref[2].sum()) > 0 or n == 1  # some paths accepted
+
+
 def test_init_refuses_a_wider_accept_index_than_the_tree():
     from sglang_kimi_eagle3.ops.arch import Unsupported
 

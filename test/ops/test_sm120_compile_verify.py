@@ -50,7 +50,8 @@ def _greedy_cases():
                    {"predicts_ptr": I32, "accept_index_ptr": I32, "accept_num_ptr": I32, "part_key_ptr": I32,
                     "part_idx_ptr": I32, "sem_ptr": I32, **TREE, "logits_ptr": "*" + dtype,
                     **{k: "i32" for k in ("stride_row", "bs", "S", "N", "V", "CH", "SP")}},
-                   {"NP": np_, "BLOCK": fblock, "SPP": vg.pow2(fsplits, 1), "EVEN": feven, "INIT": True},  # the hook's
+                   {"NP": np_, "BLOCK": fblock, "SPP": vg.pow2(fsplits, 1), "EVEN": feven, "INIT": True,
+                    "ACC_ADD": 1},  # the hook's (HOOK_INIT, HOOK_LENS)
                    ["part_key_ptr", "part_idx_ptr", "logits_ptr", "stride_row", "V", "CH"], fwarps)
         vcfg = {"rows_per_program": cfg.get("verify_rows_per_program", 1)}
         if "verify_num_warps" in cfg:
@@ -62,8 +63,9 @@ def _greedy_cases():
             yield (f"verify_greedy-{'fused' if fused else 'tp'}-np{np_}-bb{bb}-spp{spp}-w{vwarps}", vg.verify_greedy_kernel,
                    {"predicts_ptr": I32, "accept_index_ptr": I32, "accept_num_ptr": I32, **TREE, "target_ptr": I64,
                     "part_key_ptr": I32, "part_idx_ptr": I32, **{k: "i32" for k in ("bs", "S", "N", "R", "SP")}},
-                   {"NP": np_, "BB": bb, "SPP": spp, "FROM_PARTIALS": fused, "USE_PDL": fused and pdl, "INIT": fused}, [],
-                   vwarps)  # INIT: the greedy hook's two-launch path (argmax + verify); verify_tree_greedy's hook: none
+                   {"NP": np_, "BB": bb, "SPP": spp, "FROM_PARTIALS": fused, "USE_PDL": fused and pdl, "INIT": fused,
+                    "ACC_ADD": int(fused)}, [],
+                   vwarps)  # INIT, ACC_ADD: the greedy hook's two-launch path (argmax + verify); verify_tree_greedy's: none
 
 
 def _sampling_cases():

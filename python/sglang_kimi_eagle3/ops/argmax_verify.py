@@ -119,6 +119,7 @@ def _argmax_verify_kernel(
     SPP: tl.constexpr,
     EVEN: tl.constexpr,  # V % CH == 0 and N == NP: no masks
     INIT: tl.constexpr = False,  # also write what SGLang's buffers start as (verify_greedy.greedy_walk)
+    ACC_ADD: tl.constexpr = 0,  # added to each accept count stored (verify_greedy.greedy_walk)
 ):
     """Both launches in one, grid (bs, SP): program (b, j) reduces split j of request b's N rows to partials and
     bumps b's counter; the last of b's programs to arrive walks b's tree from the partials (read through L2) and
@@ -138,7 +139,7 @@ def _argmax_verify_kernel(
         foreign = tl.max((nm & (ridx >= 0) & ((ridx < b * N) | (ridx >= b * N + N))).to(tl.int32))
         if foreign == 0:
             greedy_walk(predicts_ptr, accept_index_ptr, accept_num_ptr, ridx_ptr, part_key_ptr, part_idx_ptr, bb, bm,
-                        offs2, nm, cand, ridx, nxt, sib, S, bs * N, SP, NP, SPP, True, True, INIT)
+                        offs2, nm, cand, ridx, nxt, sib, S, bs * N, SP, NP, SPP, True, True, INIT, ACC_ADD)
         else:
             tl.store(sem_ptr + bs + b, 1)
         tl.store(sem_ptr + b, 0)  # for the next launch / graph replay
@@ -149,7 +150,7 @@ def _argmax_verify_kernel(
                     fb, fm, fo, fn, frow, fc, fr, fx, fs = load_tree_rows(cand_ptr, ridx_ptr, nxt_ptr, sib_ptr,
                                                                           f + b * 0, bs, N, NP, 1)
                     greedy_walk(predicts_ptr, accept_index_ptr, accept_num_ptr, ridx_ptr, part_key_ptr, part_idx_ptr,
-                                fb, fm, fo, fn, fc, fr, fx, fs, S, bs * N, SP, NP, SPP, True, True, INIT)
+                                fb, fm, fo, fn, fc, fr, fx, fs, S, bs * N, SP, NP, SPP, True, True, INIT, ACC_ADD)
                     tl.store(sem_ptr + bs + f, 0)
             tl.store(sem_ptr + 2 * bs, 0)
 
@@ -188,6 +189,7 @@ def argmax_verify_greedy(
     config: dict | None = None,
     table: dict | None = None,
     init: bool = False,
+    lens: bool = False,
 ) -> None:
     """verify_tree_greedy with target_predict = argmax(logits [bs*N, V], -1), fused.
 
@@ -200,13 +202,14 @@ def argmax_verify_greedy(
     runs). table (optional): the launch table in effect (tables.launch_table) when a caller already resolved it.
     init: the buffers' starting values written too, as SGLang's eagle_sample allocates them (predicts 0, accept_index
     -1), so a caller may pass torch.empty buffers and save those two fill launches; for trees whose retrive_index rows
-    are each request's own (SGLang's), with S <= N (else Unsupported)."""
+    are each request's own (SGLang's), with S <= N (else Unsupported). lens: accept_token_num receives the accept
+    lengths (drafts accepted + 1: what eagle_sample returns), so a caller saves its `+ 1` launch."""
     tensors = (predicts, accept_index, accept_token_num, candidates, retrive_index, retrive_next_token,
                retrive_next_sibling, logits)
     if table is None:
         table = launch_table(logits.device)
-    key, ptrs = op_key_ptrs("argmax_verify_init" if init else "argmax_verify", table, config, tensors)
-    p = plan(key, _ArgmaxPlan, tensors, config, table, init)
+    key, ptrs = op_key_ptrs(_KEYS[init, lens], table, config, tensors)
+    p = plan(key, _ArgmaxPlan, tensors, config, table, init, lens)
     if p.bs == 0:
         return
     # the kept launches take the pointers as ints (ops/_host.int_pointers); the binder (a first call) the tensors
@@ -223,11 +226,24 @@ def argmax_verify_greedy(
                  retrive_next_sibling, candidates, p.part_key, p.part_idx, *p.verify_tail)
 
 
+# What the greedy hook (integration/hooks/verify_kernels.py) asks of this op per call, read there on every call and by
+# the kernel warm-up (ops/warmup.py), so that the warm-up compiles exactly the hook's variants (INIT and ACC_ADD are
+# constexprs: another value is another kernel, compiled on first traffic otherwise).
+# HOOK_INIT: torch.empty buffers, the kernel writing eagle_sample's starting values (on since the H200 suite of
+# 2026-12-04, run 22, ran its 21 tests compiled). HOOK_LENS: the kernel writes the accept lengths, so the hook skips
+# eagle_sample's `+ 1` launch (CPU-tested and compiled for SM120; off until the H200 suite runs the lens tests compiled).
+HOOK_INIT = True
+HOOK_LENS = False
+
+_KEYS = {(False, False): "argmax_verify", (True, False): "argmax_verify_init", (False, True): "argmax_verify_lens",
+         (True, True): "argmax_verify_init_lens"}  # one plan per (init, lens): their kernels differ
+
+
 class _ArgmaxPlan:
     """One call signature's launch plan (ops/_host.plan): guards passed once, the two Steps with their integer and
     constexpr arguments, the partials workspace (and its pointers as ints, `wp`)."""
 
-    def __init__(self, tensors, config, table, init=False):
+    def __init__(self, tensors, config, table, init=False, lens=False):
         (predicts, accept_index, accept_token_num, candidates, retrive_index, retrive_next_token, retrive_next_sibling,
          logits) = tensors
         self.table = table  # held: the plan's key names it by id
@@ -248,7 +264,8 @@ class _ArgmaxPlan:
             self.sem = torch.zeros(2 * bs + 1, dtype=torch.int32, device=logits.device)
             self.wp = (self.part_key.data_ptr(), self.part_idx.data_ptr(), self.sem.data_ptr())
             self.fused = Step(_argmax_verify_kernel, (bs, splits), num_warps=warps)
-            self.fused_tail = (logits.stride(0), bs, s, n, vocab, ch, splits, np_, block, pow2(splits, 1), even, init)
+            self.fused_tail = (logits.stride(0), bs, s, n, vocab, ch, splits, np_, block, pow2(splits, 1), even, init,
+                               int(lens))
             return
         br, block, ch, splits, warps, even = argmax_plan(rows, vocab, cfg)
         pdl = bool(cfg.get("pdl", True)) and pdl_supported(logits.device)
@@ -259,7 +276,7 @@ class _ArgmaxPlan:
         self.argmax_tail = (logits.stride(0), rows, vocab, ch, splits, br, block, even, pdl)
         np_, bb, vwarps = _verify_walk(n, bs, verify_config(cfg))
         self.verify = Step(verify_greedy_kernel, (cdiv(bs, bb),), num_warps=vwarps, launch_pdl=pdl)
-        self.verify_tail = (bs, s, n, rows, splits, np_, bb, pow2(splits, 1), True, pdl, init)
+        self.verify_tail = (bs, s, n, rows, splits, np_, bb, pow2(splits, 1), True, pdl, init, int(lens))
 
 
 FUSED_MAX_N = 16  # larger trees: the walk's [NP, NP] tiles beside the argmax's spill registers (SM120, 8 warps)

@@ -69,24 +69,26 @@ def verify_greedy_kernel(
     FROM_PARTIALS: tl.constexpr,
     USE_PDL: tl.constexpr,  # launched as a programmatic dependent of _split_argmax_kernel
     INIT: tl.constexpr = False,  # also write what SGLang's buffers start as (greedy_walk): callers may pass torch.empty
+    ACC_ADD: tl.constexpr = 0,  # added to each accept count stored (1: eagle_sample's accept_lens; greedy_walk)
 ):
     b, bm, offs, nm, row, cand, ridx, nxt, sib = load_tree_block(cand_ptr, ridx_ptr, nxt_ptr, sib_ptr, bs, N, NP, BB)
     if USE_PDL:
         tl.extra.cuda.gdc_wait()  # the tree is loaded; the partials need the argmax grid finished
     greedy_walk(predicts_ptr, accept_index_ptr, accept_num_ptr, target_ptr, part_key_ptr, part_idx_ptr, b, bm, offs, nm,
-                cand, ridx, nxt, sib, S, R, SP, NP, SPP, FROM_PARTIALS, False, INIT)
+                cand, ridx, nxt, sib, S, R, SP, NP, SPP, FROM_PARTIALS, False, INIT, ACC_ADD)
 
 
 @triton.jit
 def greedy_walk(predicts_ptr, accept_index_ptr, accept_num_ptr, target_ptr, part_key_ptr, part_idx_ptr, b, bm, offs, nm,
                 cand, ridx, nxt, sib, S, R, SP, NP: tl.constexpr, SPP: tl.constexpr, FROM_PARTIALS: tl.constexpr,
-                CG: tl.constexpr, INIT: tl.constexpr = False):
+                CG: tl.constexpr, INIT: tl.constexpr = False, ACC_ADD: tl.constexpr = 0):
     """The walk of the requests b [BB] (their tree block loaded: load_tree_block) and its writes. Target token of
     each node from target_predict, or (FROM_PARTIALS) from the split-argmax partials, read through L2 when CG
     (written by other programs of the same launch: argmax_verify's fused kernel). INIT: also the values SGLang's
     eagle_sample starts its buffers with where the walk writes nothing (predicts 0 at every node's row off the path,
     accept_index -1 after the path, up to S <= NP): the same outputs from buffers of any content (torch.empty), the
-    stores disjoint from the walk's (no ordering needed)."""
+    stores disjoint from the walk's (no ordering needed). ACC_ADD: added to the accept count stored (1: the accept
+    lengths eagle_sample returns, drafts accepted + 1, without the caller's extra `+ 1` launch)."""
     rok = nm & (ridx >= 0) & (ridx < R)
     if FROM_PARTIALS:
         # target token of node i = argmax of logits row ridx[i]: the largest split key, then the
@@ -114,7 +116,7 @@ def greedy_walk(predicts_ptr, accept_index_ptr, accept_num_ptr, target_ptr, part
     tl.store(accept_index_ptr + b[:, None] * S + pos, ridx.to(tl.int32), mask=onp)
     # every path node's prediction is the target's token there (the last one is the bonus token)
     tl.store(predicts_ptr + ridx, tgt.to(tl.int32), mask=onp & rok)
-    tl.store(accept_num_ptr + b, n, mask=bm)
+    tl.store(accept_num_ptr + b, n + ACC_ADD, mask=bm)
     if INIT:
         tl.store(predicts_ptr + ridx, tl.zeros_like(ridx).to(tl.int32), mask=nm & rok & (pos < 0))
         after = bm[:, None] & (offs[None, :] > n[:, None]) & (offs[None, :] < S)

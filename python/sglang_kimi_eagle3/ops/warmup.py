@@ -273,9 +273,12 @@ def _launcher(torch, op: str, max_rows: int, s: LaunchShapes, device, dtype, wei
 
     tree = lambda bs: (cand[:bs], ridx[:bs], nxt[:bs], sib[:bs])  # noqa: E731
     if op == "argmax_verify":
-        from .argmax_verify import argmax_verify_greedy
+        from . import argmax_verify as av
 
-        return lambda v: argmax_verify_greedy(*outs(v.rows), *tree(v.rows), big[:v.rows * n * vocab].view(v.rows * n, vocab))
+        # the variants the greedy hook launches (HOOK_INIT / HOOK_LENS: constexprs of the kernels)
+        return lambda v: av.argmax_verify_greedy(*outs(v.rows), *tree(v.rows),
+                                                 big[:v.rows * n * vocab].view(v.rows * n, vocab), init=av.HOOK_INIT,
+                                                 lens=av.HOOK_LENS)
     if op == "verify_greedy":
         from .verify_greedy import verify_tree_greedy
 

@@ -109,6 +109,21 @@ def test_run_launches_every_planned_variant_on_the_kernel_device(monkeypatch):
     assert small.by_op.get("tree_sampling") is None and small.skipped_memory >= 2
 
 
+@pytest.mark.parametrize("init,lens", [(True, False), (True, True), (False, False)])
+def test_the_argmax_verify_warm_up_plans_the_variant_the_greedy_hook_launches(monkeypatch, init, lens):
+    """init and lens are constexprs of the argmax + verify kernels: the warm-up launches the op with the greedy
+    hook's switches (argmax_verify.HOOK_INIT / HOOK_LENS), so the plans (and compiles) the hook needs exist."""
+    from sglang_kimi_eagle3.ops import _host, argmax_verify as av
+
+    monkeypatch.setenv("SGLANG_KIMI_EAGLE3_KERNELS", "ours")
+    monkeypatch.setattr(av, "HOOK_INIT", init)
+    monkeypatch.setattr(av, "HOOK_LENS", lens)
+    monkeypatch.setattr(_host, "_PLANS", {})  # this run's plans only
+    res = W.run([W.Variant("argmax_verify", 2)], TINY, device())
+    assert res.launches == 1 and res.error == "", res
+    assert {k[0] for k in _host._PLANS} == {av._KEYS[init, lens]}, list(_host._PLANS)
+
+
 def test_run_counts_guard_refusals_and_stops_at_an_error_instead_of_raising(monkeypatch):
     monkeypatch.setenv("SGLANG_KIMI_EAGLE3_KERNELS", "ours")
     # an fp32 lm_head weight is outside lm_head_gemv's fast path: its guard refuses, the hook would hand it to SGLang

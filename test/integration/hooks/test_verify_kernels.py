@@ -142,7 +142,8 @@ def test_ours_routes_every_reference_and_call_through_our_kernels():
 
 
 GARBAGE_INIT = """
-vk.GREEDY_INIT = True
+from sglang_kimi_eagle3.ops import argmax_verify as _av
+_av.HOOK_INIT = True
 _empty = torch.empty
 def _garbage(*a, **k):  # every int32 buffer starts as garbage: the kernel must write the starting values itself
     t = _empty(*a, **k)
@@ -152,9 +153,18 @@ torch.empty = _garbage
 
 
 def test_greedy_init_writes_the_hooks_empty_buffers_whole():
-    """GREEDY_INIT (the hook allocating with torch.empty, the kernel writing eagle_sample's starting values): through
+    """HOOK_INIT (the hook allocating with torch.empty, the kernel writing eagle_sample's starting values): through
     SGLang's real eagle_sample, from garbage buffers, the same predict / accept_lens / accept_index as the reference."""
     out = run_json(PROLOGUE + GARBAGE_INIT + CALLS + EPILOGUE, SGLANG_KIMI_EAGLE3_KERNELS="ours", TRITON_INTERPRET="1")
+    eagle = out["calls"]["eagle_sample"]
+    assert eagle[:3] == [True, True, True] and eagle[3] > 0, eagle
+
+
+def test_greedy_lens_returns_eagle_samples_accept_lens_from_the_kernel():
+    """HOOK_LENS (the kernel writing the accept lengths, no `+ 1` launch), with HOOK_INIT: through SGLang's real
+    eagle_sample, accept_lens equal to the reference walk's count + 1, predict and accept_index unchanged."""
+    out = run_json(PROLOGUE + GARBAGE_INIT + "_av.HOOK_LENS = True\n" + CALLS + EPILOGUE,
+                   SGLANG_KIMI_EAGLE3_KERNELS="ours", TRITON_INTERPRET="1")
     eagle = out["calls"]["eagle_sample"]
     assert eagle[:3] == [True, True, True] and eagle[3] > 0, eagle
 

@@ -25,10 +25,9 @@ shape_key = arch.tree_shape_key  # the key the launch tables and `tune` file win
 
 H1, H2, H3 = (h for h in arch.KERNEL_HOOKS if h.startswith("verify_"))  # the three verify hooks, in map order
 
-# The greedy hook's buffers written whole by the kernel (argmax_verify_greedy(init=True)): tested on CPU, compiled for
-# SM120, and on the H200 (2026-12-04, run 22: test_argmax_verify's 21 init tests compiled, from garbage buffers).
-# False keeps SGLang's two fill launches (torch.zeros / torch.full) before the op.
-GREEDY_INIT = True
+# The greedy hook's two switches live beside the op (ops/argmax_verify.HOOK_INIT / HOOK_LENS), where the kernel
+# warm-up reads them too: init (torch.empty buffers, the kernel writing their starting values: no fill launches) and
+# lens (the kernel writing the accept lengths: no `+ 1` launch).
 
 _MODS: dict = {}  # op name -> its module, imported at the first call (the ops import Triton; an import statement per
 # call costs ~0.6 µs); the op is read off the module on every call, so a patched module attribute is what runs
@@ -36,13 +35,18 @@ _OP_MODULES = {"argmax_verify_greedy": "argmax_verify", "verify_tree_greedy": "v
                "tree_speculative_sampling": "tree_sampling"}
 
 
-def _op(name: str):
+def _module(name: str):
+    """The ops module holding op `name` (imported at the first call)."""
     mod = _MODS.get(name)
     if mod is None:
         import importlib
 
         mod = _MODS[name] = importlib.import_module(f"...ops.{_OP_MODULES[name]}", __package__)
-    return getattr(mod, name)
+    return mod
+
+
+def _op(name: str):
+    return getattr(_module(name), name)
 
 
 # --- hook 1 ---------------------------------------------------------------------------------------
@@ -53,7 +57,7 @@ def _op(name: str):
 # How: AROUND. When the call is the plain greedy verify (not idle, greedy per _verify_uses_greedy,
 #   no penalties / logit bias / grammar mask / watermark candidates, no SGLANG_SIMULATE_ACC_LEN, not
 #   HIP), run SGLang's own NaN sanitizer, then argmax_verify_greedy (split-vocab argmax feeding the
-#   tree walk, target_predict never materialised) into the buffers eagle_sample would allocate (GREEDY_INIT:
+#   tree walk, target_predict never materialised) into the buffers eagle_sample would allocate (HOOK_INIT:
 #   torch.empty, the kernel writing their starting values), and return the same (predict, accept_lens,
 #   accept_index). Anything else -> the original.
 # Upstream PR/issue: none yet (a fused argmax+verify would belong in kernels/ops/speculative).
@@ -85,22 +89,24 @@ def eagle_sample_hook(orig, verify_input, batch, logits_output, grammar_mask=Non
     def ours():  # our guards run before any launch: a layout we do not take goes to SGLang untouched
         from sglang.srt.utils.async_probe import sanitize_nan_logits
 
-        argmax_verify_greedy = _op("argmax_verify_greedy")
+        av = _module("argmax_verify_greedy")
+        init, lens = av.HOOK_INIT, av.HOOK_LENS
         sanitize_nan_logits(logits, "verify: target model logits")
         device = batch.device
-        # the buffers eagle_sample allocates (predict zeros, accept_index -1); with GREEDY_INIT the kernel writes those
+        # the buffers eagle_sample allocates (predict zeros, accept_index -1); with init the kernel writes those
         # starting values itself, so torch.empty and no fill launch: two launches fewer than SGLang's path per verify
-        if GREEDY_INIT:
+        if init:
             predict = torch.empty(logits.shape[0], dtype=torch.int32, device=device)
             accept_index = torch.empty((bs, verify_input.max_tree_depth), dtype=torch.int32, device=device)
         else:
             predict = torch.zeros(logits.shape[0], dtype=torch.int32, device=device)
             accept_index = torch.full((bs, verify_input.max_tree_depth), -1, dtype=torch.int32, device=device)
         num_correct_drafts = torch.empty((bs,), dtype=torch.int32, device=device)
-        argmax_verify_greedy(predict, accept_index, num_correct_drafts, verify_input.draft_token.reshape(bs, n),
-                             verify_input.retrieve_index, verify_input.retrieve_next_token,
-                             verify_input.retrieve_next_sibling, logits, init=GREEDY_INIT)
-        return predict, num_correct_drafts + 1, accept_index
+        av.argmax_verify_greedy(predict, accept_index, num_correct_drafts, verify_input.draft_token.reshape(bs, n),
+                                verify_input.retrieve_index, verify_input.retrieve_next_token,
+                                verify_input.retrieve_next_sibling, logits, init=init, lens=lens)
+        # with lens the buffer already holds the accept lengths (drafts accepted + 1)
+        return predict, (num_correct_drafts if lens else num_correct_drafts + 1), accept_index
 
     return call(H1, shape_key(bs, n), logits.device if logits is not None else None, why, ours, upstream)
 
