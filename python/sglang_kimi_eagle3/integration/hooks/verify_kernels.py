@@ -62,11 +62,23 @@ def _op(name: str):
 #   accept_index). Anything else -> the original.
 # Upstream PR/issue: none yet (a fused argmax+verify would belong in kernels/ops/speculative).
 # Removable when SGLang's greedy verify reads logits directly at the memory floor.
+_SG: list = []  # [torch, eagle_utils, spec_utils, async_probe]: imported at the first call (an import statement per
+# call costs about 0.5 µs each); modules, not functions, so a patched attribute is what runs
+
+
+def _sglang() -> list:
+    if not _SG:
+        import torch
+        from sglang.srt.speculative import eagle_utils, spec_utils
+        from sglang.srt.utils import async_probe
+
+        _SG.extend((torch, eagle_utils, spec_utils, async_probe))
+    return _SG
+
+
 def eagle_sample_hook(orig, verify_input, batch, logits_output, grammar_mask=None, uno_target_max_top_k=None, *,
                       watermark_state=None, watermark_full_mask=True):
-    import torch
-    from sglang.srt.speculative import eagle_utils, spec_utils
-
+    torch, eagle_utils, spec_utils, async_probe = _SG or _sglang()
     logits = logits_output.next_token_logits
     info = batch.sampling_info
     fast = (
@@ -87,11 +99,9 @@ def eagle_sample_hook(orig, verify_input, batch, logits_output, grammar_mask=Non
                     watermark_state=watermark_state, watermark_full_mask=watermark_full_mask)
 
     def ours():  # our guards run before any launch: a layout we do not take goes to SGLang untouched
-        from sglang.srt.utils.async_probe import sanitize_nan_logits
-
-        av = _module("argmax_verify_greedy")
+        av = _MODS.get("argmax_verify_greedy") or _module("argmax_verify_greedy")
         init, lens = av.HOOK_INIT, av.HOOK_LENS
-        sanitize_nan_logits(logits, "verify: target model logits")
+        async_probe.sanitize_nan_logits(logits, "verify: target model logits")
         device = batch.device
         # the buffers eagle_sample allocates (predict zeros, accept_index -1); with init the kernel writes those
         # starting values itself, so torch.empty and no fill launch: two launches fewer than SGLang's path per verify
