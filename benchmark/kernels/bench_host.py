@@ -21,7 +21,8 @@ config but "fused": false: split argmax and walk as two launches, the path befor
 `ours_alloc` (each side with the buffers a server's call allocates: eagle_sample's zeros / full / empty, the greedy
 hook's three torch.empty with the op writing their starting values, init=True), `sglang_eagle_sample` /
 `ours_eagle_sample` (the whole call a server makes: SGLang's own eagle_sample on its own verify objects, and the same
-call through our greedy hook around it, argmax_verify.HOOK_INIT / HOOK_LENS as set); for tree
+call through our greedy hook around it, argmax_verify.HOOK_INIT / HOOK_LENS as set; `ours_eagle_sample_lens` with
+HOOK_LENS on); for tree
 sampling `pr02` (upstream PR 02's default path: its guards and the one fused launch through Triton's binder, kept
 workspaces: what DISPATCH would record a win for). `ours` and `ours_direct` are the same op and config in plans of
 their own: `ours` launches through the compiled kernel's launcher (compiled.run), `ours_direct` through Triton's C
@@ -197,6 +198,14 @@ def providers(bs: int):
     vi, batch = greedy_verify_batch(torch, gc, gr, gn, gs, depth - 1, V, device=str(dev), topk=1)
     lo = LogitsProcessorOutput(next_token_logits=logits)
 
+    def ours_eagle_sample_lens():  # the same with HOOK_LENS on (the kernel writes the accept lengths: no `+ 1`)
+        before = av.HOOK_LENS
+        av.HOOK_LENS = True
+        try:
+            return verify_kernels.eagle_sample_hook(sg_eagle_sample, vi, batch, lo)
+        finally:
+            av.HOOK_LENS = before
+
     two = dict(av.argmax_config(bs * N, V, bs, N, dev, None, None), fused=False)  # the table's config, two launches
     # one launch at every batch (the table's config otherwise): where FUSED_MAX_BS should sit for eager calls
     one = dict(av.argmax_config(bs * N, V, bs, N, dev, None, None), fused=True, fused_max_bs=1 << 30, rows_per_program=1,
@@ -212,13 +221,14 @@ def providers(bs: int):
               "ours_1launch": lambda: av.argmax_verify_greedy(*go, gc, gr, gn, gs, logits, config=one),
               "sglang_alloc": sglang_alloc, "ours_alloc": ours_alloc,
               "sglang_eagle_sample": lambda: sg_eagle_sample(vi, batch, lo),
-              "ours_eagle_sample": lambda: verify_kernels.eagle_sample_hook(sg_eagle_sample, vi, batch, lo)}
+              "ours_eagle_sample": lambda: verify_kernels.eagle_sample_hook(sg_eagle_sample, vi, batch, lo),
+              "ours_eagle_sample_lens": ours_eagle_sample_lens}
     return {"tree_sampling": sampling, "argmax+verify": greedy}
 
 
 # every op's providers, together
 PROVIDERS = ("sglang", "ours", "ours_direct", "ours_tensors", "ours_hook", "ours_binder", "ours_2launch", "ours_1launch",
-             "sglang_alloc", "ours_alloc", "sglang_eagle_sample", "ours_eagle_sample", "pr02")
+             "sglang_alloc", "ours_alloc", "sglang_eagle_sample", "ours_eagle_sample", "ours_eagle_sample_lens", "pr02")
 
 
 def keep(provs: dict, names: list[str] | None) -> dict:
