@@ -195,6 +195,13 @@ def providers(bs: int):
 
     eagle_utils = sglang_module("srt.speculative.eagle_utils")
     sg_eagle_sample = eagle_utils.eagle_sample  # SGLang's own: no plugin is loaded in this process
+    # a server publishes its config before any verify; eagle_sample reads one flag of it (rejection sampling: off by
+    # default, and off HIP it does not enter the greedy choice). No server runs here: that flag, as a server has it
+    if not hasattr(eagle_utils, "_kimi_bench_spec"):
+        import types
+
+        eagle_utils._kimi_bench_spec = types.SimpleNamespace(speculative_use_rejection_sampling=False)
+        eagle_utils.get_spec = lambda: eagle_utils._kimi_bench_spec
     vi, batch = greedy_verify_batch(torch, gc, gr, gn, gs, depth - 1, V, device=str(dev), topk=1)
     lo = LogitsProcessorOutput(next_token_logits=logits)
 

@@ -17,6 +17,8 @@ bv.DEV, bv.V, bh.V = "cpu", 300, 300  # small CPU inputs (the interpreter runs o
 from sglang_kimi_eagle3.ops.verify_greedy import verify_tree_greedy_ref
 bs = 3
 greedy = bh.providers(bs)["argmax+verify"]
+from sglang_kimi_eagle3.ops import argmax_verify as av
+av.HOOK_LENS = False  # ours_eagle_sample as the switch is set (off here), the lens provider with it on for one call
 predict, accept_lens, accept_index = greedy["ours_eagle_sample"]()
 lens = greedy["ours_eagle_sample_lens"]()  # HOOK_LENS on for that call only
 from sglang_kimi_eagle3.ops import argmax_verify as av
@@ -25,9 +27,14 @@ p = torch.zeros(bs * bh.N, dtype=torch.int32); a = torch.full((bs, s), -1, dtype
 k = torch.empty(bs, dtype=torch.int32)
 verify_tree_greedy_ref(p, a, k, cand, ridx, nxt, sib, logits.argmax(-1).view(bs, bh.N))
 from sglang_kimi_eagle3.status import hookstatus
+try:  # SGLang's side up to its kernel (its CPU walk writes nothing here): it needs the config a server publishes
+    greedy["sglang_eagle_sample"]()
+    sglang_side = "ran"
+except Exception as exc:
+    sglang_side = f"{type(exc).__name__}: {exc}"
 print(json.dumps({"same": [torch.equal(predict, p), torch.equal(accept_lens, k + 1), torch.equal(accept_index, a)],
                   "lens_same": [torch.equal(lens[0], p), torch.equal(lens[1], k + 1), torch.equal(lens[2], a)],
-                  "lens_after": av.HOOK_LENS,
+                  "lens_after": av.HOOK_LENS, "sglang_side": sglang_side,
                   "plans": sorted({k[0] for k in __import__("sglang_kimi_eagle3.ops._host", fromlist=["_PLANS"])._PLANS}),
                   "accepted": int(k.sum()), "names": sorted(greedy),
                   "ours_calls": sum(n for (h, side, _, _), n in hookstatus.count_items() if side == "ours")}))
@@ -41,4 +48,5 @@ def test_ours_eagle_sample_is_the_hooks_answer_on_sglangs_objects():
     assert {"argmax_verify_init", "argmax_verify_init_lens"} <= set(out["plans"]), out["plans"]  # each ran its kernel
     assert out["accepted"] > 0, "nothing accepted: the walk was not exercised"
     assert {"sglang_eagle_sample", "ours_eagle_sample"} <= set(out["names"])
+    assert out["sglang_side"] == "ran", out["sglang_side"]  # SGLang's own call, as bench_host times it
     assert out["ours_calls"] >= 2, "the hook handed a call to SGLang instead of our kernel"

@@ -233,7 +233,7 @@ def argmax_verify_greedy(
 # 2026-12-04, run 22, ran its 21 tests compiled). HOOK_LENS: the kernel writes the accept lengths, so the hook skips
 # eagle_sample's `+ 1` launch (CPU-tested and compiled for SM120; off until the H200 suite runs the lens tests compiled).
 HOOK_INIT = True
-HOOK_LENS = False
+HOOK_LENS = True
 
 _KEYS = {(False, False): "argmax_verify", (True, False): "argmax_verify_init", (False, True): "argmax_verify_lens",
          (True, True): "argmax_verify_init_lens"}  # one plan per (init, lens): their kernels differ

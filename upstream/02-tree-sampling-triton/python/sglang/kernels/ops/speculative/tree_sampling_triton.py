@@ -69,13 +69,13 @@ LAUNCH_WIDE = {**LAUNCH, "walk_num_warps": 4}  # N > 16
 # NVIDIA H200, torch 2.11, triton 3.6, vocab 163840): N 4 / 16 at bs 1..256, 1.9-6.8x. Other
 # architectures, N > 16, other vocabularies: not measured, so the CUDA kernel runs there.
 # compute capability major: (max draft tokens N, max batch size, vocabularies measured) where the Triton kernel
-# measured faster PER EAGER CALL (host time included: eagle_sample runs it outside the CUDA graphs). SM90: an H200
-# (2026-12-04, torch 2.14.1, triton 3.8.0, vocab 163840, N 4, 3 alternated rounds), the one-launch default against
-# the CUDA kernel, us per eager call: bs 1 58.2 vs 62.8, bs 4 35.6 vs 71.6 (host 59.6 / 35.4 against 12.0 / 8.0;
-# GPU 7.6 / 8.7 against 62.6 / 71.5). bs 16 and above, N > 4: not measured per eager call, so the CUDA kernel.
-# (The three launches before it cost 223 us of host time per call at bs 1.) SGLANG_SPEC_TREE_SAMPLING_BACKEND=triton
-# opts in everywhere, =cuda out.
-DISPATCH: dict = {9: (4, 4, (163840,))}
+# measured no slower PER EAGER CALL (host time included: eagle_sample runs it outside the CUDA graphs). SM90: an H200
+# (2026-12-04, torch 2.14.1, triton 3.8.0, vocab 163840, 3 alternated rounds of 100 calls), the replayed default
+# (`bench_tree_sampling_triton.py --eager`) against the CUDA kernel, us per eager call: N 4 at bs 1 / 4 / 16 / 64
+# 46.9 / 45.4 / 46.7 / 49.3 vs 48.6 / 57.5 / 73.8 / 102.8; N 16 45.6 / 46.4 / 45.5 / 100.7 vs 58.8 / 73.3 / 75.1 /
+# 102.9 (a tie at N 16, bs 64). N > 16, bs > 64, other vocabularies and architectures: not measured, so the CUDA
+# kernel. SGLANG_SPEC_TREE_SAMPLING_BACKEND=triton opts in everywhere, =cuda out.
+DISPATCH: dict = {9: (16, 64, (163840,))}
 
 ENV_BACKEND = "SGLANG_SPEC_TREE_SAMPLING_BACKEND"  # srt/environ.py
 
