@@ -28,7 +28,8 @@
 # /health; concurrent cold starts of the tiny servers took up to 223 s on an H200), BUDGET_S (everything ends by then;
 # default: the time spent before the servers started + STARTUP_S + 120 s of traffic + ANATOMY_S, at least 550 and at
 # most 590, so that one 10-minute device call holds it; set it to go past), ANATOMY_S (90: kept for step 4), ANATOMY_CONC
-# (1,64: the anatomy's concurrencies; its host_verify_path row is the eager path around the verify per step).
+# (1,64: the anatomy's concurrencies; its host_verify_path row is the eager path around the verify per step), READY_S
+# (560: `measure` waits for /health until that many seconds after the servers' start, whatever STARTUP_S says).
 # TP (1): --tp-size of every server (2 on nvidia-h200-x2: the decode-step anatomy at TP 2 against TP 1; with
 # --enforce-disable-flashinfer-allreduce-fusion, whose JIT build alone took 206 s there).
 set -uo pipefail
@@ -144,7 +145,21 @@ for n in $NAMES; do
   PIDS+=($!); echo $! > "$W/pid-$n"
   say "started $n (pid $!): $(tail -c 300 "$W/start-$n.sh" | tr '\n' ' ')"
 done
+date +%s > "$W/started_at"
 [ "$STEP" = start ] && { say "E2E_STEP=start: servers left running (pids in $W/pid-*)"; exit 0; }
+fi
+
+# a measure call soon after its start: the speculative servers listen only after their CUDA graphs, the kernel warm-up
+# and the traffic warm-up. On a fresh H200 with three servers starting together (run 23, 2026-12-04) the graphs ended
+# 170 s after the start and the kernel warm-up (SGLang's JIT builds: FlashInfer sampling, the tree kernels) took
+# 182-197 s more; the traffic warm-up took 131-139 s in run 10. READY_S (560) is that sum with some margin: the wait
+# for /health is stretched to reach it (run 23's measure waited 300 s from 55 s after the start and measured nothing)
+if [ "$STEP" = measure ] && [ -f "$W/started_at" ]; then
+  AGE=$(( $(date +%s) - $(cat "$W/started_at") ))
+  if [ $(( AGE + STARTUP_S )) -lt "${READY_S:-560}" ]; then
+    say "servers started $AGE s ago, READY_S ${READY_S:-560}: waiting up to $(( ${READY_S:-560} - AGE )) s for /health, not STARTUP_S=$STARTUP_S"
+    STARTUP_S=$(( ${READY_S:-560} - AGE ))
+  fi
 fi
 
 # 3. e2e: waits up to STARTUP_S for /health, cold passes on the fresh servers, then rounds sized to end ANATOMY_S

@@ -388,11 +388,13 @@ class TestTreeSamplingTritonCpu(unittest.TestCase):
         with mock.patch.object(ts, "_capability_major", lambda d: 9):
             cuda = torch.device("cuda", 0)
             with mock.patch.dict(os.environ, {env: "auto"}):
-                self.assertTrue(ts.use_triton(4, 4, 163840, cuda))  # SM90: the win per eager call recorded at bs <= 4
+                # SM90: measured no slower per eager call at N <= 16, bs <= 64
                 self.assertTrue(ts.use_triton(1, 4, 163840, cuda))
-                self.assertFalse(ts.use_triton(16, 4, 163840, cuda))  # bs 16: not measured per eager call
-                self.assertFalse(ts.use_triton(4, 16, 163840, cuda))  # N 16: not measured per eager call
-                self.assertFalse(ts.use_triton(128, 16, 163840, cuda))
+                self.assertTrue(ts.use_triton(64, 4, 163840, cuda))
+                self.assertTrue(ts.use_triton(64, 16, 163840, cuda))
+                self.assertFalse(ts.use_triton(65, 4, 163840, cuda))  # bs > 64: not measured per eager call
+                self.assertFalse(ts.use_triton(4, 32, 163840, cuda))  # N > 16: not measured
+                self.assertFalse(ts.use_triton(4, 4, 32000, cuda))  # vocab not measured
         with mock.patch.object(ts, "_capability_major", lambda d: 9), mock.patch.dict(ts.DISPATCH, {9: (16, 256, (163840,))}):
             cuda = torch.device("cuda", 0)
             with mock.patch.dict(os.environ, {env: "auto"}):
