@@ -58,12 +58,18 @@ def pytest_cmdline_main(config):
 
 
 def pytest_collection_modifyitems(config, items):
-    """In an xdist worker: the files marked `slow` (SGLang subprocesses, up to minutes each) first, so the last
-    file handed out is a short one; the order within a file, and among the rest, is kept."""
+    """In an xdist worker: the files marked `slow` (SGLang subprocesses, up to minutes each) first, each group
+    longest first by the measured table (test/durations.py), so the last files handed out are short ones; the
+    order within a file is kept."""
     if not hasattr(config, "workerinput"):
         return
+    import durations
+
+    table = durations.load()
     slow = {item.path for item in items if item.get_closest_marker("slow") is not None}
-    items.sort(key=lambda item: item.path not in slow)
+    keys = {path: durations.order_key(path.relative_to(ROOT).as_posix(), path in slow, table)
+            for path in {item.path for item in items}}
+    items.sort(key=lambda item: keys[item.path])  # stable: each file's tests stay together and in order
 
 
 @pytest.fixture(scope="session", autouse=True)
