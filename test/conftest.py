@@ -38,8 +38,8 @@ def pytest_xdist_auto_num_workers(config):
 def pytest_cmdline_main(config):
     """A plain `pytest` on a machine without a GPU runs on pytest-xdist workers (a [test] dependency): one per
     core, at most 4 (each holds its warm SGLang interpreters, about 3 GB), whole files per worker
-    (`--dist loadfile`: a module's fixtures and state stay in one process), files that spawn SGLang processes
-    (marked `slow`) handed out first. The suite is mostly single-threaded Python in subprocesses, so on the
+    (`--dist loadfile`: a module's fixtures and state stay in one process), handed out longest first
+    (test/durations.py). The suite is mostly single-threaded Python in subprocesses, so on the
     2-core CI box one process leaves a core idle. An explicit `-n N` wins (the GPU suite passes its own);
     `-n 0` or `-p no:xdist` runs one process, as do --pdb, --collect-only and a single core. On a GPU box the
     default stays one process."""
@@ -58,8 +58,8 @@ def pytest_cmdline_main(config):
 
 
 def pytest_collection_modifyitems(config, items):
-    """In an xdist worker: the files marked `slow` (SGLang subprocesses, up to minutes each) first, each group
-    longest first by the measured table (test/durations.py), so the last files handed out are short ones; the
+    """In an xdist worker: the longest files first by the measured table (test/durations.py; an unknown file marked
+    `slow`, it spawns SGLang processes, counts as a long one), so the last files handed out are short ones; the
     order within a file is kept."""
     if not hasattr(config, "workerinput"):
         return

@@ -7,7 +7,7 @@ is regenerated from a run's junit XML:
 
     python test/durations.py SUITE.xml --note "H200, 2026-12-04, run 23"   # merge that run's per-file seconds
 
-A file the table does not know counts as DEFAULT_S (new files are often the slow kind), so it goes out early.
+A file the table does not know counts as DEFAULT_S when marked `slow`, else FAST_S.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 TABLE = HERE / "durations.json"
-DEFAULT_S = 60.0
+DEFAULT_S = 60.0  # an unknown `slow` file
+FAST_S = 5.0  # an unknown file without the mark
 
 
 def load(path: Path = TABLE) -> dict[str, float]:
@@ -52,9 +53,11 @@ def from_junit(xml_path: Path) -> dict[str, float]:
     return seconds
 
 
-def order_key(rel_path: str, slow: bool, table: dict[str, float]) -> tuple[bool, float]:
-    """Sort key of a file: the slow-marked ones first, then the longest."""
-    return (not slow, -table.get(rel_path, DEFAULT_S))
+def order_key(rel_path: str, slow: bool, table: dict[str, float]) -> float:
+    """Sort key of a file: longest first by the table; a file it does not know counts as DEFAULT_S if marked `slow`
+    (it spawns SGLang processes) and as FAST_S otherwise. Longest first beats `slow` first: on run 23's times with 12
+    workers a list schedule ends at 344 s against 390 s (the mean per worker: 337 s)."""
+    return -table.get(rel_path, DEFAULT_S if slow else FAST_S)
 
 
 def merge(xml_path: Path, note: str, path: Path = TABLE) -> dict[str, float]:

@@ -1,5 +1,5 @@
-"""The suite's file order for pytest-xdist: slow-marked files first, each group longest first by the measured table
-(test/durations.py), each file's tests together and in their order; the table rebuilt from a junit XML."""
+"""The suite's file order for pytest-xdist: longest first by the measured table (test/durations.py; unknown files by
+their `slow` mark), each file's tests together and in their order; the table rebuilt from a junit XML."""
 
 import importlib.util
 import json
@@ -29,7 +29,7 @@ def item(rel: str, name: str, slow: bool):
                            get_closest_marker=lambda m, slow=slow: object() if (m == "slow" and slow) else None)
 
 
-def test_slow_files_first_then_longest_each_files_tests_kept_together(monkeypatch):
+def test_longest_files_first_each_files_tests_kept_together(monkeypatch):
     table = {"test/a/test_short_slow.py": 10.0, "test/a/test_long_slow.py": 300.0, "test/a/test_long_fast.py": 90.0,
              "test/a/test_short_fast.py": 1.0}
     monkeypatch.setattr(durations, "load", lambda path=None: table)
@@ -38,8 +38,8 @@ def test_slow_files_first_then_longest_each_files_tests_kept_together(monkeypatc
              item("test/a/test_unknown_slow.py", "u1", True), item("test/a/test_long_slow.py", "L1", True),
              item("test/a/test_long_slow.py", "L2", True)]
     conftest.pytest_collection_modifyitems(SimpleNamespace(workerinput={}), items)
-    # slow: 300 s, unknown (DEFAULT_S 60), 10 s; then the rest: 90 s, 1 s
-    assert [i.name for i in items] == ["L1", "L2", "u1", "s1", "s2", "l1", "f1"]
+    # 300 s, 90 s (not marked slow, but measured long), an unknown slow file (DEFAULT_S 60), 10 s, 1 s
+    assert [i.name for i in items] == ["L1", "L2", "l1", "u1", "s1", "s2", "f1"]
 
 
 def test_outside_a_worker_the_order_is_untouched():

@@ -7,7 +7,7 @@ import torch
 
 from sglang_kimi_eagle3.ops import warmup as W
 
-pytestmark = pytest.mark.slow  # 121 s on the H200 (2026-12-04): handed out first
+pytestmark = pytest.mark.slow  # 121 s on the H200 (2026-12-04): handed out early (test/durations.json)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="compiles for a CUDA GPU (the H200 suite run)")
