@@ -18,7 +18,8 @@
 #   e2e / loop / suite  the same lease in another order (each one call after the carry): the end-to-end servers
 #       alone first (e2e: install, start, cold passes and steady rounds; loop: their last rounds, then the loop's
 #       servers and its alternating rounds), then the host-cost benchmark and the suite on an idle GPU (suite).
-#       Knobs: E_END_S (570), L_E2E_S (60), L_END_S (560), PHASE2_WAIT_S (240), A_HOST_S (90), S_SUITE_S (420);
+#       Knobs: E_END_S (570), L_E2E_S (60), L_END_S (560), PHASE2_WAIT_S (240), A_HOST_S (90), S_SUITE_S (420),
+#       S_STOP (1: suite stops this lease's servers first; 0 leaves them running);
 #       device_e2e.sh's and device_loop.sh's own (CONC, TEMPS, STEADY_TEMPS, ROUNDS, ROUND_S, LOOP_Q, ...) pass through
 # Every step writes into /tmp/res-STEP (kept on the warm machine) and packs it into $OUT/res-STEP.tgz every PACK_S s and at its end:
 # a call returns at most 8 files from $OUT (2026-12-01: the upstream logs and the loop's phase-1 files were
@@ -145,9 +146,12 @@ rest)
   fi
   ;;
 suite)
-  # every server of this lease stopped; the host-cost benchmark on a quiet machine, then the suite alone
-  for f in /tmp/e2e/pid-* /tmp/loop/pid-* /tmp/da/pid-*; do [ -f "$f" ] && kill -KILL -- "-$(cat "$f")" 2>/dev/null; done
-  sleep 3
+  # every server of this lease stopped (S_STOP=0: left running, e.g. e2e servers still warming up while the suite
+  # fills their wait); the host-cost benchmark on a quiet machine, then the suite alone
+  if [ "${S_STOP:-1}" = 1 ]; then
+    for f in /tmp/e2e/pid-* /tmp/loop/pid-* /tmp/da/pid-*; do [ -f "$f" ] && kill -KILL -- "-$(cat "$f")" 2>/dev/null; done
+    sleep 3
+  fi
   eval "$(benchmark/live/device.sh env)"
   if [ "${A_HOST_S:-90}" -gt 0 ]; then  # timeout 0 would mean no limit
     timeout "${A_HOST_S:-90}" python3 -m benchmark.kernels.bench_host ${A_HOST_ARGS:-} > "$OUT/bench-host.log" 2>&1
