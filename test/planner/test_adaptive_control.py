@@ -390,3 +390,33 @@ def test_the_off_state_skips_its_extend_only_while_every_slot_is_off_and_primes_
     for _ in range(3):
         off.ran(0, True)
     assert not off.skipping and off.ran(0, True)[1]
+
+
+def _slot_bs1(steps=3):
+    """The bs-1 slot of the table the plugin wrote for run 24's servers (states [0, 3, 7]), pooled."""
+    cfg = T.table(COST, BSS, operator_steps=3, state_gb=lambda s: T.state_memory_gb(s, 20480, 128), budget_gb=8.0)
+    ctl = Controller.from_entry(cfg["1"]["candidate_steps"], cfg["1"][T.KEY], steps)
+    ctl.shared = Shared.from_entry(cfg["1"][T.KEY])
+    return ctl
+
+
+def test_an_off_state_read_dearer_than_a_positive_round_is_priced_from_the_positive_readings():
+    """Run 24 (H200, 2026-12-04, q 0.3 drafter): the bs-1 slot read steps 0 at x1.37 of its model (26 ms), steps 3 at
+    x0.96 and steps 7 at x0.53 (17 ms) where a plain step took 9.6 ms; believing them, it ran steps 7 at c 1 (accept
+    length 1.45) and the server served 0.79x of plain. A steps-0 step does a subset of a positive round's work, so the
+    off-state is priced from the positive readings instead: the slot leaves 7 for the off-state and stays there; with
+    a good drafter the same readings keep it speculating."""
+    read = {0: 1.37, 3: 0.96, 7: 0.53}
+    for alpha, want in ((0.32, 0), (0.9, 7)):
+        ctl, rng = _slot_bs1(steps=7), random.Random(7)
+        ctl.corr = dict(read)
+        ctl.decided = True
+        for _ in range(3000):
+            ctl.update(_chain(rng, ctl.steps, alpha, 1), ctl.modelled_us(ctl.steps) * read[ctl.steps], lambda v: v)
+        assert ctl.steps == want and ctl.switches <= 1 + 2 * (want == 0) * (3000 // 256), (alpha, ctl.corr, ctl.history)
+        assert all(abs(ctl.corr[s] - r) < 0.01 for s, r in read.items())  # the readings themselves stand
+    # priced at steps 7's ratio, the smallest positive reading, not its own x1.37
+    assert abs(ctl.cost_us(0) - ctl.modelled_us(0) * 0.53) < 1e-6
+    # consistent readings keep their own price (the live bs-8 to bs-128 slots: steps 0 x0.31-0.45, steps 3 x0.73-0.90)
+    ctl.corr = {0: 0.45, 3: 0.83}
+    assert ctl.cost_us(0) == ctl.modelled_us(0) * 0.45

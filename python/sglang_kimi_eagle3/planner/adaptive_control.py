@@ -129,6 +129,7 @@ class Controller:
     corr_alpha: float = 0.5  # weight of a newly synced ratio in corr
     corr: dict = field(default_factory=dict)  # steps -> measured / modelled step time, as synced (decisions read it)
     samples: dict = field(default_factory=dict)  # steps -> this process's ratios since the last sync (never decides)
+    reads: dict = field(default_factory=dict)  # steps -> this process's readings so far (the status row; never decides)
     syncs: int = 0
     exploring: bool = False
     explored: set = field(default_factory=set)  # positive candidates visited to be read (each once)
@@ -171,11 +172,27 @@ class Controller:
 
     def cost_us(self, s: int) -> float:
         """One round of `s`, the modelled time calibrated by the synced measurements (corr_of; a state nobody read
-        takes the mean ratio of this slot's readings, so the model's relative costs stand until it is read)."""
+        takes the mean ratio of this slot's readings, so the model's relative costs stand until it is read; the
+        off-state no dearer than a positive round read: off_ratio)."""
         c = self.corr_of(s)
         if c is None:
             c = sum(self.corr.values()) / len(self.corr) if self.corr else 1.0
+        if s == 0:
+            c = self.off_ratio(c)
         return self.modelled_us(s) * c
+
+    def off_ratio(self, c: float) -> float:
+        """The off-state's ratio `c`, unless it prices the off-state at or above a positive round read at this slot.
+        A steps-0 step does a subset of a positive round's work on the same path (a one-token verify and a one-token
+        draft extend, no drafting), so such readings contradict each other, and a slot that believed them would
+        speculate where nothing is accepted: on the H200 (2026-12-04, q 0.3 drafter) the bs-1 slot read steps 0 at
+        26 ms (x1.37) and steps 7 at 17 ms (x0.53) where a plain step took 9.6 ms, ran steps 7 at c 1 and served 0.79x
+        of plain. The off-state then takes the smallest ratio of the positive states read (the model's relative
+        price against the cheapest reading)."""
+        pos = [(t, r) for t in self.candidates if t > 0 and (r := self.corr_of(t)) is not None]
+        if pos and self.modelled_us(0) * c >= min(self.modelled_us(t) * r for t, r in pos):
+            return min(r for _, r in pos)
+        return c
 
     def predicted(self, s: int, alpha: float, corr: float | None = None) -> float:
         """Tokens per unit of plain decoding's time at `s` (corr: price `s` at this ratio instead)."""
@@ -192,6 +209,7 @@ class Controller:
         xs = self.samples.setdefault(self.steps, [])
         if len(xs) < 4 * self.sync_batches:
             xs.append(wall_us / self.modelled_us(self.steps))
+            self.reads[self.steps] = self.reads.get(self.steps, 0) + 1
 
     def summary(self) -> list[float]:
         """Per candidate (in order), the median ratio read since the last sync, 0.0 where none; clears them."""

@@ -128,3 +128,15 @@ def test_a_prefill_result_ends_the_interval_on_sglangs_own_processor(measure):
         assert r["row"][0] == "applied" and r["last"] is None, r
     else:
         assert r["row"][0] == "skipped" and "costs stay modelled" in r["row"][1] and r["last"] == 123.0, r
+
+
+def test_the_row_shows_the_readings_and_where_the_off_state_is_priced_from_the_positive_ones():
+    cfg = _cfg()
+    slot = AdaptiveStepSlot(initial_steps=3, cfg=cfg)
+    hook.attach(slot, cfg[T.KEY])
+    ctl = slot._kimi_eagle3_ctl
+    ctl.corr, ctl.reads = {0: 1.37, 3: 0.53}, {0: 12, 3: 200}  # run 24's bs-1 slot: the off-state read dearer
+    assert hook._corr_text(ctl, 0, 1.37) == "steps 0 x1.37 (12 read here, priced x0.53)"
+    assert hook._corr_text(ctl, 3, 0.53) == "steps 3 x0.53 (200 read here)"
+    ctl.corr = {0: 0.45, 3: 0.83}
+    assert hook._corr_text(ctl, 0, 0.45) == "steps 0 x0.45 (12 read here)"

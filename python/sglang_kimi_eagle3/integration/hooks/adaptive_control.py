@@ -237,11 +237,18 @@ def pool(entry: dict):
 _CORR: dict = {}  # slot batch size -> the synced measured / modelled step time per steps, as the status row shows it
 
 
+def _corr_text(ctl, s: int, c: float) -> str:
+    """`steps 0 x1.37 (212 read here, priced x0.53)`: the synced ratio, this process's readings of it, and for the
+    off-state the ratio it is priced at where the positive readings overrule it (Controller.off_ratio)."""
+    priced = ctl.off_ratio(c) if s == 0 else c
+    return f"steps {s} x{c:.2f} ({ctl.reads.get(s, 0)} read here{f', priced x{priced:.2f}' if priced != c else ''})"
+
+
 def _note_measured(slot, ctl) -> None:
     """The adaptive_control row's detail gains the synced measured / modelled step times, per slot, and what the
     pool has read (an applied row only: a failed one keeps its reason)."""
     if ctl.corr:
-        _CORR[slot._kimi_eagle3_bs] = ", ".join(f"steps {s} x{c:.2f}" for s, c in sorted(ctl.corr.items()))
+        _CORR[slot._kimi_eagle3_bs] = ", ".join(_corr_text(ctl, s, c) for s, c in sorted(ctl.corr.items()))
     row = hookstatus.get(NAME)
     if row is not None and row.state == "applied":
         head = row.detail.split("; ")[0]
