@@ -61,9 +61,10 @@ def batch_latency(url: str, c: int, prompt_tokens: int, new: int, timeout: float
     return statistics.median(ok)
 
 
-def decode_step(url: str, c: int, n: int, timeout: float) -> float:
-    short = batch_latency(url, c, 64, 1, timeout)
-    long = batch_latency(url, c, 64, 1 + n, timeout)
+def decode_step(url: str, c: int, n: int, timeout: float, context: int = 64) -> float:
+    """One decode step at c requests whose prompts hold `context` tokens (the context the step attends over)."""
+    short = batch_latency(url, c, context, 1, timeout)
+    long = batch_latency(url, c, context, 1 + n, timeout)
     return (long - short) / n
 
 
@@ -93,6 +94,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--concurrency", default="1,8,32,128")
     ap.add_argument("--new-tokens", type=int, default=64)
     ap.add_argument("--prompt-tokens", type=int, default=1024)
+    ap.add_argument("--decode-context", type=int, default=64,
+                    help="prompt tokens of the decode-step requests (64: the runs of 2026-12-03/04; chat traffic's "
+                         "contexts are 400-1500: the verify attention of the off-state grows with them)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--timeout", type=float, default=120.0)
     ap.add_argument("--also", action="append", default=[], metavar="NAME=URL",
@@ -124,10 +128,10 @@ def main(argv: list[str] | None = None) -> int:
           f"draft/target {doc['prefill']['ratio']:.4f}", flush=True)
     for c in [int(x) for x in a.concurrency.split(",")]:
         # one uncounted pass per server at this level (a first batch of c requests: new graph sizes, a new slot)
-        warm = {u: decode_step(u, c, min(8, a.new_tokens), a.timeout) for u in urls}
-        ts, os_, *xs = paired(lambda u: decode_step(u, c, a.new_tokens, a.timeout), urls, a.repeats)
+        warm = {u: decode_step(u, c, min(8, a.new_tokens), a.timeout, a.decode_context) for u in urls}
+        ts, os_, *xs = paired(lambda u: decode_step(u, c, a.new_tokens, a.timeout, a.decode_context), urls, a.repeats)
         t, o = statistics.median(ts), statistics.median(os_)
-        row = {"concurrency": c, "target_step_s": t, "off_step_s": o, "draft_step_s": o - t, "ratio": (o - t) / t,
+        row = {"concurrency": c, "decode_context": a.decode_context, "target_step_s": t, "off_step_s": o, "draft_step_s": o - t, "ratio": (o - t) / t,
                "off_vs_plain": o / t, "target_step_s_all": ts, "off_step_s_all": os_,
                "warm_step_s": {"plain": warm[a.plain], "off": warm[a.off], **{n: warm[u] for n, u in also}}}
         # the per-round ratios (each round's readings were taken side by side): steadier than a ratio of medians

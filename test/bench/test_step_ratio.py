@@ -66,7 +66,8 @@ def test_a_malformed_also_is_refused_naming_the_flag(capsys):
 def test_each_level_starts_with_one_uncounted_pass_per_server(tmp_path, monkeypatch):
     calls = []
     monkeypatch.setattr(step_ratio, "batch_latency", lambda u, c, p, n, to: 0.1)
-    monkeypatch.setattr(step_ratio, "decode_step", lambda u, c, n, to: calls.append((u, c, n)) or 0.01 * len(calls))
+    monkeypatch.setattr(step_ratio, "decode_step",
+                        lambda u, c, n, to, ctx: calls.append((u, c, n)) or ctx == 64 and 0.01 * len(calls))
     out = tmp_path / "ratio.json"
     assert step_ratio.main(["--plain", "http://p", "--off", "http://o", "--json", str(out), "--concurrency", "1,4",
                             "--repeats", "2", "--new-tokens", "16"]) == 0
@@ -78,3 +79,15 @@ def test_each_level_starts_with_one_uncounted_pass_per_server(tmp_path, monkeypa
     doc = json.loads(out.read_text())
     assert doc["decode"][0]["warm_step_s"] == {"plain": 0.01, "off": 0.02}
     assert doc["decode"][0]["target_step_s_all"] == [0.03, 0.06]  # the counted readings leave the warm ones out
+
+
+def test_the_decode_step_reads_at_the_context_asked(tmp_path, monkeypatch):
+    """--decode-context: the prompt tokens of every decode-step request (the off-state's verify attention grows with
+    the context; 64 by default, as in the runs of 2026-12-03/04), recorded in each row."""
+    seen = []
+    monkeypatch.setattr(step_ratio, "batch_latency", lambda u, c, p, n, to: seen.append((p, n)) or 0.1 + 0.001 * n)
+    out = tmp_path / "ratio.json"
+    assert step_ratio.main(["--plain", "http://p", "--off", "http://o", "--json", str(out), "--concurrency", "2",
+                            "--repeats", "1", "--new-tokens", "16", "--prompt-tokens", "512", "--decode-context", "1500"]) == 0
+    assert {p for p, n in seen if n == 1} == {512, 1500} and {p for p, n in seen if n > 8} == {1500}  # n 8: the prefill's warm pass
+    assert json.loads(out.read_text())["decode"][0]["decode_context"] == 1500
