@@ -12,8 +12,8 @@
 #      DA_PREBUILD_S (400; 900 in prep), the servers take --moe-runner-backend triton
 #   1. build the deploy-shaped pair (python3 -m sglang_kimi_eagle3.tiny --preset deploy --int4, draft agreement
 #      DA_Q; it prints the planner's modelled draft-step / target-step ratios of the seed and of this pair)
-#   2. start side by side (setsid, own caches, SGLANG_KIMI_EAGLE3_WARMUP=off: the e2e warm pass is the discarded
-#      cold pass): plain; fixed (EAGLE3 3/1/4, SGLANG_KIMI_EAGLE3_ADAPTIVE=off); sglang (--speculative-adaptive,
+#   2. start side by side (setsid, own caches, the plugin's warm-ups as DA_WARMUP says: on by default, as users run
+#      it; the e2e warm pass per level is discarded too): plain; fixed (EAGLE3 3/1/4, SGLANG_KIMI_EAGLE3_ADAPTIVE=off); sglang (--speculative-adaptive,
 #      SGLang's default table); ours (the plain chain launch 3/1/4: the plugin's adaptive default); with DA_OFF=1
 #      also off (SGLang's steps-0 off-state: --speculative-adaptive with candidates [0, 1] and this plugin's
 #      controller told to drop to 0 after the first batch and never probe)
@@ -35,7 +35,7 @@
 # 3-layer stress pair at vocab 163840, built without --int4 into $DA_WORK/kimi-width-qQ), DA_GRAPHS (128: decode
 # CUDA graphs to bs 128; sglang: SGLang's own sizes, to 512, clamped to MAXREQ), MAXREQ (128: --max-running-requests;
 # DA_PRESET=kimi-width DA_GRAPHS=sglang MAXREQ=512: the capped adaptive table, live), DA_SKIP (servers not
-# started, e.g. "sglang"), DA_ANATOMY_SERVERS ("off plain fixed"), DA_ANATOMY (0; 1: step 3b, c 128 in start, the rest of DA_ANATOMY_LEVELS ("128 1") in measure within DA_ANATOMY_S 150 per level), DA_RATIOS (step ratios of "off offskip"), DA_RATIO_S (100), DA_RATIO_CONC (1,8,32,128), DA_RATIO_REPEATS (3), DA_RATIO_CTX (64: the decode-step prompts' tokens; chat contexts are 400-1500), DA_E2E_SKIP (names left out of the rounds, e.g. "off offskip"), DA_LOADSTEP (0; 1: the load step before the rounds, DA_LOADSTEP_SERVERS / _SCHEDULE / _ROUNDS / _S), DA_MOE (auto: SGLang's choice, Marlin on SM90; triton: no JIT build), DA_OWN_TRITON (0: one Triton cache for all servers), DA_START_END_S (560: DA_STEP=start waits for every server until then), DA_KEEP (0; 1: DA_STEP=measure leaves the servers running for another measure call, e.g. other levels), DA_WORK (/tmp/da).
+# started, e.g. "sglang"), DA_ANATOMY_SERVERS ("off plain fixed"), DA_ANATOMY (0; 1: step 3b, c 128 in start, the rest of DA_ANATOMY_LEVELS ("128 1") in measure within DA_ANATOMY_S 150 per level), DA_RATIOS (step ratios of "off offskip"), DA_RATIO_S (100), DA_RATIO_CONC (1,8,32,128), DA_RATIO_REPEATS (3), DA_RATIO_CTX (64: the decode-step prompts' tokens; chat contexts are 400-1500), DA_E2E_SKIP (names left out of the rounds, e.g. "off offskip"), DA_LOADSTEP (0; 1: the load step before the rounds, DA_LOADSTEP_SERVERS / _SCHEDULE / _ROUNDS / _S), DA_MOE (auto: SGLang's choice, Marlin on SM90; triton: no JIT build), DA_OWN_TRITON (0: one Triton cache for all servers), DA_START_END_S (560: DA_STEP=start waits for every server until then), DA_WARMUP (on; off: SGLANG_KIMI_EAGLE3_WARMUP=off, kernels compile while serving), DA_KEEP (0; 1: DA_STEP=measure leaves the servers running for another measure call, e.g. other levels), DA_WORK (/tmp/da).
 set -uo pipefail
 T0=$(date +%s)
 eval "$(benchmark/live/device.sh env)"
@@ -173,7 +173,11 @@ for name, port, extra, env_extra in servers:
     env = {"TRITON_CACHE_DIR": triton, "SGLANG_JIT_CACHE_DIR": f"{w}/cache/jit-shared",
            "TORCHINDUCTOR_CACHE_DIR": f"{cache}/inductor", "XDG_CACHE_HOME": f"{cache}/xdg",
            "FLASHINFER_WORKSPACE_BASE": f"{cache}/flashinfer", "SGLANG_KIMI_EAGLE3_STATUS_DIR": f"{w}/status/{name}",
-           "SGLANG_KIMI_EAGLE3_WARMUP": "off", **env_extra}
+           # the plugin's kernel and traffic warm-ups as users get them (DA_WARMUP=on, the default since run 24: with
+           # them off, ours compiled its verify kernels while serving, 0.1-1.4 s a stall for minutes, which cut its
+           # first c-8 round to 0.49x of plain and fed the controller's step-time readings); off: kernels compile at
+           # first use (runs 15-24), a shorter start
+           "SGLANG_KIMI_EAGLE3_WARMUP": os.environ.get("DA_WARMUP", "on"), **env_extra}
     argv = ["python3", "-m", "sglang.launch_server", *a, "--host", "127.0.0.1", "--port", str(port), *extra]
     with open(f"{w}/start-{name}.sh", "w") as f:
         f.write(f"exec env {' '.join(f'{k}={shlex.quote(v)}' for k, v in env.items())} {shlex.join(argv)}\n")

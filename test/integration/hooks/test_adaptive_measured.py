@@ -77,6 +77,40 @@ def test_idle_gaps_are_not_read_as_steps(monkeypatch):
     assert ctl.samples[3] == pytest.approx([50000.0 / ctl.modelled_us(3)] * 3)
 
 
+def test_an_interval_holding_a_serving_time_compile_is_not_read(monkeypatch):
+    """Run 24 (H200, 2026-12-04, the plugin's warm-up off): ours compiled its verify kernels while serving, 0.1-1.4 s
+    each; such an interval is no decode step. Triton's compilation listener, as serving_compiles chains it, breaks the
+    adaptive clock; a load from Triton's disk cache does not."""
+    import importlib.util
+
+    from sglang_kimi_eagle3.integration.hooks import serving_compiles as sc
+
+    spec = importlib.util.spec_from_file_location("_sc_tests", Path(__file__).with_name("test_serving_compiles.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    _compile_event = mod._compile_event  # Triton's own ASTSource and CompileTimes, as triton.compile hands them
+
+    monkeypatch.setattr(hook, "_SYNC", [])
+    monkeypatch.setattr(hook, "_LAST", [None])
+    monkeypatch.setattr(sc, "serving_started", lambda: True)
+    monkeypatch.setitem(sc._STATE, "prev", None)
+    cfg = _cfg()
+    slot = AdaptiveStepSlot(initial_steps=3, cfg=cfg)
+    hook.attach(slot, cfg[T.KEY])
+    ctl, now = slot._kimi_eagle3_ctl, [100.0]
+    monkeypatch.setattr(hook, "time", types.SimpleNamespace(perf_counter=lambda: now[0]))
+    for i in range(8):
+        now[0] += 0.05 if i not in (4, 6) else 0.9
+        if i == 4:
+            sc.listener(**_compile_event(0.85))  # inside the interval that ends at verify 4: not read
+        if i == 6:
+            sc.listener(**_compile_event(0.85, cache_hit=True))  # a disk-cache load: the interval is read as it is
+        slot.update([3] * 8)
+    # verify 0 has no previous result and 1 settles; 2, 3, 5 and 7 read 50 ms, 6 its 900 ms (the cache load); 4, the
+    # 900 ms holding the compile, is not read (the clock restarts there)
+    assert ctl.samples[3] == pytest.approx([x / ctl.modelled_us(3) for x in (5e4, 5e4, 5e4, 9e5, 5e4)])
+
+
 def _two_ranks(mode: str) -> list[dict]:
     out = subprocess.run([sys.executable, str(CHILD), str(_port()), mode], capture_output=True, text=True, timeout=300)
     rows = sorted((json.loads(x) for x in out.stdout.splitlines() if x.startswith("{")), key=lambda r: r["rank"])

@@ -16,7 +16,8 @@ How: after SGLang's __init__, a slot whose entry carries `kimi_eagle3` (only tab
   cost), so the status file shows the switches per process.
   Measured costs (SGLANG_KIMI_EAGLE3_ADAPTIVE_MEASURE, default on): each call hands the controller the wall time since
   this process's previous verify result (one decode step in steady state; an interval holding a prefill's result is
-  not read: the `adaptive_clock` row, a BEFORE hook on SGLang's prefill result processing) and a sync function: at
+  not read: the `adaptive_clock` row, a BEFORE hook on SGLang's prefill result processing; nor one holding a Triton
+  compile: serving_compiles calls interval_broken) and a sync function: at
   TP 1 the identity, at TP > 1 a broadcast of TP rank 0's summary over SGLang's TP CPU group (gloo), called by every
   rank at the same batch counts; where the TP group cannot be read, no sync: that rank keeps modelled costs (the same
   SGLang reads its group the same way on every rank, so in practice all or none).
@@ -98,6 +99,13 @@ def install() -> None:
 
 def _prefill_result(*args, **kwargs):
     """A prefill batch's result is being processed: the interval to the next decode result holds it, not read."""
+    _LAST[0] = None
+
+
+def interval_broken() -> None:
+    """Something that is no decode step stalled this process (serving_compiles: a Triton compile while serving, 0.1-1.4
+    s each on the H200 in run 24, where the plugin's warm-up was off): the interval to the next verify result holds
+    it, not read."""
     _LAST[0] = None
 
 
