@@ -361,17 +361,21 @@ class OffSkip:
     with it). Skipping it keeps every output exact (the target verifies every token; the draft only proposes) and
     costs acceptance after a step up: the first draft would start from SGLang's zeroed stubs, and the draft KV of the
     tokens decoded while skipping stays unwritten for the requests that lived through it. So:
-      - it skips only while every slot that has run a batch is at steps 0 (a mixed server, one slot positive, keeps
-        SGLang's extend: the next batch may be that slot's) and after `quiet_batches` verified batches in a row at 0;
+      - it skips only while every slot that ran a batch within the last `idle_batches` is at steps 0 (a mixed server,
+        one slot positive, keeps SGLang's extend: the next batch may be that slot's) and after `quiet_batches` verified
+        batches in a row at 0; a slot idle longer counts as one that has run none (below): on the H200 (2026-12-04, q
+        0.3) a bs-1 slot that ran only at the tails of the rounds sat positive and kept the extend on at every load;
       - a slot leaving 0 while the draft state may be stale (skipping now, or within the last `prime_batches`
         batches) waits: skipping stops at once, and its switch reaches SGLang only after `prime_batches` more
         verified batches (their extends run: with SGLang's overlap scheduler one batch is already in flight when a
         decision is taken), so its first draft reads a real hidden state;
-      - a slot that has run no batch yet sits at the launch's steps: `turned_on` asks the caller to park such slots
-        at 0 before the first skipped batch (where their candidates hold 0; one that cannot be parked may draft once
-        from the stubs when its first batch comes, and skipping stops there)."""
+      - a slot that has run no batch yet (or none within `idle_batches`) may sit at a positive state: `turned_on`
+        asks the caller to park such slots at 0 before the first skipped batch (where their candidates hold 0; one that
+        cannot be parked may draft once from the stubs when its next batch comes, and skipping stops there)."""
     quiet_batches: int = 4
     prime_batches: int = 2
+    idle_batches: int = 512
+    batch: int = 0  # verified batches so far (any slot): the clock of `active`
     zero_run: int = 0  # verified batches in a row at steps 0 (any slot)
     since_on: int = 1 << 30  # verified batches since one ran while skipping
     pending: dict = field(default_factory=dict)  # slot key -> its controller's new steps, waiting for the prime
@@ -381,9 +385,10 @@ class OffSkip:
     primes: int = 0  # step ups that waited for a prime
 
     def ran(self, steps: int, all_zero: bool) -> tuple[list, bool]:
-        """A batch SGLang ran at `steps` was verified; `all_zero`: every slot that has run a batch is at steps 0 (a
+        """A batch SGLang ran at `steps` was verified; `all_zero`: every slot that ran a batch lately (`active`) is at steps 0 (a
         pending slot counts as positive). Returns (the pending slot keys now primed: apply their switches, whether
         skipping just turned on: park the slots that have run no batch)."""
+        self.batch += 1
         self.zero_run = self.zero_run + 1 if steps == 0 else 0
         if self.skipping:
             self.skipped += 1
@@ -398,6 +403,10 @@ class OffSkip:
         was = self.skipping
         self.skipping = not self.pending and not ready and all_zero and self.zero_run >= self.quiet_batches
         return ready, self.skipping and not was
+
+    def active(self, last: int | None) -> bool:
+        """A slot whose latest batch was verified batch `last` (None: it has run none) counts for `all_zero`."""
+        return last is not None and self.batch - last <= self.idle_batches
 
     def stale(self) -> bool:
         """The draft state may be stale: skipping now, or a skipped batch within the last `prime_batches`."""

@@ -213,19 +213,21 @@ def _set_skip(off) -> None:
         hookstatus.bump()
 
 
-def _all_zero() -> bool:
-    """Every slot of this process that has run a batch is at steps 0 (a slot whose step up waits counts positive). A
-    slot that has run none is parked at 0 when skipping starts, where its candidates hold 0; one whose do not (a slot
-    of a capped table, fixed to the launch's chain above a batch size) stays as it is: its first batch, should one come
-    while skipping, drafts once from SGLang's zeroed stubs (outputs exact), and skipping stops there."""
-    return all(s._kimi_eagle3_ctl.steps == 0 for s in _SLOTS if s._kimi_eagle3_ctl.seen > 0)
+def _all_zero(off) -> bool:
+    """Every slot of this process that ran a batch within the last `off.idle_batches` is at steps 0 (a slot whose step
+    up waits counts positive). A slot that has run none, or none that recently, is parked at 0 when skipping starts,
+    where its candidates hold 0; one whose do not (a slot of a capped table, fixed to the launch's chain above a batch
+    size) stays as it is: its next batch, should one come while skipping, drafts once from SGLang's zeroed stubs
+    (outputs exact), and skipping stops there."""
+    return all(s._kimi_eagle3_ctl.steps == 0 for s in _SLOTS if off.active(getattr(s, "_kimi_eagle3_last", None)))
 
 
-def _park_unvisited() -> None:
-    """Slots that have run no batch (still at the launch's steps) go to steps 0 before the first skipped batch."""
+def _park_unvisited(off) -> None:
+    """Slots that have run no batch (still at the launch's steps) or none within `off.idle_batches` go to steps 0
+    before the first skipped batch."""
     for s in _SLOTS:
         ctl = s._kimi_eagle3_ctl
-        if ctl.seen == 0 and ctl.steps > 0 and 0 in ctl.candidates:
+        if not off.active(getattr(s, "_kimi_eagle3_last", None)) and ctl.steps > 0 and 0 in ctl.candidates:
             ctl.park()
             s.current_steps = 0
             hookstatus.count(NAME, "ours", f"steps {ctl.history[-1][1]}->0", "park")
@@ -399,12 +401,13 @@ def _off_step(slot, off):
     switch waits or was just applied (False / True), else None (the controller decides)."""
     ran = slot.current_steps  # the steps SGLang ran this slot's batch at
     waiting = id(slot) in off.pending
-    ready, turned_on = off.ran(ran, _all_zero() and not off.pending)
+    slot._kimi_eagle3_last = off.batch  # this batch's index (off.ran counts it)
+    ready, turned_on = off.ran(ran, _all_zero(off) and not off.pending)
     for s in _SLOTS:
         if id(s) in ready:
             s.current_steps = s._kimi_eagle3_ctl.steps
     if turned_on:
-        _park_unvisited()
+        _park_unvisited(off)
     _set_skip(off)
     if off.skipping and off.skipped % 256 == 0:  # the row's count of skipped batches, refreshed while skipping
         hookstatus.record(EXTEND, EXTEND_TARGET, "applied", extend_detail(off))
