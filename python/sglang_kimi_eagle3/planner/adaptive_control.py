@@ -385,9 +385,9 @@ class OffSkip:
     primes: int = 0  # step ups that waited for a prime
 
     def ran(self, steps: int, all_zero: bool) -> tuple[list, bool]:
-        """A batch SGLang ran at `steps` was verified; `all_zero`: every slot that ran a batch lately (`active`) is at steps 0 (a
-        pending slot counts as positive). Returns (the pending slot keys now primed: apply their switches, whether
-        skipping just turned on: park the slots that have run no batch)."""
+        """A batch SGLang ran at `steps` was verified; `all_zero`: every slot that ran a batch lately (`active`) is at
+        steps 0 (a pending slot counts as positive). Returns (the pending slot keys now primed: apply their switches,
+        whether skipping just turned on: park the slots that have run no batch lately)."""
         self.batch += 1
         self.zero_run = self.zero_run + 1 if steps == 0 else 0
         if self.skipping:
