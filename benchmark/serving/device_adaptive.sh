@@ -177,7 +177,9 @@ for name, port, extra, env_extra in servers:
            # them off, ours compiled its verify kernels while serving, 0.1-1.4 s a stall for minutes, which cut its
            # first c-8 round to 0.49x of plain and fed the controller's step-time readings); off: kernels compile at
            # first use (runs 15-24), a shorter start
-           "SGLANG_KIMI_EAGLE3_WARMUP": os.environ.get("DA_WARMUP", "on"), **env_extra}
+           # (the off-state servers of the step ratios go without: step_ratio.py warms each level itself)
+           "SGLANG_KIMI_EAGLE3_WARMUP": "off" if name in ("off", "offskip", "offext") else os.environ.get("DA_WARMUP", "on"),
+           **env_extra}
     argv = ["python3", "-m", "sglang.launch_server", *a, "--host", "127.0.0.1", "--port", str(port), *extra]
     with open(f"{w}/start-{name}.sh", "w") as f:
         f.write(f"exec env {' '.join(f'{k}={shlex.quote(v)}' for k, v in env.items())} {shlex.join(argv)}\n")
