@@ -41,7 +41,7 @@ CHOICES = {
     ENV_ADAPTIVE_MEASURE: (("on", "off"), "on"),  # integration/hooks/adaptive_control.py (measured costs)
     ENV_ADAPTIVE_POOL: (("on", "off"), "on"),  # integration/hooks/adaptive_control.py (slots learn together)
     # integration/hooks/adaptive_control.py: keep SGLang's per-step draft extend at steps 0, or skip it while every slot
-    # is off (opt-in until measured live)
+    # is off (opt-in: live in run 24 it carried c 128 at q 0.3; acceptance after a step up is not measured yet)
     ENV_OFFSTATE_EXTEND: (("keep", "skip"), "keep"),
 }
 

@@ -392,6 +392,19 @@ def test_the_off_state_skips_its_extend_only_while_every_slot_is_off_and_primes_
     assert not off.skipping and off.ran(0, True)[1]
 
 
+def test_a_slot_counts_for_the_skip_while_it_ran_within_the_idle_window():
+    off = OffSkip(idle_batches=3)
+    assert not off.active(None)  # has run no batch
+    last = off.batch
+    off.ran(0, True)
+    assert off.active(last)
+    for _ in range(2):
+        off.ran(0, True)
+    assert off.active(last) and off.batch - last == 3
+    off.ran(0, True)
+    assert not off.active(last)  # idle for more than idle_batches: counted as unvisited (parked when skipping starts)
+
+
 def _slot_bs1(steps=3):
     """The bs-1 slot of the table the plugin wrote for run 24's servers (states [0, 3, 7]), pooled."""
     cfg = T.table(COST, BSS, operator_steps=3, state_gb=lambda s: T.state_memory_gb(s, 20480, 128), budget_gb=8.0)
