@@ -6,10 +6,17 @@
 #              plugin a dist-info there so SGLang finds its entry point (the code itself comes from ./python)
 #   env        print the exports that make python3 use the carried stack (eval "$(benchmark/live/device.sh env)")
 #   smoke      versions, the H200, NCCL, sgl_kernel's rmsnorm and `import sglang.launch_server`
+#   jit-pack DIR    SGLang's Marlin MoE JIT builds in DIR (SGLANG_JIT_CACHE_DIR, content-addressed) as gzip'd tar
+#              pieces of JIT_PART_MB (15) MiB in $OUT (jit-marlin.tgz.part-NN + jit-marlin.md5; at most JIT_MAX_PARTS,
+#              4: a call returns 8 files of 16 MiB): kept in .jit/ here, they spare the next lease the ~5.5-min nvcc
+#              build (run 24: 324-346 s, two variants side by side)
+#   jit-recv   copy the carried .jit/* (one or more pieces per call) to /tmp/jitparts
+#   jit-unpack DIR  when every piece is there (md5), unpack them into DIR; exit 0 either way (what it did, one line)
 # README.md in this folder is the whole recipe.
 set -euo pipefail
 PARTS=/tmp/parts SITE=/tmp/site
-step=${1:?usage: device.sh recv|install|env|smoke}
+step=${1:?usage: device.sh recv|install|env|smoke|jit-pack DIR|jit-recv|jit-unpack DIR}
+JITPARTS=${JITPARTS:-/tmp/jitparts}
 case "$step" in
 recv)
   mkdir -p $PARTS
@@ -53,6 +60,36 @@ import sglang.launch_server  # noqa: F401
 print("sglang", md.version("sglang"), "transformers", md.version("transformers"), "flashinfer", md.version("flashinfer-python"),
       "plugin entry points", [e.name for e in md.entry_points(group="sglang.srt.plugins")], f"({time.time() - t:.0f} s)")
 PY
+  ;;
+jit-pack)
+  dir=${2:?usage: device.sh jit-pack DIR}; out=${OUT:?jit-pack writes into \$OUT}
+  # SGLang's layout: DIR/<target>/<module_name>/build-<key>/deps-<key>/<module>.so (kernels/jit/utils/compile/cache.py;
+  # a leaf is used only where its dependency list re-hashes to its name on this machine, so a stale one is skipped)
+  names=$(cd "$dir" 2>/dev/null && ls -d */moe_wna16_marlin* 2>/dev/null || true)
+  [ -n "$names" ] || { echo "jit-pack: no */moe_wna16_marlin* build in $dir: nothing packed"; exit 0; }
+  tmp=$(mktemp -d); tar czf "$tmp/jit-marlin.tgz" --exclude='.staging-*' -C "$dir" $names
+  mb=${JIT_PART_MB:-15}; max=${JIT_MAX_PARTS:-4}
+  n=$(( ($(stat -c %s "$tmp/jit-marlin.tgz") + mb * 1048576 - 1) / (mb * 1048576) ))
+  if [ "$n" -gt "$max" ]; then
+    echo "jit-pack: $(du -h "$tmp/jit-marlin.tgz" | cut -f1) packed is $n pieces of $mb MiB, over JIT_PART_MB x JIT_MAX_PARTS ($max): not packed"
+    rm -rf "$tmp"; exit 0
+  fi
+  (cd "$tmp" && split -b "${mb}M" -d -a 2 jit-marlin.tgz jit-marlin.tgz.part- && rm jit-marlin.tgz && md5sum jit-marlin.tgz.part-* > jit-marlin.md5)
+  mv "$tmp"/* "$out"/ && rm -rf "$tmp"
+  echo "jit-pack: $(echo $names | wc -w) builds in $n pieces: $(cd "$out" && ls jit-marlin.* | tr '\n' ' ')"
+  ;;
+jit-recv)
+  mkdir -p $JITPARTS
+  cp .jit/jit-marlin.* $JITPARTS/ 2>/dev/null || true
+  echo "jit pieces here: $(ls $JITPARTS | grep -c 'part-' || true) of $( [ -f $JITPARTS/jit-marlin.md5 ] && wc -l < $JITPARTS/jit-marlin.md5 || echo '?')"
+  ;;
+jit-unpack)
+  dir=${2:?usage: device.sh jit-unpack DIR}
+  if [ ! -f $JITPARTS/jit-marlin.md5 ] || ! (cd $JITPARTS && md5sum -c --quiet jit-marlin.md5 2>/dev/null); then
+    echo "jit-unpack: no complete set of pieces in $JITPARTS: SGLang builds its JIT kernels itself"; exit 0
+  fi
+  mkdir -p "$dir" && cat $JITPARTS/jit-marlin.tgz.part-* | tar xzf - -C "$dir"
+  echo "jit-unpack: $(cat $JITPARTS/jit-marlin.tgz.part-* | tar tzf - | cut -d/ -f1-2 | sort -u | tr '\n' ' ')into $dir"
   ;;
 *) echo "unknown step $step"; exit 2 ;;
 esac

@@ -1,0 +1,59 @@
+"""benchmark/live/device.sh jit-pack / jit-recv / jit-unpack: SGLang's Marlin MoE JIT builds carried from one lease to
+the next (the nvcc build took 324-346 s of each never-slower lease). Run here with bash on a made-up cache in SGLang's
+layout (DIR/<target>/<module_name>/build-<key>/deps-<key>/<module>.so); nothing of SGLang runs."""
+
+import hashlib
+import os
+import subprocess
+from pathlib import Path
+
+DEVICE_SH = Path(__file__).resolve().parents[2] / "benchmark" / "live" / "device.sh"
+
+
+def _sh(*args, cwd, **env):
+    out = subprocess.run(["bash", str(DEVICE_SH), *args], cwd=cwd, capture_output=True, text=True, timeout=60,
+                         env={**os.environ, **env})
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def _tree(root: Path) -> dict:
+    return {str(p.relative_to(root)): hashlib.md5(p.read_bytes()).hexdigest() for p in root.rglob("*") if p.is_file()}
+
+
+def test_the_marlin_builds_travel_in_pieces_and_unpack_identical(tmp_path):
+    cache, out, repo, parts, new = (tmp_path / d for d in ("cache", "out", "repo", "parts", "new"))
+    leaf = cache / "sm_90" / "moe_wna16_marlin_bf16_t_false" / "build-ab" / "deps-cd"
+    leaf.mkdir(parents=True)
+    (leaf / "moe_wna16_marlin.so").write_bytes(os.urandom(2_500_000))  # random: gzip cannot shrink it below 3 pieces
+    (leaf / "sgl_deps.json").write_text("[]")
+    (cache / "sm_90" / "moe_wna16_marlin_bf16_t_false" / ".staging-1").mkdir()  # a build in progress: left out
+    (cache / "sm_90" / "other_module").mkdir()
+    (cache / "sm_90" / "other_module" / "x.so").write_bytes(b"x")  # not Marlin: left out
+    out.mkdir()
+    said = _sh("jit-pack", str(cache), cwd=tmp_path, OUT=str(out), JIT_PART_MB="1")
+    assert "1 builds in 3 pieces" in said
+    assert sorted(p.name for p in out.iterdir()) == ["jit-marlin.md5"] + [f"jit-marlin.tgz.part-0{i}" for i in range(3)]
+    (repo / ".jit").mkdir(parents=True)
+    for p in out.iterdir():  # as the carry brings them: .jit/ in the device's copy of the repository
+        (repo / ".jit" / p.name).write_bytes(p.read_bytes())
+    assert "jit pieces here: 3 of 3" in _sh("jit-recv", cwd=repo, JITPARTS=str(parts))
+    assert "into" in _sh("jit-unpack", str(new), cwd=repo, JITPARTS=str(parts))
+    assert _tree(new) == {k: v for k, v in _tree(cache).items() if "moe_wna16_marlin" in k}
+
+
+def test_an_incomplete_set_or_too_many_pieces_changes_nothing(tmp_path):
+    cache, out, parts, new = (tmp_path / d for d in ("cache", "out", "parts", "new"))
+    leaf = cache / "sm_90" / "moe_wna16_marlin_x" / "build-a" / "deps-b"
+    leaf.mkdir(parents=True)
+    (leaf / "m.so").write_bytes(os.urandom(3_500_000))
+    out.mkdir()
+    said = _sh("jit-pack", str(cache), cwd=tmp_path, OUT=str(out), JIT_PART_MB="1", JIT_MAX_PARTS="2")
+    assert "not packed" in said and list(out.iterdir()) == []  # 4 pieces of 1 MiB > 2: a call returns 8 files at most
+    _sh("jit-pack", str(cache), cwd=tmp_path, OUT=str(out), JIT_PART_MB="1")
+    parts.mkdir()
+    for p in out.iterdir():
+        if not p.name.endswith("part-03"):  # one piece did not travel
+            (parts / p.name).write_bytes(p.read_bytes())
+    assert "no complete set" in _sh("jit-unpack", str(new), cwd=tmp_path, JITPARTS=str(parts))
+    assert not new.exists()
