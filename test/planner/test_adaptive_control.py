@@ -403,6 +403,9 @@ def test_a_slot_counts_for_the_skip_while_it_ran_within_the_idle_window():
     assert off.active(last) and off.batch - last == 3
     off.ran(0, True)
     assert not off.active(last)  # idle for more than idle_batches: counted as unvisited (parked when skipping starts)
+    off.parked["bs1"] = 7  # parked keeping its controller's steps 7
+    assert not off.unpark("bs8") and off.unpark("bs1") and off.pending == {"bs1": 7} and not off.parked
+    assert off.ran(0, False) == ([], False) and off.ran(0, False) == (["bs1"], False)  # restored after the prime
 
 
 def _slot_bs1(steps=3):

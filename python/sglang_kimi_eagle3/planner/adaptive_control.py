@@ -371,7 +371,10 @@ class OffSkip:
         decision is taken), so its first draft reads a real hidden state;
       - a slot that has run no batch yet (or none within `idle_batches`) may sit at a positive state: `turned_on`
         asks the caller to park such slots at 0 before the first skipped batch (where their candidates hold 0; one that
-        cannot be parked may draft once from the stubs when its next batch comes, and skipping stops there)."""
+        cannot be parked may draft once from the stubs when its next batch comes, and skipping stops there). A slot
+        that never ran goes to 0 for good (its steps were the launch's, not a decision); an idle one keeps its
+        controller's decision (`parked`): its next batch runs at 0, stops skipping and is held like a step up, so its
+        decision reaches SGLang after the prime."""
     quiet_batches: int = 4
     prime_batches: int = 2
     idle_batches: int = 512
@@ -379,6 +382,7 @@ class OffSkip:
     zero_run: int = 0  # verified batches in a row at steps 0 (any slot)
     since_on: int = 1 << 30  # verified batches since one ran while skipping
     pending: dict = field(default_factory=dict)  # slot key -> its controller's new steps, waiting for the prime
+    parked: dict = field(default_factory=dict)  # slot key -> the positive steps it keeps while SGLang runs it at 0
     primed: int = 0  # verified batches since the first pending switch
     skipping: bool = False
     skipped: int = 0  # verified batches that ran while skipping
@@ -411,6 +415,13 @@ class OffSkip:
     def stale(self) -> bool:
         """The draft state may be stale: skipping now, or a skipped batch within the last `prime_batches`."""
         return self.skipping or self.since_on <= self.prime_batches
+
+    def unpark(self, key) -> bool:
+        """A parked slot's batch was just verified (at 0): its kept steps wait for the prime (defer). False: not parked."""
+        if key not in self.parked:
+            return False
+        self.defer(key, self.parked.pop(key))
+        return True
 
     def defer(self, key, steps: int) -> None:
         """A slot's controller left steps 0 for `steps` while stale(): skipping stops, its switch waits for the prime."""

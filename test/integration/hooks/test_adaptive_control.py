@@ -210,7 +210,8 @@ def test_a_slot_fixed_to_the_launchs_chain_is_not_parked_and_stops_skipping_once
 def test_a_positive_slot_that_ran_no_batch_lately_does_not_keep_the_extend_on_and_is_parked(monkeypatch):
     """Run 24 (H200, 2026-12-04, q 0.3): the bs-1 slot ran only at the tails of the rounds and sat at steps 7, so at c 32
     and 64, with every batch of the loaded slots at steps 0, the off-state never skipped its extend. A slot idle for
-    more than `idle_batches` verified batches counts as unvisited: skipping starts, and it is parked at 0."""
+    more than `idle_batches` verified batches counts as unvisited: skipping starts, and SGLang's slot is parked at 0;
+    its controller keeps its decision, which returns after a prime when the slot runs again."""
     monkeypatch.delenv(hook.SKIP_VAR, raising=False)
     one, eight = _off_slots(monkeypatch, "skip")
     eight.update([1] * 8)  # the bs-8 slot runs one batch at the launch's steps 3, then goes idle
@@ -223,8 +224,16 @@ def test_a_positive_slot_that_ran_no_batch_lately_does_not_keep_the_extend_on_an
     assert one.current_steps == 0 and eight.current_steps == 3
     for _ in range(8):
         one.update([0])
-    assert os.environ[hook.SKIP_VAR] == "1" and eight.current_steps == 0 == eight._kimi_eagle3_ctl.steps
-    assert any(k[3] == "park" and n for k, n in hookstatus.count_items() if k[0] == hook.NAME)
+    # skipping: SGLang's bs-8 slot runs at 0 from now on, its controller keeps its steps 3
+    assert os.environ[hook.SKIP_VAR] == "1" and eight.current_steps == 0 and eight._kimi_eagle3_ctl.steps == 3
+    assert any(k[3] == "park, kept" and n for k, n in hookstatus.count_items() if k[0] == hook.NAME)
+    seen = eight._kimi_eagle3_ctl.seen
+    assert eight.update([0] * 8) is False  # its next batch ran at 0: skipping stops, the controller does not read it
+    assert os.environ[hook.SKIP_VAR] == "0" and eight.current_steps == 0 and eight._kimi_eagle3_ctl.seen == seen
+    one.update([0])
+    assert eight.current_steps == 0  # one batch with the extend on is in flight
+    one.update([0])
+    assert eight.current_steps == 3 and hook.SKIP_VAR in os.environ and os.environ[hook.SKIP_VAR] == "0"  # primed
 
 
 def test_a_failing_off_state_policy_gives_sglang_its_extend_back_and_releases_held_switches(monkeypatch):

@@ -223,14 +223,20 @@ def _all_zero(off) -> bool:
 
 
 def _park_unvisited(off) -> None:
-    """Slots that have run no batch (still at the launch's steps) or none within `off.idle_batches` go to steps 0
-    before the first skipped batch."""
+    """Before the first skipped batch, SGLang's slot goes to steps 0 where it ran no batch within `off.idle_batches`:
+    one that never ran with its controller (the launch's steps were no decision); an idle one keeping its controller's
+    steps (OffSkip.parked: restored after a prime when its next batch comes)."""
     for s in _SLOTS:
         ctl = s._kimi_eagle3_ctl
-        if not off.active(getattr(s, "_kimi_eagle3_last", None)) and ctl.steps > 0 and 0 in ctl.candidates:
+        if off.active(getattr(s, "_kimi_eagle3_last", None)) or s.current_steps == 0 or 0 not in ctl.candidates:
+            continue
+        if ctl.seen == 0:
             ctl.park()
-            s.current_steps = 0
             hookstatus.count(NAME, "ours", f"steps {ctl.history[-1][1]}->0", "park")
+        else:
+            off.parked[id(s)] = ctl.steps
+            hookstatus.count(NAME, "ours", f"steps {ctl.steps}->0", "park, kept")
+        s.current_steps = 0
 
 
 def pool(entry: dict):
@@ -364,7 +370,7 @@ def _update(slot, num_correct_drafts_per_req) -> bool:
             _OFF[0] = None        # reach SGLang (their controllers are there already)
             os.environ.pop(SKIP_VAR, None)
             for s in _SLOTS:
-                if id(s) in off.pending:
+                if id(s) in off.pending or id(s) in off.parked:
                     s.current_steps = s._kimi_eagle3_ctl.steps
             hookstatus.record(EXTEND, EXTEND_TARGET, "failed", f"raised, SGLang's extend back: {type(exc).__name__}: {exc}")
             held = None
@@ -403,6 +409,9 @@ def _off_step(slot, off):
     waiting = id(slot) in off.pending
     slot._kimi_eagle3_last = off.batch  # this batch's index (off.ran counts it)
     ready, turned_on = off.ran(ran, _all_zero(off) and not off.pending)
+    if off.unpark(id(slot)):  # parked with a decision, it ran at 0 (skipping stops): held, then restored after the prime
+        waiting = True
+        hookstatus.count(NAME, "ours", f"steps 0->{off.pending[id(slot)]}", "primed")
     for s in _SLOTS:
         if id(s) in ready:
             s.current_steps = s._kimi_eagle3_ctl.steps
