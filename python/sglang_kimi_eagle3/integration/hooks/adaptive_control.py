@@ -99,7 +99,7 @@ def install() -> None:
 
 def _prefill_result(*args, **kwargs):
     """A prefill batch's result is being processed: the interval to the next decode result holds it, not read."""
-    _LAST[0] = None
+    interval_broken()
 
 
 def interval_broken() -> None:
