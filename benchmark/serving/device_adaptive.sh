@@ -35,7 +35,7 @@
 # 3-layer stress pair at vocab 163840, built without --int4 into $DA_WORK/kimi-width-qQ), DA_GRAPHS (128: decode
 # CUDA graphs to bs 128; sglang: SGLang's own sizes, to 512, clamped to MAXREQ), MAXREQ (128: --max-running-requests;
 # DA_PRESET=kimi-width DA_GRAPHS=sglang MAXREQ=512: the capped adaptive table, live), DA_SKIP (servers not
-# started, e.g. "sglang"), DA_ANATOMY_SERVERS ("off plain fixed"), DA_ANATOMY (0; 1: step 3b, c 128 in start, the rest of DA_ANATOMY_LEVELS ("128 1") in measure within DA_ANATOMY_S 150 per level), DA_RATIOS (step ratios of "off offskip"), DA_RATIO_S (100), DA_RATIO_CONC (1,8,32,128), DA_RATIO_REPEATS (3), DA_RATIO_CTX (64: the decode-step prompts' tokens; chat contexts are 400-1500), DA_E2E_SKIP (names left out of the rounds, e.g. "off offskip"), DA_LOADSTEP (0; 1: the load step before the rounds, DA_LOADSTEP_SERVERS / _SCHEDULE / _ROUNDS / _S), DA_MOE (auto: SGLang's choice, Marlin on SM90; triton: no JIT build), DA_OWN_TRITON (0: one Triton cache for all servers), DA_START_END_S (560: DA_STEP=start waits for every server until then), DA_WARMUP (on; off: SGLANG_KIMI_EAGLE3_WARMUP=off, kernels compile while serving), DA_KEEP (0; 1: DA_STEP=measure leaves the servers running for another measure call, e.g. other levels), DA_WORK (/tmp/da).
+# started, e.g. "sglang"), DA_ANATOMY_SERVERS ("off plain fixed"), DA_ANATOMY (0; 1: step 3b, c 128 in start, the rest of DA_ANATOMY_LEVELS ("128 1") in measure within DA_ANATOMY_S 150 per level), DA_RATIOS (step ratios of "off offskip"), DA_RATIO_S (100), DA_RATIO_CONC (1,8,32,128), DA_RATIO_REPEATS (3), DA_RATIO_CTX (64: the decode-step prompts' tokens; chat contexts are 400-1500), DA_E2E_SKIP (names left out of the rounds, e.g. "off offskip"), DA_LOADSTEP (0; 1: the load step before the rounds, DA_LOADSTEP_SERVERS / _SCHEDULE / _ROUNDS / _S), DA_MOE (auto: SGLang's choice, Marlin on SM90; triton: no JIT build), DA_OWN_TRITON (0: one Triton cache for all servers), DA_START_END_S (560: DA_STEP=start waits for every server until then), DA_WARMUP (on; off: SGLANG_KIMI_EAGLE3_WARMUP=off, kernels compile while serving), DA_KEEP (0; 1: DA_STEP=measure leaves the servers running for another measure call, e.g. other levels), DA_OURS_ENV (more environment for ours / skipext / alone), DA_SUITE / DA_SUITE_N / DA_SUITE_S (step 0b), DA_WORK (/tmp/da).
 set -uo pipefail
 T0=$(date +%s)
 eval "$(benchmark/live/device.sh env)"
@@ -82,6 +82,15 @@ if [ "${DA_PREBUILD:-1}" = 1 ] && [ "${DA_MOE:-auto}" = auto ]; then
     > "$W/prebuild-$STEP.log" 2>&1 < /dev/null &
   PREBUILD=$!
 fi
+# 0b. DA_SUITE (test paths; empty: none): those tests compiled on this GPU while the JIT prebuild holds two CPU cores
+#     and the GPU idles (DA_SUITE_N xdist workers, 6; stopped at DA_SUITE_S, 280, so before the prebuild's usual end),
+#     waited for before any server starts -> $OUT/suite.log
+if [ -n "${DA_SUITE:-}" ]; then
+  OMP_NUM_THREADS=2 MKL_NUM_THREADS=2 timeout -s INT -k 30 "${DA_SUITE_S:-280}" python3 -m pytest -q -rfE -p no:cacheprovider \
+    -n "${DA_SUITE_N:-6}" --dist loadfile $DA_SUITE > "$OUT/suite.log" 2>&1 < /dev/null &
+  SUITE=$!
+  say "suite started: pytest -n ${DA_SUITE_N:-6} $DA_SUITE (limit ${DA_SUITE_S:-280} s)"
+fi
 # 1. the pair (DA_STEP=prep built it in an earlier call of this lease: $P/built)
 if [ -f "$P/built" ]; then
   say "the pair of an earlier call: $P"
@@ -104,9 +113,11 @@ if [ -n "${PREBUILD:-}" ]; then
   fi
 fi
 
+if [ -n "${SUITE:-}" ]; then wait "$SUITE"; say "suite exit $?: $(grep -E 'passed|failed|error' "$OUT/suite.log" | tail -1)"; fi
 # 2. the servers, on a GPU no test process still holds (2026-12-01: a pytest worker kept 39 GiB after its suite)
 for p in $(nvidia-smi --query-compute-apps=pid --format=csv,noheader 2>/dev/null); do
-  if tr '\0' ' ' < "/proc/$p/cmdline" 2>/dev/null | grep -q "pytest\|xdist\|execnet"; then
+  # (after DA_SUITE, none of this script's servers runs yet: whatever holds the GPU is left over from the tests)
+  if [ -n "${SUITE:-}" ] || tr '\0' ' ' < "/proc/$p/cmdline" 2>/dev/null | grep -q "pytest\|xdist\|execnet"; then
     say "killing a leftover test process on the GPU: $p $(tr '\0' ' ' < "/proc/$p/cmdline" | cut -c1-120)"; kill -KILL "$p"
   fi
 done
@@ -164,6 +175,10 @@ if os.environ.get("DA_ALONE", "0") == "1":  # ours with each batch-size slot lea
 if os.environ.get("DA_SKIPEXT", "0") == "1":  # ours with SGLANG_KIMI_EAGLE3_OFFSTATE_EXTEND=skip: while every slot is
     # off, SGLang's draft extend is skipped (its own flag, driven per process; a step up primed by two extended batches)
     servers.append(("skipext", 30509, spec_args(draft, "chain"), {"SGLANG_KIMI_EAGLE3_OFFSTATE_EXTEND": "skip"}))
+# DA_OURS_ENV ("K=V ..."): more environment for ours, skipext and alone, e.g. SGLANG_KIMI_EAGLE3_OFFSTATE=on (the
+# offstate_attention hook at every batch size) to measure a candidate default side by side with the step ratios
+ours_env = dict(kv.split("=", 1) for kv in os.environ.get("DA_OURS_ENV", "").split())
+servers = [(n, p, x, {**e, **ours_env} if n in ("ours", "skipext", "alone") else e) for n, p, x, e in servers]
 skip = os.environ.get("DA_SKIP", "").split()  # servers not started, e.g. "sglang"
 servers = [s for s in servers if s[0] not in skip]
 spec = {"servers": [], "baseline": "plain"}

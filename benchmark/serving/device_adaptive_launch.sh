@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Runs ON the lent H200, one call of the never-slower lease (after the last carried part): installs the carried stack,
+# starts benchmark/serving/device_adaptive.sh DA_STEP=start detached, with its own output folder (DA_START_OUT,
+# /tmp/da-start), so that its staged server start goes on past this call (in run 24 the install, the 6-minute Marlin
+# build and plain's start alone filled a 600-s call), waits for its JIT prebuild, packs the Marlin builds into $OUT
+# (device.sh jit-pack: keep the pieces in .jit/ for the next lease; not when this lease unpacked carried ones), and
+# returns with start.tgz (install, build and suite logs so far) and the start log so far. The measure calls after it
+# (DA_STEP=measure, STARTUP_S long enough) wait for the servers; DA_STEP=measure's logs-q$Q.tgz holds every server log.
+# Knobs: LAUNCH_WAIT_S (480: the longest wait for the prebuild); the rest pass through to device_adaptive.sh (DA_Q,
+# DA_OFF, DA_SUITE, ...; DA_START_END_S defaults to 1 here: the detached start stops after starting the servers, so it
+# never reads step ratios beside a measure call's rounds).
+set -uo pipefail
+T0=$(date +%s)
+: "${OUT:?device_adaptive_launch.sh writes into \$OUT}"
+S=${DA_START_OUT:-/tmp/da-start}
+Q=${DA_Q:-0.9}
+mkdir -p "$S"
+bash benchmark/live/device.sh install > "$S/install.log" 2>&1 || { tail -5 "$S/install.log"; exit 3; }
+OUT=$S DA_STEP=start DA_START_END_S=${DA_START_END_S:-1} setsid bash benchmark/serving/device_adaptive.sh \
+  > /dev/null 2>&1 < /dev/null &
+log=$S/device_adaptive-q$Q.log
+until grep -q "JIT prebuild exit\|started plain\|did not build" "$log" 2>/dev/null \
+  || [ $(( $(date +%s) - T0 )) -ge "${LAUNCH_WAIT_S:-480}" ]; do sleep 5; done
+if [ -f "${JITPARTS:-/tmp/jitparts}/jit-marlin.md5" ]; then echo "Marlin builds carried in: not packed again"
+else bash benchmark/live/device.sh jit-pack "${DA_WORK:-/tmp/da}/cache/jit-shared"; fi
+sleep 2
+tar czf "$OUT/start.tgz" -C "$S" --exclude='logs-*' . 2>/dev/null
+cp "$log" "$OUT/" 2>/dev/null
+echo "[launch $(( $(date +%s) - T0 )) s] \$OUT: $(ls "$OUT" | tr '\n' ' ')"
+tail -15 "$log"
