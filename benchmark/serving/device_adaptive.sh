@@ -153,7 +153,7 @@ servers = [("plain", 30501, [], {}),
            ("sglang", 30503, eagle + ["--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
                                       "--speculative-adaptive"], {}),
            ("ours", 30504, spec_args(draft, "chain"), {})]
-if os.environ.get("DA_OFF", "0") == "1":  # the hook at every batch size (`on`; the default `auto` starts at bs 8), so
+if os.environ.get("DA_OFF", "0") == "1":  # the hook at every batch size (`on`, as the default `auto` since run 25), so
     # that its step ratio against offext covers bs 1-4 too
     servers.append(("off", 30505, eagle + ["--speculative-num-steps", "1", "--speculative-eagle-topk", "1",
                                            "--speculative-adaptive",

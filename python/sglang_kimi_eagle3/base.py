@@ -46,10 +46,11 @@ CHOICES = {
 }
 
 
-# SGLANG_KIMI_EAGLE3_OFFSTATE=auto: the offstate_attention hook reroutes batches of at least this many requests, the
-# smallest where it was measured to win (integration/hooks/offstate_attention.py); the adaptive table prices the
-# off-state with it from there (planner/adaptive_table.py)
-OFFSTATE_MIN_BS_AUTO = 8
+# SGLANG_KIMI_EAGLE3_OFFSTATE=auto: the offstate_attention hook reroutes batches of at least this many requests: every
+# batch. On the H200 (2026-12-04, the deployment-shaped pair, 1024-token contexts, rotated rounds) the hooked off-state's
+# step was 0.33-0.39x of SGLang's extend path at 1, 2, 4 and 8 requests (an earlier reading of 1.09-1.20x at 1 request
+# came from 64-token contexts); the adaptive table prices the off-state with it from there (planner/adaptive_table.py)
+OFFSTATE_MIN_BS_AUTO = 1
 
 
 def offstate_min_bs() -> int | None:

@@ -1,12 +1,16 @@
 """benchmark/live/device.sh jit-pack / jit-recv / jit-unpack: SGLang's Marlin MoE JIT builds carried from one lease to
 the next (the nvcc build took 324-346 s of each never-slower lease). Run here with bash on a made-up cache in SGLang's
-layout (DIR/<target>/<module_name>/build-<key>/deps-<key>/<module>.so); nothing of SGLang runs."""
+layout (DIR/<target>/<module_name>/build-<key>/deps-<key>/<module>.so), the module named as the installed SGLang names
+it (run 25 on the H200 packed nothing: the pack looked for the name without SGLang's prefix); nothing of SGLang runs."""
 
 import hashlib
 import os
 import subprocess
 from pathlib import Path
 
+from sglang.kernels.jit.utils.compile.spec import _MODULE_NAME_PREFIX
+
+MARLIN = _MODULE_NAME_PREFIX + "moe_wna16_marlin_bf16_t_false_false_true_true_true"  # as SGLang 0.5.23 names the build
 DEVICE_SH = Path(__file__).resolve().parents[2] / "benchmark" / "live" / "device.sh"
 
 
@@ -23,13 +27,13 @@ def _tree(root: Path) -> dict:
 
 def test_the_marlin_builds_travel_in_pieces_and_unpack_identical(tmp_path):
     cache, out, repo, parts, new = (tmp_path / d for d in ("cache", "out", "repo", "parts", "new"))
-    leaf = cache / "sm_90" / "moe_wna16_marlin_bf16_t_false" / "build-ab" / "deps-cd"
+    leaf = cache / "sm90a" / MARLIN / "build-ab" / "deps-cd"
     leaf.mkdir(parents=True)
     (leaf / "moe_wna16_marlin.so").write_bytes(os.urandom(2_500_000))  # random: gzip cannot shrink it below 3 pieces
     (leaf / "sgl_deps.json").write_text("[]")
-    (cache / "sm_90" / "moe_wna16_marlin_bf16_t_false" / ".staging-1").mkdir()  # a build in progress: left out
-    (cache / "sm_90" / "other_module").mkdir()
-    (cache / "sm_90" / "other_module" / "x.so").write_bytes(b"x")  # not Marlin: left out
+    (cache / "sm90a" / MARLIN / ".staging-1").mkdir()  # a build in progress: left out
+    (cache / "sm90a" / "other_module").mkdir()
+    (cache / "sm90a" / "other_module" / "x.so").write_bytes(b"x")  # not Marlin: left out
     out.mkdir()
     said = _sh("jit-pack", str(cache), cwd=tmp_path, OUT=str(out), JIT_PART_MB="1")
     assert "1 builds in 3 pieces" in said
@@ -44,7 +48,7 @@ def test_the_marlin_builds_travel_in_pieces_and_unpack_identical(tmp_path):
 
 def test_an_incomplete_set_or_too_many_pieces_changes_nothing(tmp_path):
     cache, out, parts, new = (tmp_path / d for d in ("cache", "out", "parts", "new"))
-    leaf = cache / "sm_90" / "moe_wna16_marlin_x" / "build-a" / "deps-b"
+    leaf = cache / "sm90a" / (MARLIN + "_x") / "build-a" / "deps-b"
     leaf.mkdir(parents=True)
     (leaf / "m.so").write_bytes(os.urandom(3_500_000))
     out.mkdir()

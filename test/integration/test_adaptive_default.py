@@ -103,11 +103,11 @@ def test_a_chain_launch_gets_our_table_and_every_slot_our_controller(launches):
     assert 0 < c["switches"] <= 3000 // 32 and c["counted"] == c["switches"]
     assert "adaptive steps on: states" in c["launch_step"]
     assert out["_row"][0] == "applied" and out["_row"][2].endswith("AdaptiveStepSlot.__init__")
-    # the off-state priced with the offstate_attention hook from the batch it reroutes (8 under the default auto); with
-    # the hook off, at SGLang's own path cost
+    # the off-state priced with the offstate_attention hook from the batch it reroutes (every batch under the default
+    # auto); with the hook off, at SGLang's own path cost
     cold = json.loads(open(out["unhooked"]["speculative_adaptive_config"]).read())
-    assert cfg["_generated_by"]["offstate_hooked_from"] == 8 and cold["_generated_by"]["offstate_hooked_from"] is None
-    assert cfg["1"]["kimi_eagle3"]["off_us"] == cold["1"]["kimi_eagle3"]["off_us"]
+    assert cfg["_generated_by"]["offstate_hooked_from"] == 1 and cold["_generated_by"]["offstate_hooked_from"] is None
+    assert cfg["1"]["kimi_eagle3"]["off_us"] < cold["1"]["kimi_eagle3"]["off_us"]
     assert cfg["64"]["kimi_eagle3"]["off_us"] < cold["64"]["kimi_eagle3"]["off_us"]
 
 

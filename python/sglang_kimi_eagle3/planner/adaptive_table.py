@@ -55,9 +55,11 @@ PATH_EXTRA_US = {1: 2756.0, 8: 2020.0, 32: 4936.0, 128: 26508.0}
 # deployment-shaped pair on SGLang's Triton MoE): bs 128, its attention 27,973 -> 6,523 µs a step (decode anatomy,
 # benchmark/results/anatomy-h200-2026-12-03-offstate-hook-c128.json); bs 8 and 32, the hooked off-state's step against
 # the unhooked one read in the same rotated rounds (step-ratio-rotated-h200-2026-12-03-run17-deploy-q0.9.json, its
-# measure run). At bs 1 the hooked step was 7.9 ms DEARER: the hook does not reroute there under `auto`.
+# measure run). Below bs 8 the bs-8 saving stands (clamped): that leaves 0.7-1.0 ms of path cost on a hooked steps-0
+# step at bs 1-4, near what the hooked off-state read against plain at 1024-token contexts on 2026-12-04 (0.95-1.15x of
+# a 9-19 ms step, step-ratio-rotated-h200-2026-12-04-run25-deploy-q0.3-ctx1024.json; the unhooked one 2.6-3.0x).
 # Only steps 0 gets it (a positive round verifies steps + 1 tokens: the extend kernel, unhooked), and only from the
-# batch where the hook reroutes (base.offstate_min_bs: 8 under the default `auto`, none when it is off).
+# batch where the hook reroutes (base.offstate_min_bs: every batch under the default `auto`, none when it is off).
 OFFSTATE_SAVED_US = {8: 1752.0, 32: 5621.0, 128: 21450.0}
 
 

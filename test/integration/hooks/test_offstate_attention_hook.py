@@ -220,19 +220,25 @@ def test_other_passes_go_to_sglang_untouched(kv, monkeypatch, case):
     assert hookstatus.counters(hook.NAME) == {}
 
 
-def test_auto_reroutes_from_eight_requests_deciding_on_the_padded_batch(kv, monkeypatch):
-    """auto (the default): batches below MIN_BS_AUTO requests keep SGLang's extend path (at c 1 the decode kernels
-    were measured slower); from it on, the decode view. A graph's padded lanes count, so capture and replay of one
-    graph size take the same path whatever the real requests."""
+def test_auto_reroutes_every_batch_size_deciding_on_the_padded_batch(kv, monkeypatch):
+    """auto (the default): every one-token verify batch takes the decode view, one request too (on the H200, 2026-12-04,
+    1024-token contexts, rotated rounds: the hooked off-state's step 0.33-0.39x of SGLang's extend path at 1, 2, 4 and
+    8 requests). A graph's padded lanes count like requests, so capture and replay of one graph size take the same
+    path; a smaller MIN_BS (SGLANG_KIMI_EAGLE3_OFFSTATE=on sets 1 too) decides on the padded size all the same."""
     monkeypatch.delenv(base.ENV_OFFSTATE, raising=False)
     monkeypatch.setattr(hook.registry, "register", lambda *a: None)
     hook.install()
-    assert hook._MIN_BS == [hook.MIN_BS_AUTO] == [8]
+    assert hook._MIN_BS == [hook.MIN_BS_AUTO] == [1]
     be, seen = backend(kv), []
 
     def original(backend_, fb, *args, **kwargs):
         seen.append(fb)
 
+    one = batch(kv, ForwardMode.TARGET_VERIFY, SEQ[:1], rows=(1,))  # one request: rerouted under auto
+    hook._init_metadata(original, be, one)
+    assert seen[-1] is not one and seen[-1].forward_mode == ForwardMode.DECODE
+    assert seen[-1].seq_lens.tolist() == [SEQ[0] + 1]
+    hook._MIN_BS[0] = 8  # a threshold, were one measured again: decided on the padded batch
     small = batch(kv, ForwardMode.TARGET_VERIFY, SEQ)  # 3 requests
     hook._init_metadata(original, be, small)
     assert seen[-1] is small
@@ -242,9 +248,10 @@ def test_auto_reroutes_from_eight_requests_deciding_on_the_padded_batch(kv, monk
     hook._init_metadata_out_graph(original, be, padded)
     assert seen[-1] is not padded and seen[-1].forward_mode == ForwardMode.DECODE
     assert seen[-1].seq_lens.tolist() == [s + 1 for s in SEQ * 2 + [fill, fill]]
-    assert hookstatus.counters(hook.NAME)[hook.NAME]["ours"] == {"graph": 1}
+    assert hookstatus.counters(hook.NAME)[hook.NAME]["ours"] == {"eager": 1, "graph": 1}
     monkeypatch.setenv(base.ENV_OFFSTATE, "on")
     hook.install()
+    assert hook._MIN_BS == [1]
     hook._init_metadata(original, be, small)  # on: every batch size
     assert seen[-1] is not small and seen[-1].forward_mode == ForwardMode.DECODE
 

@@ -16,10 +16,11 @@ How: for a target-verify pass of exactly one token per request (topk any, so ste
   decode needs (KV splits, attention logits) exist in every Triton backend's CUDA-graph state.
   `forward_extend` switches only when the verify metadata was built here (its `attn_logits` is set, which SGLang's
   own verify metadata never is), so capture and replay agree by construction.
-Where: batches of at least MIN_BS_AUTO requests under SGLANG_KIMI_EAGLE3_OFFSTATE=auto (the default), every batch
-  under `on`; `off` installs nothing. On the H200 (2026-12-03, the deployment-shaped pair on SGLang's Triton MoE, two
-  leases, rotated rounds in the second) the hooked off-state's step was 0.91-0.99x of SGLang's own at c 8, 0.90x at
-  c 32 (and its attention 6.5 against 28.0 ms a step at c 128), but 1.09-1.20x at c 1; bs 2-4 is not measured. The
+Where: every batch under SGLANG_KIMI_EAGLE3_OFFSTATE=auto (the default; MIN_BS_AUTO is 1) and `on`; `off` installs
+  nothing. On the H200 (2026-12-04, the deployment-shaped pair on SGLang's Marlin MoE, 1024-token contexts, three
+  rotated rounds) the hooked off-state's step was 0.33-0.39x of SGLang's own at 1, 2, 4 and 8 requests (17.8 against
+  53.3 ms at 1 request; plain decoding 18.8), and at c 128 its attention took 6.5 against 28.0 ms a step (2026-12-03).
+  The 1.09-1.20x once read at 1 request came from 64-token contexts, where the extend kernel's walk is short. The
   batch size decided on is the one SGLang builds the metadata for: a graph's padded size at capture and at replay
   alike, so a graph is always replayed with the path it was captured with.
 Scope: our launches only (EAGLE/EAGLE3 with a draft).
