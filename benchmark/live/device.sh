@@ -66,8 +66,9 @@ jit-pack)
   # SGLang's layout: DIR/<target>/<module_name>/build-<key>/deps-<key>/<module>.so (kernels/jit/utils/compile/cache.py;
   # a leaf is used only where its dependency list re-hashes to its name on this machine, so a stale one is skipped)
   # (SGLang prefixes its module names: sgl_kernel_jit_moe_wna16_marlin_bf16_...; run 25 looked for them without it)
-  names=$(cd "$dir" 2>/dev/null && ls -d */*moe_wna16_marlin* 2>/dev/null || true)
-  [ -n "$names" ] || { echo "jit-pack: no */*moe_wna16_marlin* build in $dir: nothing packed; it holds: $(cd "$dir" 2>/dev/null && ls -d */* 2>/dev/null | head -5 | tr '\n' ' ')"; exit 0; }
+  # (found at any depth up to 3, so that a layout change packs what is there rather than nothing)
+  names=$(cd "$dir" 2>/dev/null && find . -mindepth 1 -maxdepth 3 -type d -name '*moe_wna16_marlin*' -prune -printf '%P\n' | sort)
+  [ -n "$names" ] || { echo "jit-pack: no *moe_wna16_marlin* build in $dir: nothing packed; it holds: $(cd "$dir" 2>/dev/null && find . -mindepth 1 -maxdepth 3 | head -8 | tr '\n' ' ')"; exit 0; }
   tmp=$(mktemp -d); tar czf "$tmp/jit-marlin.tgz" --exclude='.staging-*' -C "$dir" $names
   mb=${JIT_PART_MB:-15}; max=${JIT_MAX_PARTS:-4}
   n=$(( ($(stat -c %s "$tmp/jit-marlin.tgz") + mb * 1048576 - 1) / (mb * 1048576) ))
