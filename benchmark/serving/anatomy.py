@@ -29,6 +29,8 @@ kernel is a generic one):
                   _sample_kernel); SGLang's TreeSpeculativeSamplingTargetOnly
 `top_kernels`: every GPU activity by name, µs per step, the dearest TOP_K: where the rest of a step goes. A server
 without a verify kernel (plain decoding) counts the profiled scheduler steps (capture's --steps) as its steps.
+`host_api`: the CUDA runtime and driver calls on the host by name (µs and calls per step, the longest call): a copy
+that waited on the GPU, the number of eager launches a step makes.
 The host side (`host_verify_path`, a row of its own in the table): per step, the CPU time of the eager path around the
 verify kernel, from the end of the CUDA-graph launch before its launch (the target verify) to the start of the next
 graph launch (the draft extend), on the thread that launched it (median over the steps; the profiler's own CPU
@@ -164,7 +166,8 @@ def anatomy(events: list[dict], steps: int | None = None) -> dict:
         for node in sides.values():
             node["share"] = node["us_per_step"] / wall if wall else None
     return {"steps": n, "step_wall_us": wall, "step_gpu_busy_us": _union_us(ks) / n, "families": fams,
-            "top_kernels": top_kernels(ks, n), "host_verify_path": host_verify_path(events)}
+            "top_kernels": top_kernels(ks, n), "host_verify_path": host_verify_path(events),
+            "host_api": host_api(events, n)}
 
 
 def top_kernels(ks: list[dict], n: int, k: int = TOP_K) -> dict:
@@ -175,6 +178,23 @@ def top_kernels(ks: list[dict], n: int, k: int = TOP_K) -> dict:
     for e in ks:
         by[e["name"][:80]] = by.get(e["name"][:80], 0.0) + e["dur"] / n
     return dict(sorted(by.items(), key=lambda kv: -kv[1])[:k])
+
+
+def host_api(events: list[dict], n: int, k: int = TOP_K) -> dict:
+    """The CUDA runtime and driver calls on the host, by name: µs per step, calls per step and the longest single
+    call, the `k` dearest first. Where a speculative step costs more than a plain one with no more GPU time, this is
+    where the host waited: an H2D copy from pageable memory that CUDA turned into a wait on the step in flight shows
+    as a cudaMemcpyAsync of milliseconds, a step's eager launches as the cudaLaunchKernel / cuLaunchKernelEx count."""
+    by: dict = {}
+    for e in events:
+        if e.get("ph") != "X" or e.get("cat") not in ("cuda_runtime", "cuda_driver") or "dur" not in e:
+            continue
+        row = by.setdefault(str(e.get("name", ""))[:60], {"us_per_step": 0.0, "calls_per_step": 0.0, "max_us": 0.0})
+        d = float(e["dur"])
+        row["us_per_step"] += d / n
+        row["calls_per_step"] += 1 / n
+        row["max_us"] = max(row["max_us"], d)
+    return dict(sorted(by.items(), key=lambda kv: -kv[1]["us_per_step"])[:k])
 
 
 def host_verify_path(events: list[dict]) -> dict:

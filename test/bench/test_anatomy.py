@@ -205,3 +205,22 @@ def test_a_triton_verify_kernel_launched_through_the_driver_api_is_found():
     h = A.host_verify_path(_host_trace([(1000, [1010, 1030], 1100)], verify="_argmax_verify_kernel",
                                        launch="cuLaunchKernelEx"))
     assert h["steps"] == 1 and h["median_us"] == 92
+
+
+def test_host_api_sums_the_runtime_calls_per_step_and_names_the_longest(tmp_path):
+    """A copy the driver turned into a wait on the step in flight (a pageable H2D cudaMemcpyAsync of 4 ms) stands out
+    by name and by its longest call; the eager launches are counted per step."""
+    doc = trace(AUTO_STEP)  # 9 cudaLaunchKernel of 3 µs per step (8 kernels and the DtoH copy), 2 steps
+    doc["traceEvents"].append({"ph": "X", "cat": "cuda_runtime", "name": "cudaMemcpyAsync", "pid": 4242, "tid": 4242,
+                               "ts": 1_000_010.0, "dur": 4000.0, "args": {"correlation": 999}})
+    doc["traceEvents"].append({"ph": "X", "cat": "cuda_runtime", "name": "cudaMemcpyAsync", "pid": 4242, "tid": 4242,
+                               "ts": 1_000_200.0, "dur": 40.0, "args": {"correlation": 997}})  # a copy that did not wait
+    doc["traceEvents"].append({"ph": "X", "cat": "cuda_driver", "name": "cuLaunchKernelEx", "pid": 4242, "tid": 4242,
+                               "ts": 1_000_020.0, "dur": 10.0, "args": {"correlation": 998}})
+    an = A.anatomy(A.load_events(_write(tmp_path, "off-c8-T0-1-TP-0.trace.json.gz", doc)))
+    api = an["host_api"]
+    assert list(api)[:2] == ["cudaMemcpyAsync", "cudaLaunchKernel"]  # dearest first
+    assert api["cudaMemcpyAsync"] == {"us_per_step": 2020.0, "calls_per_step": 1.0, "max_us": 4000.0}
+    assert api["cudaLaunchKernel"]["calls_per_step"] == pytest.approx(9) and api["cudaLaunchKernel"]["max_us"] == 3
+    assert api["cuLaunchKernelEx"]["us_per_step"] == pytest.approx(5)
+    assert "aten::mm" not in api  # a cpu_op, not a CUDA call
