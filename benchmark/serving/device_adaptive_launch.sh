@@ -24,7 +24,7 @@ until grep -q "JIT prebuild exit\|started plain\|did not build" "$log" 2>/dev/nu
 if [ -f "${JITPARTS:-/tmp/jitparts}/jit-marlin.md5" ]; then echo "Marlin builds carried in: not packed again"
 else bash benchmark/live/device.sh jit-pack "${DA_WORK:-/tmp/da}/cache/jit-shared"; fi
 sleep 2
-tar czf "$OUT/start.tgz" -C "$S" --exclude='logs-*' . 2>/dev/null
+tar czf "$OUT/start.tgz.tmp" -C "$S" --exclude='logs-*' . 2>/dev/null && mv "$OUT/start.tgz.tmp" "$OUT/start.tgz"
 cp "$log" "$OUT/" 2>/dev/null
 echo "[launch $(( $(date +%s) - T0 )) s] \$OUT: $(ls "$OUT" | tr '\n' ' ')"
 tail -15 "$log"
