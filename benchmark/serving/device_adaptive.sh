@@ -332,4 +332,10 @@ for name in ('adaptive_control', 'offstate_extend'):
     if r:
         print(name, r['state'], (r.get('counters') or {}).get('ours'), '...' + r['detail'][-160:], end='; ')
 " "$f" 2>/dev/null | cut -c1-700)"
+  # per server: the step_clock row (per runtime state: medians of wall, launch, GPU wait, the rest; host- or GPU-bound)
+  [ -n "$f" ] && say "$n step_clock: $(python3 -c "
+import json, sys
+r = {r['name']: r for r in json.load(open(sys.argv[1]))['hooks']}.get('step_clock')
+print(f"{r['state']}: {r['detail']}" if r else 'no row')
+" "$f" 2>/dev/null | cut -c1-1200)"
 done

@@ -28,6 +28,7 @@ ENV_OFFSTATE = "SGLANG_KIMI_EAGLE3_OFFSTATE"
 ENV_ADAPTIVE_MEASURE = "SGLANG_KIMI_EAGLE3_ADAPTIVE_MEASURE"
 ENV_ADAPTIVE_POOL = "SGLANG_KIMI_EAGLE3_ADAPTIVE_POOL"
 ENV_OFFSTATE_EXTEND = "SGLANG_KIMI_EAGLE3_OFFSTATE_EXTEND"
+ENV_STEP_CLOCK = "SGLANG_KIMI_EAGLE3_STEP_CLOCK"
 
 _ON = ("1", "true", "on", "yes")
 _OFF = ("0", "false", "off", "no")
@@ -43,6 +44,7 @@ CHOICES = {
     # integration/hooks/adaptive_control.py: keep SGLang's per-step draft extend at steps 0, or skip it while every slot
     # is off (opt-in: live in run 24 it carried c 128 at q 0.3; acceptance after a step up is not measured yet)
     ENV_OFFSTATE_EXTEND: (("keep", "skip"), "keep"),
+    ENV_STEP_CLOCK: (("on", "off"), "on"),  # integration/hooks/step_clock.py (host and GPU-wait time per decode step)
 }
 
 
@@ -147,7 +149,7 @@ def env_errors() -> list[str]:
     out = []
     for check in (enabled, lambda: env_choice(ENV_KERNELS), lambda: env_choice(ENV_PREFLIGHT),
                   lambda: env_choice(ENV_WARMUP), lambda: env_choice(ENV_ADAPTIVE), lambda: env_choice(ENV_OFFSTATE),
-                  lambda: env_choice(ENV_OFFSTATE_EXTEND), resolve_policy):
+                  lambda: env_choice(ENV_OFFSTATE_EXTEND), lambda: env_choice(ENV_STEP_CLOCK), resolve_policy):
         try:
             check()
         except UserError as exc:

@@ -178,9 +178,10 @@ def listener(*, src, metadata, metadata_group, times, cache_hit, **kw) -> None:
                     LOADS[name] += 1
                 else:
                     secs = max(0.0, float(getattr(times, "total", 0) or 0) / 1e6)
-                    from . import adaptive_control  # the stall is no decode step: the adaptive clock skips it
+                    from . import adaptive_control, step_clock  # the stall is no decode step: neither clock reads it
 
                     adaptive_control.interval_broken()
+                    step_clock.broken()
                     COMPILES[name] += 1
                     SECONDS[name] += secs
                     if warmup_ended():

@@ -1,0 +1,175 @@
+"""Hook: where a decode step's time goes on the host, read while serving with no profiler: is a step host-bound?
+
+Upstream targets (sglang 0.5.23, through HookRegistry):
+  sglang.srt.speculative.eagle_worker_v2.EAGLEWorkerV2.forward_batch_generation   AROUND: one step's launch
+  sglang.srt.speculative.eagle_worker_v2.EAGLEWorkerV2.verify                     AROUND: its verify part
+  sglang.srt.speculative.eagle_worker_v2.EagleDraftWorker._draft_extend_for_decode AROUND: its draft-extend part
+  sglang.srt.managers.scheduler_components.batch_result_processor.SchedulerBatchResultProcessor
+    .process_batch_result_decode                                                  BEFORE: the wait on the GPU
+Why: on the H200 (2026-12-04, the deployment-shaped pair, 1024-token contexts) SGLang's steps-0 off-state, its verify
+  attention already a decode's, took 10.0 / 10.0 / 10.3 ms a step at 2 / 4 / 8 requests where plain decoding took
+  8.7 / 9.1 / 10.0: flat where the GPU's work grows with the batch, as a step that waits on the host would be. A
+  profiler cannot tell (it slows the host it measures: under it that off-state's GPU idled 80 ms a step at c 128).
+How: the scheduler thread launches a step (forward_batch_generation: CUDA runs it asynchronously), then, under the
+  overlap scheduler, processes the previous step's result, which first waits for the GPU (`result.copy_done`). Per
+  interval between two decode launches (one step in steady state) this reads: its wall time; the launch's host time,
+  with its verify and draft-extend parts; the time blocked on the GPU, by waiting on `result.copy_done` itself just
+  before SGLang does (SGLang's own wait then returns at once: the same order, nothing else changed); and the rest of
+  the scheduler's loop (wall less launch less wait: scheduling, the result's bookkeeping, output streaming). A step
+  that never waits on the GPU is host-bound: its wall time is host time, and a cheaper GPU step would not shorten it.
+  An interval holding a prefill launch or an idle gap (over 5 s) is not read. Per runtime state (the steps the step
+  ran at), the last 2048 steps are kept; the status writer (every 2 s, off the scheduler thread) puts their medians in
+  the row, e.g. `steps 0: 5120 steps read; medians per step: wall 10.31 ms, launch 1.92 (verify 1.10, draft extend
+  0.41), waiting on the GPU 0.05, rest of the loop 8.30; waited over 0.2 ms in 3 % of steps: host-bound`.
+  Each read costs the scheduler about four clock reads and four wrapper calls (a few µs of a 5-50 ms step).
+Scope: our launches only (EAGLE/EAGLE3 with a draft); SGLANG_KIMI_EAGLE3_STEP_CLOCK=off registers nothing.
+Status row `step_clock`: registered / applied (the medians once 16 steps of a state were read) / skipped (off) /
+  failed (a target missing).
+Remove when: SGLang reports the host and GPU-wait time of its decode steps itself.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from statistics import median
+
+from ...base import ENV_STEP_CLOCK, env_choice
+from ...status import hookstatus
+from .. import registry
+from ..launch_record import our_launch
+
+NAME = "step_clock"
+WORKER = "sglang.srt.speculative.eagle_worker_v2.EAGLEWorkerV2"
+TARGETS = {  # status row -> target
+    NAME: f"{WORKER}.forward_batch_generation",
+    f"{NAME}_verify": f"{WORKER}.verify",
+    f"{NAME}_draft_extend": "sglang.srt.speculative.eagle_worker_v2.EagleDraftWorker._draft_extend_for_decode",
+    f"{NAME}_wait": ("sglang.srt.managers.scheduler_components.batch_result_processor.SchedulerBatchResultProcessor"
+                     ".process_batch_result_decode"),
+}
+KEEP = 2048  # steps kept per runtime state
+MIN_READ = 16  # steps of a state before its medians are shown
+MAX_WALL_S = 5.0  # a longer interval is idle time, not a step
+WAITED_S = 2e-4  # a step "waited on the GPU" when blocked longer than this
+
+# the step being launched / the open interval: start of the last decode launch (None: nothing open, or broken),
+# its launch, verify and draft-extend host seconds, its steps, and the GPU wait seen since it started
+_OPEN: dict = {"t0": None, "launch": 0.0, "verify": 0.0, "extend": 0.0, "steps": None, "wait": 0.0}
+STEPS: dict[int, deque] = {}  # steps -> deque of (wall, launch, verify, extend, wait) seconds
+_READ: dict[int, int] = {}  # steps -> steps read in this process (all, not only the kept ones)
+_SHOWN: list = [None]  # the detail last put in the row
+
+
+def install() -> None:
+    if env_choice(ENV_STEP_CLOCK) == "off":
+        for name, target in TARGETS.items():
+            hookstatus.record(name, target, "skipped", f"{ENV_STEP_CLOCK}=off: decode steps not timed")
+        return
+    from . import runtime_status
+
+    registry.register(NAME, TARGETS[NAME], _forward, "around")
+    registry.register(f"{NAME}_verify", TARGETS[f"{NAME}_verify"], _part("verify"), "around")
+    registry.register(f"{NAME}_draft_extend", TARGETS[f"{NAME}_draft_extend"], _part("extend"), "around")
+    registry.register(f"{NAME}_wait", TARGETS[f"{NAME}_wait"], _wait, "before")
+    runtime_status.on_tick(tick)
+
+
+def _is_decode(batch) -> bool:
+    mode = getattr(batch, "forward_mode", None)
+    if mode is None or getattr(batch, "is_extend_in_batch", False):
+        return False
+    return bool(mode.is_decode()) if hasattr(mode, "is_decode") else False
+
+
+def _forward(original, worker, batch, *args, **kwargs):
+    """AROUND EAGLEWorkerV2.forward_batch_generation: a decode launch closes the open interval (one step) and opens
+    the next; anything else (a prefill, an idle batch) breaks it."""
+    if not _is_decode(batch) or our_launch() is False:
+        _OPEN["t0"] = None
+        return original(worker, batch, *args, **kwargs)
+    t0 = time.perf_counter()
+    _close(t0)
+    _OPEN.update(t0=t0, verify=0.0, extend=0.0, wait=0.0, launch=0.0, steps=None)
+    out = original(worker, batch, *args, **kwargs)
+    _OPEN["launch"] = time.perf_counter() - t0
+    _OPEN["steps"] = getattr(worker, "speculative_num_steps", None)  # after activate_step_by_batch: the state it ran
+    return out
+
+
+def _part(key: str):
+    def wrapper(original, *args, **kwargs):
+        t = time.perf_counter()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            _OPEN[key] += time.perf_counter() - t
+    wrapper.__name__ = f"_{key}"
+    return wrapper
+
+
+def _wait(*args, **kwargs):
+    """BEFORE process_batch_result_decode(self, batch, result): wait for the result's copy ourselves, timed."""
+    result = kwargs.get("result", args[2] if len(args) > 2 else None)
+    done = getattr(result, "copy_done", None)
+    if done is None or _OPEN["t0"] is None:
+        return
+    t = time.perf_counter()
+    done.synchronize()
+    _OPEN["wait"] += time.perf_counter() - t
+
+
+def _close(now: float) -> None:
+    t0, steps = _OPEN["t0"], _OPEN["steps"]
+    if t0 is None or steps is None:
+        return
+    wall = now - t0
+    if not 0 < wall <= MAX_WALL_S:
+        return
+    STEPS.setdefault(steps, deque(maxlen=KEEP)).append((wall, _OPEN["launch"], _OPEN["verify"], _OPEN["extend"],
+                                                        _OPEN["wait"]))
+    _READ[steps] = _READ.get(steps, 0) + 1
+
+
+def broken() -> None:
+    """Something that is no decode step stalled this process (a serving-time compile): the open interval is not read."""
+    _OPEN["t0"] = None
+
+
+def summary() -> str | None:
+    """The row's detail: per runtime state with MIN_READ steps read, the medians per step; None before any."""
+    parts = []
+    for steps, kept in sorted(list(STEPS.items())):  # copies in C: the scheduler thread appends meanwhile
+        rows = list(kept)
+        if len(rows) < MIN_READ:
+            continue
+        wall, launch, verify, extend, wait = (median(r[i] for r in rows) * 1e3 for i in range(5))
+        rest = median((r[0] - r[1] - r[4]) for r in rows) * 1e3
+        waited = sum(1 for r in rows if r[4] > WAITED_S) / len(rows)
+        verdict = ("host-bound" if waited < 0.25 else "GPU-bound" if waited > 0.75 else "between host- and GPU-bound")
+        parts.append(f"steps {steps}: {_READ[steps]} steps read; medians per step of the last {len(rows)}: wall "
+                     f"{wall:.2f} ms, launch {launch:.2f} (verify {verify:.2f}, draft extend {extend:.2f}), waiting on "
+                     f"the GPU {wait:.2f}, rest of the loop {rest:.2f}; waited over {WAITED_S * 1e3:.1f} ms in "
+                     f"{waited:.0%} of steps: {verdict}")
+    return " | ".join(parts) if parts else None
+
+
+def tick() -> None:
+    """The status writer's poll (every FLUSH_S s, its own thread): the medians into the row when they changed."""
+    try:
+        detail = summary()
+    except RuntimeError:  # a reading landed while this copied (one more try in FLUSH_S seconds)
+        return
+    if detail is None or detail == _SHOWN[0]:
+        return
+    _SHOWN[0] = detail
+    hookstatus.record(NAME, TARGETS[NAME], "applied", detail)
+    hookstatus.bump()
+
+
+def reset() -> None:
+    """Tests: forget every reading."""
+    _OPEN.update(t0=None, launch=0.0, verify=0.0, extend=0.0, steps=None, wait=0.0)
+    STEPS.clear()
+    _READ.clear()
+    _SHOWN[0] = None

@@ -1,0 +1,156 @@
+"""The step_clock hook: per decode step, wall time = the launch's host time (its verify and draft-extend parts) + the
+wait on the GPU + the rest of the scheduler loop, medians per runtime state, and a verdict (host- or GPU-bound).
+
+In-process: the hook's functions are called in the order SGLang's overlap scheduler calls the wrapped methods (launch
+step k, whose verify and draft extend run inside it, then process step k-1's result, which first waits on the GPU),
+as HookRegistry's AROUND / BEFORE wrappers call them; batches carry SGLang's own ForwardMode. Stand-ins: SGLang's
+methods themselves (they need a GPU and a loaded model; each stand-in advances a clock by the host time it is given)
+and the result's CUDA event (`synchronize` advances the clock by the GPU wait). In a fresh interpreter: after SGLang's
+own load_plugins() the four targets route through the hook, or with SGLANG_KIMI_EAGLE3_STEP_CLOCK=off none does.
+"""
+
+import types
+
+import pytest
+from helpers import run_json
+
+from sglang_kimi_eagle3.integration import launch_record
+from sglang_kimi_eagle3.integration.hooks import step_clock as hook
+from sglang_kimi_eagle3.status import hookstatus
+
+ForwardMode = pytest.importorskip("sglang.srt.model_executor.forward_batch_info").ForwardMode
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    now = [100.0]
+    monkeypatch.setattr(hook, "time", types.SimpleNamespace(perf_counter=lambda: now[0]))
+    monkeypatch.setattr(launch_record, "_OURS", [True])
+    hook.reset()
+    yield now
+    hook.reset()
+
+
+class Worker:
+    def __init__(self, steps):
+        self.speculative_num_steps = steps
+
+
+def _step(now, worker, mode=ForwardMode.DECODE, launch=(0.3e-3, 1.0e-3, 0.4e-3), wait=0.0, rest=8.0e-3,
+          prev_result=True):
+    """One pass of the scheduler loop: launch a batch (its own host time, then verify, then draft extend), then the
+    previous step's result (its GPU wait first), then the rest of the loop."""
+    own, verify, extend = launch
+
+    def sglang_verify(w, batch):
+        now[0] += verify
+
+    def sglang_extend(dw, batch, out, kv_loc_plan=None):
+        now[0] += extend
+
+    def sglang_forward(w, batch):
+        now[0] += own
+        hook._part("verify")(sglang_verify, w, batch)
+        hook._part("extend")(sglang_extend, object(), batch, None, kv_loc_plan=None)
+
+    hook._forward(sglang_forward, worker, types.SimpleNamespace(forward_mode=mode, is_extend_in_batch=False))
+    if prev_result:
+        event = types.SimpleNamespace(synchronize=lambda: now.__setitem__(0, now[0] + wait))
+        hook._wait(object(), object(), types.SimpleNamespace(copy_done=event))
+    now[0] += rest
+
+
+def test_a_host_bound_step_is_split_into_launch_wait_and_rest(clock):
+    w = Worker(0)
+    for _ in range(40):
+        _step(clock, w, wait=0.0)
+    assert hook._READ == {0: 39}  # 40 launches, 39 intervals closed
+    detail = hook.summary()
+    assert detail.startswith("steps 0: 39 steps read")
+    assert ("wall 9.70 ms, launch 1.70 (verify 1.00, draft extend 0.40), waiting on the GPU 0.00, rest of the loop "
+            "8.00") in detail
+    assert detail.endswith("waited over 0.2 ms in 0% of steps: host-bound")
+
+
+def test_a_gpu_bound_step_waits_and_states_are_kept_apart(clock):
+    w = Worker(3)
+    for _ in range(20):
+        _step(clock, w, wait=5e-3, rest=1e-3)
+    w.speculative_num_steps = 0
+    for _ in range(20):
+        _step(clock, w, wait=0.1e-3)
+    detail = hook.summary()
+    s3, s0 = detail.split(" | ")[1], detail.split(" | ")[0]
+    assert s3.startswith("steps 3: 20 steps read") and "wall 7.70 ms" in s3
+    assert "waiting on the GPU 5.00, rest of the loop 1.00" in s3
+    assert s3.endswith("in 100% of steps: GPU-bound")
+    # the interval that switched state is read as the state the step ran at (the launch's, after SGLang's switch)
+    assert s0.startswith("steps 0: 19 steps read") and "wall 9.80 ms" in s0 and s0.endswith("host-bound")
+
+
+def test_prefills_idle_gaps_compiles_and_foreign_launches_are_not_read(clock, monkeypatch):
+    w = Worker(0)
+    _step(clock, w)
+    _step(clock, w)  # 1 read
+    _step(clock, w, mode=ForwardMode.EXTEND)  # a prefill: the interval holding it and the next are not read
+    _step(clock, w)
+    _step(clock, w)  # 2 read
+    clock[0] += 6.0  # idle: over MAX_WALL_S
+    _step(clock, w)  # not read (the idle interval)
+    hook.broken()  # a serving-time compile
+    _step(clock, w)  # not read
+    _step(clock, w)  # 3 read
+    assert hook._READ == {0: 3}
+    monkeypatch.setattr(launch_record, "_OURS", [False])  # not our launch: nothing read, nothing changed
+    for _ in range(5):
+        _step(clock, w)
+    assert hook._READ == {0: 3}
+
+
+def test_the_row_shows_the_medians_once_a_state_has_enough_steps(clock):
+    hookstatus.record(hook.NAME, hook.TARGETS[hook.NAME], "applied", "around hook")
+    w = Worker(7)
+    for _ in range(hook.MIN_READ):  # MIN_READ launches: one step short
+        _step(clock, w)
+    calls = hookstatus.calls()
+    hook.tick()
+    assert hookstatus.get(hook.NAME).detail == "around hook" and hookstatus.calls() == calls
+    _step(clock, w)
+    hook.tick()
+    row = hookstatus.get(hook.NAME)
+    assert row.state == "applied" and row.detail.startswith(f"steps 7: {hook.MIN_READ} steps read")
+    assert hookstatus.calls() == calls + 1  # the status writer rewrites its file
+    hook.tick()  # nothing new: no rewrite
+    assert hookstatus.calls() == calls + 1
+
+
+ROUTED = """
+import json, os
+import sglang.srt.plugins as plugins
+plugins.load_plugins()
+from sglang_kimi_eagle3.status import hookstatus
+from sglang_kimi_eagle3.integration import refresh_status, registry
+from sglang_kimi_eagle3.integration.hooks import step_clock as hook
+refresh_status()
+from sglang.srt.speculative.eagle_worker_v2 import EAGLEWorkerV2, EagleDraftWorker
+from sglang.srt.managers.scheduler_components.batch_result_processor import SchedulerBatchResultProcessor as P
+got = {"forward": (EAGLEWorkerV2.forward_batch_generation, hook._forward),
+       "wait": (P.process_batch_result_decode, hook._wait)}
+print(json.dumps({"hooked": {k: registry._chain_contains(a, fn) for k, (a, fn) in got.items()},
+                  "wrapped": [hasattr(EAGLEWorkerV2.verify, "__wrapped__"),
+                              hasattr(EagleDraftWorker._draft_extend_for_decode, "__wrapped__")],
+                  "rows": {r.name: r.state for r in hookstatus.rows() if r.name.startswith("step_clock")}}))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("switch", ["on", "off"])
+def test_sglangs_load_plugins_routes_the_four_targets_through_the_hook(switch):
+    out = run_json(ROUTED, SGLANG_KIMI_EAGLE3_STEP_CLOCK=switch)
+    names = ["step_clock", "step_clock_verify", "step_clock_draft_extend", "step_clock_wait"]
+    if switch == "on":
+        assert out["hooked"] == {"forward": True, "wait": True} and out["wrapped"] == [True, True]
+        assert out["rows"] == {n: "applied" for n in names}
+    else:
+        assert out["hooked"] == {"forward": False, "wait": False} and out["wrapped"] == [False, False]
+        assert out["rows"] == {n: "skipped" for n in names}
