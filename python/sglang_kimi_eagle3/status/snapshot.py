@@ -58,10 +58,9 @@ def check_snapshot(doc, where: str) -> dict:
             raise UserError(f"{where}: field '{key}.counters.sglang' = {show(theirs)}; expected an object")
         for reason, node in theirs.items():
             _counts(node, where, f"{key}.counters.sglang.{reason}")
-        h.setdefault("sites", sites)
-        h.setdefault("counters", {"ours": {}, "sglang": {}})
-        h["counters"].setdefault("ours", {})
-        h["counters"].setdefault("sglang", {})
+        h["sites"], h["counters"] = sites, c  # null reads as absent (dict_field), so the printer sees the defaults
+        c.setdefault("ours", {})
+        c.setdefault("sglang", {})
     return doc
 
 
