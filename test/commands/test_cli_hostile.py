@@ -19,3 +19,18 @@ def test_status_running_reads_null_sites_and_counters_as_absent(tmp_path, capsys
         f.write_text(json.dumps({**STATUS, "hooks": [{**STATUS["hooks"][0], field: None}]}))
         assert cli_main(["status", "--running", str(f)]) == 0, capsys.readouterr().err
         assert "draft_topk1" in capsys.readouterr().out
+
+
+def test_plan_never_replaces_a_json_or_plot_file_it_did_not_write(tmp_path, capsys):
+    base = ["plan", "--no-sglang-check", "-o", str(tmp_path / "cfg.json")]
+    for flag, name in (("--json", "notes.json"), ("--plot", "photo.png")):
+        mine = tmp_path / name
+        mine.write_text('{"mine": 1}')
+        assert cli_main([*base, flag, str(mine)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and f"{flag} {mine}: exists and was not written by `plan`; pass --force" in err[0]
+        assert mine.read_text() == '{"mine": 1}'
+        assert cli_main([*base, flag, str(mine), "--force"]) == 0  # --force: the operator's word
+    capsys.readouterr()
+    assert cli_main([*base, "--json", str(tmp_path / "notes.json")]) == 0  # plan's own file: a rerun replaces it
+    assert cli_main([*base, "--plot", str(tmp_path / "photo.png")]) == 0, capsys.readouterr().err

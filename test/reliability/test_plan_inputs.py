@@ -243,7 +243,8 @@ def test_file_size_limit_leaves_no_partial_plan_json(tmp_path):
     from helpers import ROOT, clean_env
 
     full = tmp_path / "plan.json"
-    full.write_text('{"earlier": true}')
+    earlier = {"command": "sglang-kimi-eagle3 plan", "batch_sizes": {}}  # plan's own: a rerun may replace it
+    full.write_text(json.dumps(earlier))
     # --kv-tokens: a pool that holds all eight default batch sizes, so -o (written first) is over the 1 KB limit
     cmd = (f"ulimit -f 1; exec {sys.executable} -m sglang_kimi_eagle3.cli plan --no-sglang-check "
            f"--kv-tokens 1000000 -o {tmp_path / 'cfg.json'} --json {full}")
@@ -251,5 +252,5 @@ def test_file_size_limit_leaves_no_partial_plan_json(tmp_path):
     assert cp.returncode == 2, cp.stderr
     last = cp.stderr.strip().splitlines()[-1]
     assert last.startswith("sglang-kimi-eagle3: error: -o ") and "could not be written (File too large)" in last
-    assert json.loads(full.read_text()) == {"earlier": True}
+    assert json.loads(full.read_text()) == earlier
     assert sorted(p.name for p in tmp_path.iterdir()) == ["plan.json"]

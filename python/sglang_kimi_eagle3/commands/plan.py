@@ -73,7 +73,7 @@ def parser() -> ArgParser:
     out.add_argument("--json", help="also write every prediction here")
     out.add_argument("--plot", help="PNG of predicted speedup vs batch size (needs the 'plot' extra)")
     out.add_argument("--explain", action="store_true", help="list the profile's numbers with their sources")
-    out.add_argument("--force", action="store_true", help="replace an existing -o file that `plan` did not write")
+    out.add_argument("--force", action="store_true", help="replace an existing -o, --json or --plot file that `plan` did not write")
     out.add_argument("--no-sglang-check", action="store_true",
                      help="skip confirming -o with SGLang's own loader (saves importing SGLang; the same rules are "
                           "always checked)")
@@ -157,18 +157,33 @@ def _check_distinct(*flags: tuple[str, str | None]) -> None:
                                 "each output its own path")
 
 
-def _check_output(path: str, force: bool) -> None:
-    """-o must be writable; an existing file is replaced only if `plan` wrote it (or with --force)."""
-    p = check_output_file(path, "-o")
-    if not p.exists() or force:
-        return
+def _written_by_plan(p, flag: str) -> bool:
+    """-o holds `_generated_by`, --json plan's own "command", --plot the PNG text planner/plot.py writes."""
+    if flag == "--plot":
+        from ..planner.plot import MARK
+
+        try:
+            with open(p, "rb") as fh:
+                return MARK.encode() in fh.read(1 << 16)
+        except OSError:
+            return False
     try:
         old = read_json_object(p)
     except UserError:
-        old = {}
-    if "_generated_by" not in old:
-        raise UserError(f"-o {path}: exists and was not written by `plan`; pass --force to replace it, or choose "
-                        "another -o")
+        return False
+    if flag == "-o":
+        return "_generated_by" in old
+    return str(old.get("command", "")).startswith("sglang-kimi-eagle3 plan") and "batch_sizes" in old
+
+
+def _check_output(path: str, force: bool, flag: str = "-o") -> None:
+    """-o, --json and --plot must be writable; an existing file is replaced only if `plan` wrote it (or with --force)."""
+    p = check_output_file(path, flag)
+    if not p.exists() or force:
+        return
+    if not _written_by_plan(p, flag):
+        raise UserError(f"{flag} {path}: exists and was not written by `plan`; pass --force to replace it, or choose "
+                        f"another {flag}")
 
 
 def main(argv: list[str]) -> int:
@@ -190,13 +205,13 @@ def main(argv: list[str]) -> int:
     if len(bss) * len(space) > MAX_EVALUATIONS:
         raise UserError(f"{len(bss)} batch sizes x {len(space)} settings is more than the planner searches "
                         f"({MAX_EVALUATIONS}); narrow --batch-sizes, --steps, --topk or --draft-tokens")
-    _check_output(a.output, a.force)
-    if a.json:
-        check_output_file(a.json, "--json")
-    if a.plot:
-        check_output_file(a.plot, "--plot")
     _check_distinct(("-o", a.output), ("--json", a.json), ("--plot", a.plot), ("--bench", a.bench),
                     ("--profile", a.profile), ("--costs", a.costs))
+    _check_output(a.output, a.force)
+    if a.json:
+        _check_output(a.json, a.force, "--json")
+    if a.plot:
+        _check_output(a.plot, a.force, "--plot")
     profile = profiles.load(a.profile)
     bench_doc = sources.load_bench(a.bench) if a.bench else None
     acc = _acceptance(a, profile, bench_doc)

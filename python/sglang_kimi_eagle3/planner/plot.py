@@ -7,6 +7,7 @@ import textwrap
 TITLE = "PLANNER PREDICTION (model, not measured)"
 TITLE_CHARS = 110  # characters per title line at fontsize 8 over the axes of a 9-inch figure: wrapped, never cut
 BEST_ZORDER = 5  # above the per-steps lines (matplotlib's default for lines is 2)
+MARK = "sglang-kimi-eagle3 plan"  # PNG Software text: the plots plan wrote (commands/plan.py replaces only those)
 
 
 def wrap_title(*parts: str, chars: int = TITLE_CHARS) -> str:
@@ -71,7 +72,7 @@ def plot_plan(plan, path: str, subtitle: str) -> str:
 
     fig = plan_figure(plan, subtitle)
     buf = io.BytesIO()
-    fig.savefig(buf, dpi=120, format="png")
+    fig.savefig(buf, dpi=120, format="png", metadata={"Software": MARK})
     plt.close(fig)
     atomic_write_bytes(path, buf.getvalue(), "--plot")
     return f"wrote {path}"
