@@ -34,3 +34,10 @@ def test_plan_never_replaces_a_json_or_plot_file_it_did_not_write(tmp_path, caps
     capsys.readouterr()
     assert cli_main([*base, "--json", str(tmp_path / "notes.json")]) == 0  # plan's own file: a rerun replaces it
     assert cli_main([*base, "--plot", str(tmp_path / "photo.png")]) == 0, capsys.readouterr().err
+
+
+def test_check_refuses_a_memory_fraction_outside_0_1_before_sglang_parses(capsys):
+    for val in ("nan", "inf", "2", "-0.5", "0"):  # nan was exit 3 (ValueError in the memory check)
+        assert cli_main(["check", "--mem-fraction-static", val]) == 2, val
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and f"--mem-fraction-static {val}: expected a number in (0, 1]" in err[0], err

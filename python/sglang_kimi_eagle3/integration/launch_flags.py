@@ -1,7 +1,8 @@
 """Reading launch_server flags the way `check` and `tune` both need them (one scanner, one SGLang parser).
 
 - `flag_value(argv, *names)`: the value of the first `--name VALUE` / `--name=VALUE` (None when absent);
-- `refuse_nonpositive(argv)`: GPU and token counts SGLang's parser accepts but a launch cannot use (0, -1);
+- `refuse_nonpositive(argv)`: GPU and token counts SGLang's parser accepts but a launch cannot use (0, -1), and
+  memory fractions outside (0, 1] (nan, 2, -0.5);
 - `parse_with_sglang(argv)`: SGLang's own `prepare_server_args`, its refusal as one UserError line.
 """
 
@@ -14,6 +15,7 @@ import re
 from ..errors import UserError
 
 POSITIVE = {"--tp-size": "GPUs", "--tensor-parallel-size": "GPUs", "--context-length": "tokens"}
+FRACTIONS = {"--mem-fraction-static": "the share of GPU memory for the weights and the KV pool, e.g. 0.85"}
 
 
 def flag_values(argv: list[str], *names: str):
@@ -44,6 +46,13 @@ def refuse_nonpositive(argv: list[str]) -> None:
     for flag, val in flag_values(argv, *POSITIVE):
         if re.fullmatch(r"\s*[-+]?\d+\s*", val) and int(val) < 1:
             raise UserError(f"{flag} {val.strip()}: expected a positive integer ({POSITIVE[flag]})")
+    for flag, val in flag_values(argv, *FRACTIONS):
+        try:
+            v = float(val)
+        except ValueError:
+            continue  # not a number: SGLang's parser names it
+        if not 0 < v <= 1:  # nan and inf fail this too
+            raise UserError(f"{flag} {val.strip()}: expected a number in (0, 1] ({FRACTIONS[flag]})")
 
 
 def parse_with_sglang(argv: list[str]):
