@@ -42,7 +42,7 @@ CHOICES = {
     ENV_ADAPTIVE_MEASURE: (("on", "off"), "on"),  # integration/hooks/adaptive_control.py (measured costs)
     ENV_ADAPTIVE_POOL: (("on", "off"), "on"),  # integration/hooks/adaptive_control.py (slots learn together)
     # integration/hooks/adaptive_control.py: keep SGLang's per-step draft extend at steps 0, or skip it while every slot
-    # is off (opt-in: live in run 24 it carried c 128 at q 0.3; acceptance after a step up is not measured yet)
+    # is off (opt-in: live in runs 24-25 it bought nothing measurable at c 8-128; acceptance after a step up not measured)
     ENV_OFFSTATE_EXTEND: (("keep", "skip"), "keep"),
     ENV_STEP_CLOCK: (("on", "off"), "on"),  # integration/hooks/step_clock.py (host and GPU-wait time per decode step)
 }

@@ -24,7 +24,7 @@ How: after SGLang's __init__, a slot whose entry carries `kimi_eagle3` (only tab
   Each sync is counted (bucket `measured`).
   Pooled learning (SGLANG_KIMI_EAGLE3_ADAPTIVE_POOL, default on): every slot of a process gets the same
   planner/adaptive_control.Shared, so the slots decide on one acceptance estimate, one probe back-off and each
-  other's cost readings (on the H200, 2026-12-04, each slot learning alone ran a q 0.3 server at 0.71-0.87x of plain).
+  other's cost readings (on the H200, 2026-12-04, each slot learning alone ran a q 0.3 server at 0.72-0.91x of plain).
   The off-state's draft extend (SGLANG_KIMI_EAGLE3_OFFSTATE_EXTEND=skip, opt-in): while every slot of the process is
   at steps 0, SGLang's own SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND is set in this process (SGLang reads it every
   step), so the off-state stops running a draft forward per step; a slot leaving 0 first has its switch held for two
