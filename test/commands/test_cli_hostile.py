@@ -41,3 +41,17 @@ def test_check_refuses_a_memory_fraction_outside_0_1_before_sglang_parses(capsys
         assert cli_main(["check", "--mem-fraction-static", val]) == 2, val
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and f"--mem-fraction-static {val}: expected a number in (0, 1]" in err[0], err
+
+
+def test_bench_never_replaces_a_json_file_it_did_not_write(tmp_path, capsys):
+    mine = tmp_path / "notes.json"
+    mine.write_text('{"mine": 1}')
+    argv = ["bench", "--url", "http://127.0.0.1:9", "--concurrency", "1", "--min-requests", "1", "--rounds", "1",
+            "--warmup", "0", "--timeout", "2", "--no-progress", "--json", str(mine)]
+    assert cli_main(argv) == 2  # refused before any request (port 9: nothing listens)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"--json {mine}: exists and was not written by bench" in err[0], err
+    assert mine.read_text() == '{"mine": 1}'
+    ours = tmp_path / "run.json"
+    assert cli_main([*argv[:-1], str(ours)]) == 1  # no server: a failed run, its JSON written
+    assert cli_main([*argv[:-1], str(ours)]) == 1  # bench's own file: a rerun replaces it

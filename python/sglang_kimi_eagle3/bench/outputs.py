@@ -2,6 +2,7 @@
 server, and the verdict on a finished run.
 
 Before the first request (exit 2, one line):
+  - a --json file already there was written by bench (a user's file is never replaced);
   - --json, --baseline-json and the two PNGs under --plots are distinct files (--json equal to
     --baseline-json would overwrite the expensive baseline; --plots equal to --json fails after the run);
   - --baseline-url is not the --url server (same scheme, host and port; localhost spellings are one host);
@@ -59,6 +60,24 @@ def check_plots(plots: str) -> None:
         if not ours:
             raise UserError(f"--plots {plots}: {png} exists and was not written by bench (this run would replace it); "
                             "move it away, or give another --plots folder")
+
+
+def check_json(json_path: str) -> None:
+    """--json FILE: a file already there that bench did not write (no schema line of ours at its start; an empty file
+    holds nothing) is never replaced."""
+    from .document import SCHEMA
+
+    path = expand_path(json_path, "--json")
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(4096)
+    except FileNotFoundError:
+        return
+    except OSError:
+        head = b"?"
+    if head.strip() and f'"schema": "{SCHEMA}"'.encode() not in head:
+        raise UserError(f"--json {json_path}: exists and was not written by bench (this run would replace it); move it "
+                        "away, or give another --json")
 
 
 def _endpoint(url: str) -> tuple:

@@ -117,6 +117,7 @@ def _options(a) -> tuple[SweepConfig, dict, dict | None]:
         check_output_dir(a.plots, "--plots")
         outputs.check_plots(a.plots)
     outputs.check_distinct(a.json, a.plots, a.baseline_json)
+    outputs.check_json(a.json)  # after: --json equal to --baseline-json is named as such
     if "baseline" in servers:
         outputs.check_baseline_url(servers["spec"], servers["baseline"])
     base_doc = document.load(a.baseline_json, "--baseline-json") if a.baseline_json else None
