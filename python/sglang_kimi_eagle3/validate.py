@@ -12,6 +12,7 @@ code that uses it (ZeroDivisionError, TypeError, ...).
                                      dotted key 'a.b' names the field and reads d['b'])
   int_flag, float_flag, int_list_flag, float_list_flag, url_flag
                                      the same for command-line values ("where" = the flag)
+  refuse_empty(args, attr=flag)      a flag given '' is refused, never read as absent
   expand_path(path, flag)            the one `~` expansion: `~user` unknown, no home, empty, a parent that
                                      cannot be searched -> UserError naming the flag (never RuntimeError)
   check_output_file(path, flag)      an output file can be written (before any long work starts)
@@ -317,6 +318,15 @@ def float_list_flag(text, flag: str, lo=None, hi=None) -> list[float]:
         return [float_flag(x, flag, lo, hi) for x in parts]
     except UserError:
         raise _flag_fail(flag, text, want) from None
+
+
+def refuse_empty(args, **flags: str) -> None:
+    """attribute=flag: a flag given an empty value (`--json ''`, a shell variable that expanded to nothing) is one
+    UserError naming it, never read as the flag left out."""
+    for attr, flag in flags.items():
+        value = getattr(args, attr)
+        if value is not None and not str(value).strip(" ,"):
+            raise UserError(f"{flag} {value!r} is empty; give a value or leave {flag} out")
 
 
 def url_flag(text, flag: str) -> str:

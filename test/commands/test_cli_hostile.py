@@ -55,3 +55,18 @@ def test_bench_never_replaces_a_json_file_it_did_not_write(tmp_path, capsys):
     ours = tmp_path / "run.json"
     assert cli_main([*argv[:-1], str(ours)]) == 1  # no server: a failed run, its JSON written
     assert cli_main([*argv[:-1], str(ours)]) == 1  # bench's own file: a rerun replaces it
+
+
+def test_an_empty_flag_value_is_refused_not_read_as_absent(tmp_path, capsys):
+    """`--bench "$RUN"` with RUN unset used to plan from the preset, `--prompts ''` to send the bundled prompts."""
+    plan = ["plan", "--no-sglang-check", "-o", str(tmp_path / "cfg.json")]
+    bench = ["bench", "--url", "http://127.0.0.1:9", "--json", str(tmp_path / "b.json"), "--concurrency", "1",
+             "--warmup", "0", "--timeout", "2", "--no-progress"]
+    cases = [(plan, f, v) for f in ("--bench", "--costs", "--profile", "--json", "--plot") for v in ("", " ")]
+    cases += [(bench, f, "") for f in ("--baseline-url", "--baseline-json", "--prompts", "--workload", "--plots")]
+    cases += [(bench, "--categories", v) for v in ("", ",,")]
+    for argv, flag, value in cases:
+        assert cli_main([*argv, flag, value]) == 2, (flag, value)
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and f"{flag} {value!r} is empty; give a value or leave {flag} out" in err[0], err
+    assert not list(tmp_path.iterdir())

@@ -20,7 +20,15 @@ from ..bench.stats import latency_ratio, speedup
 from ..bench.step_costs import merge_plain
 from ..errors import UserError
 from ..terminal import HelpFormatter
-from ..validate import ArgParser, check_output_dir, check_output_file, float_flag, int_list_flag, url_flag
+from ..validate import (
+    ArgParser,
+    check_output_dir,
+    check_output_file,
+    float_flag,
+    int_list_flag,
+    refuse_empty,
+    url_flag,
+)
 
 EPILOG = """examples:
   sglang-kimi-eagle3 bench --url http://127.0.0.1:30000 --json spec.json
@@ -88,6 +96,8 @@ def _merge_baseline(doc: dict, base_doc: dict, path: str) -> None:
 
 def _options(a) -> tuple[SweepConfig, dict, dict | None]:
     """Every flag checked, every output path and the baseline read, before any request."""
+    refuse_empty(a, baseline_url="--baseline-url", baseline_json="--baseline-json", categories="--categories",
+                 prompts="--prompts", workload="--workload", plots="--plots")  # --json '' is check_output_file's
     if a.baseline_url and a.baseline_json:
         raise UserError("give --baseline-url or --baseline-json, not both")
     if a.spec_off_baseline and (a.baseline_url or a.baseline_json):

@@ -21,6 +21,7 @@ from ..validate import (
     int_flag,
     int_list_flag,
     read_json_object,
+    refuse_empty,
 )
 
 EPILOG = """examples:
@@ -193,6 +194,8 @@ def main(argv: list[str]) -> int:
             echo(f"{n:32s}  {profiles.load(n).title}")
         return 0
     # every input checked before any computing
+    refuse_empty(a, bench="--bench", costs="--costs", profile="--profile", preset="--preset", json="--json",
+                 plot="--plot")  # -o '' is check_output_file's
     tolerance = float_flag(a.tolerance, "--tolerance", 0, 1, lo_open=True)
     bss = int_list_flag(a.batch_sizes, "--batch-sizes", 1, MAX_BS, max_items=MAX_BATCH_SIZES)
     steps = int_list_flag(a.steps, "--steps", 1, MAX_STEPS, max_items=MAX_STEPS)
