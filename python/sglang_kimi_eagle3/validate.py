@@ -340,7 +340,8 @@ def url_flag(text, flag: str) -> str:
     except ValueError as exc:
         raise UserError(f"{flag} {text!r}: not a valid URL ({exc}); use e.g. http://127.0.0.1:30000") from None
     if u.scheme not in ("http", "https"):
-        raise UserError(f"{flag} {text!r}: needs an http:// or https:// scheme; use e.g. http://{raw or '127.0.0.1:30000'}")
+        rest = raw.split("://", 1)[-1].lstrip("/") or "127.0.0.1:30000"  # ftp://h -> http://h, not http://ftp://h
+        raise UserError(f"{flag} {text!r}: needs an http:// or https:// scheme; use e.g. http://{rest}")
     if not u.hostname:
         raise UserError(f"{flag} {text!r}: has no host; use e.g. http://127.0.0.1:30000")
     if u.query or u.fragment:

@@ -70,3 +70,11 @@ def test_an_empty_flag_value_is_refused_not_read_as_absent(tmp_path, capsys):
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and f"{flag} {value!r} is empty; give a value or leave {flag} out" in err[0], err
     assert not list(tmp_path.iterdir())
+
+
+def test_bench_url_with_another_scheme_suggests_the_http_url(capsys):
+    for url, fix in (("ftp://h:30000", "use e.g. http://h:30000"), ("localhost:30000", "use e.g. http://localhost:30000"),
+                     ("", "use e.g. http://127.0.0.1:30000")):
+        assert cli_main(["bench", "--url", url]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].endswith(fix), err
