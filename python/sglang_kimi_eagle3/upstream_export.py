@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import UserError
-from .validate import expand_path
+from .validate import expand_path, refuse_empty
 
 SERIES_PACKAGE = "sglang_kimi_eagle3.upstream_series"
 PR_DIR = re.compile(r"^(\d\d)-([a-z0-9][a-z0-9-]*)$")
@@ -493,6 +493,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--only")
     p.add_argument("--check", action="store_true")
     a = p.parse_args(argv[1:])
+    refuse_empty(a, sglang_src="--sglang-src", only="--only")  # --sglang-src '' would export the installed SGLang
     if a.out is None and not a.check:
         raise UserError("upstream export: --out DIR is required (or --check to only verify)")
     from .terminal import echo

@@ -78,3 +78,10 @@ def test_bench_url_with_another_scheme_suggests_the_http_url(capsys):
         assert cli_main(["bench", "--url", url]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].endswith(fix), err
+
+
+def test_upstream_export_refuses_an_empty_sglang_src(capsys):
+    for flag in ("--sglang-src", "--only"):  # --sglang-src '' exported the installed SGLang instead
+        assert cli_main(["upstream", "export", "--check", flag, ""]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and f"{flag} '' is empty; give a value or leave {flag} out" in err[0], err
