@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from sglang_kimi_eagle3.cli import main as cli_main
+from sglang_kimi_eagle3.errors import UserError
 
 STATUS = {"plugin": "0", "pid": 1, "time": "t", "table_in_effect": "auto",
           "hooks": [{"name": "draft_topk1", "status": "active", "sites": {"bound": ["a"]}, "call_sites": ["a"],
@@ -85,3 +88,14 @@ def test_upstream_export_refuses_an_empty_sglang_src(capsys):
         assert cli_main(["upstream", "export", "--check", flag, ""]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and f"{flag} '' is empty; give a value or leave {flag} out" in err[0], err
+
+
+def test_an_unknown_profile_names_the_flag_or_variable_that_gave_it(tmp_path, capsys, monkeypatch):
+    assert cli_main(["plan", "--no-sglang-check", "-o", str(tmp_path / "cfg.json"), "--profile", "nope"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--profile: hardware profile 'nope' not found; bundled: " in err[0], err
+    from sglang_kimi_eagle3.integration.adaptive_default import table_for  # the launch's adaptive table (and check's)
+
+    monkeypatch.setenv("SGLANG_KIMI_EAGLE3_ADAPTIVE_PROFILE", "nope")
+    with pytest.raises(UserError, match="^SGLANG_KIMI_EAGLE3_ADAPTIVE_PROFILE: hardware profile 'nope' not found"):
+        table_for(object())

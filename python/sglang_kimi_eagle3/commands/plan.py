@@ -215,7 +215,7 @@ def main(argv: list[str]) -> int:
         _check_output(a.json, a.force, "--json")
     if a.plot:
         _check_output(a.plot, a.force, "--plot")
-    profile = profiles.load(a.profile)
+    profile = profiles.load(a.profile, "--profile")
     bench_doc = sources.load_bench(a.bench) if a.bench else None
     acc = _acceptance(a, profile, bench_doc)
     cost = _cost(a, profile, bench_doc)

@@ -64,7 +64,7 @@ def table_for(server_args, top: int | None = None, fixed_above: int | None = Non
     from ..planner.costs import from_profile
 
     name = os.environ.get(ENV_PROFILE, "").strip() or profiles.DEFAULT_PROFILE
-    prof = profiles.load(name)
+    prof = profiles.load(name, ENV_PROFILE if os.environ.get(ENV_PROFILE, "").strip() else None)
     steps = raw_input(server_args, "speculative_num_steps")
     mem = _vocab_and_graph_bs(server_args, top)
     budget = {}
