@@ -99,3 +99,17 @@ def test_an_unknown_profile_names_the_flag_or_variable_that_gave_it(tmp_path, ca
     monkeypatch.setenv("SGLANG_KIMI_EAGLE3_ADAPTIVE_PROFILE", "nope")
     with pytest.raises(UserError, match="^SGLANG_KIMI_EAGLE3_ADAPTIVE_PROFILE: hardware profile 'nope' not found"):
         table_for(object())
+
+
+def test_tune_checks_the_table_folder_from_the_environment_before_measuring(tmp_path, capsys, monkeypatch):
+    f = tmp_path / "a-file"
+    f.write_text("mine")
+    for var, value, words in (("SGLANG_KIMI_EAGLE3_TUNE_DIR", f, f"$SGLANG_KIMI_EAGLE3_TUNE_DIR {f}: is a file"),
+                              ("XDG_CACHE_HOME", f, f"lies under {f}, which is a file")):
+        monkeypatch.delenv("SGLANG_KIMI_EAGLE3_TUNE_DIR", raising=False)
+        monkeypatch.setenv(var, str(value))
+        assert cli_main(["tune", "--dry-run"]) == 2
+        out = capsys.readouterr()
+        err = out.err.strip().splitlines()
+        assert len(err) == 1 and words in err[0] and "would be written" not in out.out, err
+    assert f.read_text() == "mine"

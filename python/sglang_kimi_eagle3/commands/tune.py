@@ -73,14 +73,23 @@ def _split(argv: list[str]) -> tuple[dict, list[str]]:
     return ours, rest
 
 
-def _cache_dir(val: str) -> str:
+def _cache_dir(val: str, flag: str = "--cache-dir") -> str:
     """--cache-dir: a folder, or a path whose existing part is one (the folder is created when writing)."""
-    p = expand_path(val, "--cache-dir")
+    p = expand_path(val, flag)
     blocker = next((q for q in (p, *p.parents) if q.exists() and not q.is_dir()), None)
     if blocker is not None:
         what = "is a file" if blocker == p else f"lies under {blocker}, which is a file"
-        raise UserError(f"--cache-dir {val}: {what}, not a folder; give a folder (created if missing)")
+        raise UserError(f"{flag} {val}: {what}, not a folder; give a folder (created if missing)")
     return val
+
+
+def _default_cache_dir() -> None:
+    """No --cache-dir: the folder serving reads ($SGLANG_KIMI_EAGLE3_TUNE_DIR, else the user cache) checked as
+    --cache-dir is, before any measuring (a file there failed the first write, after the first op)."""
+    import os
+
+    env = os.environ.get(tables.ENV_DIR, "").strip()
+    _cache_dir(str(tables.cache_dir()), f"${tables.ENV_DIR}" if env else "the tuned-table folder ($XDG_CACHE_HOME)")
 
 
 def _parsed_by_sglang(argv: list[str]) -> dict | None:
@@ -139,6 +148,8 @@ def main(argv: list[str]) -> int:
         echo(HELP)
         return 0
     ours, rest = _split(argv)
+    if ours["cache_dir"] is None:
+        _default_cache_dir()
     warnings.filterwarnings("ignore")
     logging.getLogger("sglang_kimi_eagle3").setLevel(logging.WARNING)
     if not ours["dry_run"]:
