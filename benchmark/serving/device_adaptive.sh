@@ -24,7 +24,8 @@
 #      (one uncounted warm pass per level and server), rounds sized to end by the deadline -> $OUT/e2e-q$Q.json
 #      (rewritten after every round; no plots: a call returns at most 8 files)
 #   5. $OUT: device_adaptive-q$Q.log, versions.txt, build-q$Q.log, e2e-q$Q.json, step_ratio-*-q$Q.json, logs-q$Q.tgz
-#      (server logs, status files with the adaptive_control switch counters)
+#      (server logs, status files with the adaptive_control switch counters and the step_clock rows; plain's decode
+#      steps timed by benchmark/serving/plain_clock into status/plain/clock/; the log prints both after the rounds)
 # Knobs: DA_Q (0.9), DA_OFF (0), CONC (1,8,32,128), ROUNDS (3), CAP (256: output tokens per request at most), MEMF (0.7: --mem-fraction-static as device_e2e.sh, five servers
 # co-resident), MAXTOK (65536: --max-total-tokens), BUDGET_S (555), STARTUP_S (330), DA_FIRST_S (420: the staged
 # start's wait for the first server), DA_PREBUILD (1: step 0), DA_PREBUILD_S, DA_OFFSKIP (0; 1: a sixth server, the off-state with
@@ -198,6 +199,10 @@ for name, port, extra, env_extra in servers:
            # (the off-state servers of the step ratios go without: step_ratio.py warms each level itself)
            "SGLANG_KIMI_EAGLE3_WARMUP": "off" if name in ("off", "offskip", "offext") else os.environ.get("DA_WARMUP", "on"),
            **env_extra}
+    if name == "plain":  # plain's decode steps timed like ours' step_clock row (benchmark only: plain_clock/sitecustomize)
+        env.update(PYTHONPATH=os.pathsep.join(p for p in (os.path.abspath("benchmark/serving/plain_clock"),
+                                                          os.environ.get("PYTHONPATH", "")) if p),
+                   STEP_CLOCK_DIR=f"{w}/status/plain/clock")
     argv = ["python3", "-m", "sglang.launch_server", *a, "--host", "127.0.0.1", "--port", str(port), *extra]
     with open(f"{w}/start-{name}.sh", "w") as f:
         f.write(f"exec env {' '.join(f'{k}={shlex.quote(v)}' for k, v in env.items())} {shlex.join(argv)}\n")
@@ -332,6 +337,10 @@ for name in ('adaptive_control', 'offstate_extend'):
     if r:
         print(name, r['state'], (r.get('counters') or {}).get('ours'), '...' + r['detail'][-160:], end='; ')
 " "$f" 2>/dev/null | cut -c1-700)"
+  # plain: the same medians from benchmark/serving/plain_clock (its scheduler's file)
+  [ "$n" = plain ] && for c in "$W"/status/plain/clock/plain-pid*.txt; do
+    [ -f "$c" ] && say "plain step_clock ($(basename "$c")): $(cut -c1-1200 "$c")"
+  done
   # per server: the step_clock row (per runtime state: medians of wall, launch, GPU wait, the rest; host- or GPU-bound)
   [ -n "$f" ] && say "$n step_clock: $(python3 -c "
 import json, sys

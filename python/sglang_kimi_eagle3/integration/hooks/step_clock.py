@@ -49,6 +49,7 @@ TARGETS = {  # status row -> target
                      ".process_batch_result_decode"),
 }
 KEEP = 2048  # steps kept per runtime state
+PLAIN = -1  # the key of a plain (non-speculative) worker's steps: benchmark/serving/plain_clock times plain servers
 MIN_READ = 16  # steps of a state before its medians are shown
 MAX_WALL_S = 5.0  # a longer interval is idle time, not a step
 WAITED_S = 2e-4  # a step "waited on the GPU" when blocked longer than this
@@ -59,6 +60,7 @@ _OPEN: dict = {"t0": None, "launch": 0.0, "verify": 0.0, "extend": 0.0, "steps":
 STEPS: dict[int, deque] = {}  # steps -> deque of (wall, launch, verify, extend, wait) seconds
 _READ: dict[int, int] = {}  # steps -> steps read in this process (all, not only the kept ones)
 _SHOWN: list = [None]  # the detail last put in the row
+_ALL = [False]  # time every launch's decode steps, not only ours: enable_everywhere() (benchmarks, never the plugin)
 
 
 def install() -> None:
@@ -85,7 +87,7 @@ def _is_decode(batch) -> bool:
 def _forward(original, worker, batch, *args, **kwargs):
     """AROUND EAGLEWorkerV2.forward_batch_generation: a decode launch closes the open interval (one step) and opens
     the next; anything else (a prefill, an idle batch) breaks it."""
-    if not _is_decode(batch) or our_launch() is False:
+    if not _is_decode(batch) or (not _ALL[0] and our_launch() is False):
         _OPEN["t0"] = None
         return original(worker, batch, *args, **kwargs)
     t0 = time.perf_counter()
@@ -93,7 +95,8 @@ def _forward(original, worker, batch, *args, **kwargs):
     _OPEN.update(t0=t0, verify=0.0, extend=0.0, wait=0.0, launch=0.0, steps=None)
     out = original(worker, batch, *args, **kwargs)
     _OPEN["launch"] = time.perf_counter() - t0
-    _OPEN["steps"] = getattr(worker, "speculative_num_steps", None)  # after activate_step_by_batch: the state it ran
+    # after activate_step_by_batch: the state it ran (a plain worker has none: PLAIN)
+    _OPEN["steps"] = getattr(worker, "speculative_num_steps", PLAIN)
     return out
 
 
@@ -131,6 +134,12 @@ def _close(now: float) -> None:
     _READ[steps] = _READ.get(steps, 0) + 1
 
 
+def enable_everywhere() -> None:
+    """Benchmarks only (benchmark/serving/plain_clock): time the decode steps of any launch, plain decoding included,
+    where `_forward` is hooked on that launch's worker. The plugin never calls this: foreign launches stay untouched."""
+    _ALL[0] = True
+
+
 def broken() -> None:
     """Something that is no decode step stalled this process (a serving-time compile): the open interval is not read."""
     _OPEN["t0"] = None
@@ -147,7 +156,8 @@ def summary() -> str | None:
         rest = median((r[0] - r[1] - r[4]) for r in rows) * 1e3
         waited = sum(1 for r in rows if r[4] > WAITED_S) / len(rows)
         verdict = ("host-bound" if waited < 0.25 else "GPU-bound" if waited > 0.75 else "between host- and GPU-bound")
-        parts.append(f"steps {steps}: {_READ[steps]} steps read; medians per step of the last {len(rows)}: wall "
+        label = "plain decoding" if steps == PLAIN else f"steps {steps}"
+        parts.append(f"{label}: {_READ[steps]} steps read; medians per step of the last {len(rows)}: wall "
                      f"{wall:.2f} ms, launch {launch:.2f} (verify {verify:.2f}, draft extend {extend:.2f}), waiting on "
                      f"the GPU {wait:.2f}, rest of the loop {rest:.2f}; waited over {WAITED_S * 1e3:.1f} ms in "
                      f"{waited:.0%} of steps: {verdict}")
@@ -173,3 +183,4 @@ def reset() -> None:
     STEPS.clear()
     _READ.clear()
     _SHOWN[0] = None
+    _ALL[0] = False

@@ -1,0 +1,63 @@
+"""benchmark/serving/plain_clock: on a plain server (the benchmark's comparison for ours' step_clock row), a fresh
+interpreter with the folder on PYTHONPATH runs its sitecustomize: after SGLang's own load_plugins() the plain worker's
+forward_batch_generation routes through the step_clock's launch timer, which times this launch's decode steps (the
+plugin alone would not: not an EAGLE launch), and the medians land in $STEP_CLOCK_DIR/plain-pid<PID>.txt, labelled
+plain decoding. The decode steps are driven the way HookRegistry's AROUND wrapper calls the timer (SGLang's method
+itself needs a GPU and a model)."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+from helpers import ROOT, clean_env, pythonpath
+
+pytest.importorskip("sglang.srt.managers.tp_worker")
+pytestmark = pytest.mark.slow
+
+CODE = r"""
+import json, os, time, types
+import sglang.srt.plugins as plugins
+plugins.load_plugins()
+from sglang.srt.managers.tp_worker import TpModelWorker
+from sglang.srt.model_executor.forward_batch_info import ForwardMode
+from sglang_kimi_eagle3.integration import registry
+from sglang_kimi_eagle3.integration.hooks import step_clock as sc
+hooked = registry._chain_contains(TpModelWorker.forward_batch_generation, sc._forward)
+batch = types.SimpleNamespace(forward_mode=ForwardMode.DECODE, is_extend_in_batch=False)
+for _ in range(40):  # launch (1 ms of host), then the previous result's wait (the plugin's BEFORE timer), then the rest
+    sc._forward(lambda w, b: time.sleep(0.001), object(), batch)
+    sc._wait(object(), object(), types.SimpleNamespace(copy_done=types.SimpleNamespace(synchronize=lambda: time.sleep(0.004))))
+    time.sleep(0.001)
+time.sleep(1.0)
+d = os.environ["STEP_CLOCK_DIR"]
+files = sorted(os.listdir(d))
+print(json.dumps({"hooked": hooked, "all": sc._ALL[0], "files": files,
+                  "text": open(os.path.join(d, files[0])).read() if files else None}))
+"""
+
+
+def test_a_plain_servers_decode_steps_are_timed_and_written(tmp_path):
+    env = clean_env(STEP_CLOCK_DIR=str(tmp_path / "clock"), STEP_CLOCK_PERIOD_S="0.2")
+    env["PYTHONPATH"] = pythonpath(ROOT / "benchmark" / "serving" / "plain_clock")
+    cp = subprocess.run([sys.executable, "-c", CODE], capture_output=True, text=True, timeout=300, env=env, cwd=str(ROOT))
+    assert cp.returncode == 0, cp.stderr[-3000:]
+    out = json.loads(cp.stdout.strip().splitlines()[-1])
+    assert out["hooked"] and out["all"]
+    assert out["files"] == [f for f in out["files"] if f.startswith("plain-pid")] and len(out["files"]) == 1
+    text = out["text"]
+    assert text.startswith("plain decoding: 39 steps read") and text.rstrip().endswith("GPU-bound"), text
+
+
+def test_without_the_folder_set_nothing_is_hooked(tmp_path):
+    env = clean_env()
+    env.pop("STEP_CLOCK_DIR", None)
+    env["PYTHONPATH"] = pythonpath(ROOT / "benchmark" / "serving" / "plain_clock")
+    code = ("import json, sglang.srt.plugins as p; p.load_plugins()\n"
+            "from sglang.srt.managers.tp_worker import TpModelWorker\n"
+            "from sglang_kimi_eagle3.integration import registry\n"
+            "from sglang_kimi_eagle3.integration.hooks import step_clock as sc\n"
+            "print(json.dumps([registry._chain_contains(TpModelWorker.forward_batch_generation, sc._forward), sc._ALL[0]]))")
+    cp = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env, cwd=str(ROOT))
+    assert cp.returncode == 0, cp.stderr[-3000:]
+    assert json.loads(cp.stdout.strip().splitlines()[-1]) == [False, False]
