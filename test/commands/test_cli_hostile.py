@@ -113,3 +113,12 @@ def test_tune_checks_the_table_folder_from_the_environment_before_measuring(tmp_
         err = out.err.strip().splitlines()
         assert len(err) == 1 and words in err[0] and "would be written" not in out.out, err
     assert f.read_text() == "mine"
+
+
+def test_plan_bench_without_spec_fields_names_the_file_and_the_fix(tmp_path, capsys):
+    bench = tmp_path / "plain.json"  # a baseline run's JSON handed to plan: no steps anywhere in it
+    bench.write_text(json.dumps({"schema": "sglang-kimi-eagle3-bench/1", "levels": [{"concurrency": 1}]}))
+    assert cli_main(["plan", "--no-sglang-check", "-o", str(tmp_path / "cfg.json"), "--bench", str(bench)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"--bench {bench}: the speculative server's steps are unknown" in err[0], err
+    assert "--acceptance-conditional" in err[0]

@@ -76,7 +76,7 @@ def load_bench(path: str) -> dict:
     return load(path, "--bench")
 
 
-def bench_setting(doc: dict) -> tuple[int, int, int]:
+def bench_setting(doc: dict, path: str | None = None) -> tuple[int, int, int]:
     """(steps, topk, draft tokens) the speculative server ran: the `setting` bench trusted (its /server_info
     checked against its answers), else its /server_info, else the histograms."""
     info = (doc.get("servers") or {}).get("spec") or {}
@@ -89,7 +89,9 @@ def bench_setting(doc: dict) -> tuple[int, int, int]:
     topk = info.get("speculative_eagle_topk") or 1
     n = info.get("speculative_num_draft_tokens") or (steps + 1 if steps else None)
     if not steps:
-        raise UserError("bench JSON: the speculative server's steps are unknown (no /server_info and no spec fields)")
+        raise UserError(f"{'--bench ' + str(path) if path else 'bench JSON'}: the speculative server's steps are unknown "
+                        "(no /server_info and no spec fields): give a bench JSON of a run against the speculating "
+                        "server, or the acceptance itself (--acceptance-conditional, --alpha)")
     dpv = (doc.get("overall") or {}).get("drafts_per_verify")
     if info.get("speculative_num_steps") and dpv and not info.get("speculative_adaptive") and dpv != int(n) - 1:
         raise UserError(f"bench JSON: the server's /server_info says steps {steps} / topk {topk} / {n} draft tokens "
@@ -100,7 +102,7 @@ def bench_setting(doc: dict) -> tuple[int, int, int]:
 
 def from_bench(doc: dict, path: str) -> Acceptance:
     """Pool every speculative request's histogram (acceptance is a property of drafter and data, not of load)."""
-    steps, topk, n = bench_setting(doc)
+    steps, topk, n = bench_setting(doc, path)
     hist: list[int] = []
     for lv in doc["levels"]:
         h = (lv.get("spec") or {}).get("histogram") or []
