@@ -147,9 +147,8 @@ def env_errors() -> list[str]:
     from .policy.context import resolve_policy
 
     out = []
-    for check in (enabled, lambda: env_choice(ENV_KERNELS), lambda: env_choice(ENV_PREFLIGHT),
-                  lambda: env_choice(ENV_WARMUP), lambda: env_choice(ENV_ADAPTIVE), lambda: env_choice(ENV_OFFSTATE),
-                  lambda: env_choice(ENV_OFFSTATE_EXTEND), lambda: env_choice(ENV_STEP_CLOCK), resolve_policy):
+    # every enumerated variable (CHOICES), so none is left to fail later inside a serving scheduler
+    for check in (enabled, *(partial(env_choice, name) for name in CHOICES), resolve_policy):
         try:
             check()
         except UserError as exc:

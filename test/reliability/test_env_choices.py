@@ -1,0 +1,24 @@
+"""Every enumerated variable of this plugin (base.CHOICES) with a value it does not accept is one line of
+`env_errors()`, which `check`, the plugin's entry point and the launch step act on before any scheduler starts: none is
+left to fail later inside a serving scheduler (before 2026-12-04, SGLANG_KIMI_EAGLE3_ADAPTIVE_MEASURE and _ADAPTIVE_POOL
+were read only there)."""
+
+import pytest
+
+from sglang_kimi_eagle3 import base
+
+
+@pytest.mark.parametrize("name", sorted(base.CHOICES))
+def test_a_bad_value_of_each_enumerated_variable_is_listed(monkeypatch, name):
+    for other in base.CHOICES:
+        monkeypatch.delenv(other, raising=False)
+    monkeypatch.setenv(name, "bogus")
+    errors = base.env_errors()
+    choices = "|".join(base.CHOICES[name][0])
+    assert errors == [f"{name}='bogus' is not one of {choices}; unset it or pick one"]
+
+
+def test_the_defaults_are_accepted(monkeypatch):
+    for name in base.CHOICES:
+        monkeypatch.delenv(name, raising=False)
+    assert base.env_errors() == []
