@@ -135,3 +135,46 @@ def test_a_kernel_module_that_does_not_import_is_named_with_its_reason(fake_gpu,
     msg = str(e.value)
     assert "kernel modules tree do not import here (tree: RuntimeError: JIT build of tree failed: nvcc not found)" \
         in msg and "\n" not in msg, msg
+
+
+@pytest.mark.parametrize("content,why", [
+    ("not json {", "is not a launch table tune can read (Expecting value"),
+    ('{"ops": {"draft_topk": {"rules": "x"}}}', "ops.draft_topk: rules not of a launch table's type"),
+    ('{"ops": {"draft_topk": 3}}', "ops.draft_topk: the entry itself not of a launch table's type"),
+])
+def test_a_table_file_tune_cannot_read_or_merge_is_refused_before_measuring_and_kept(fake_gpu, monkeypatch, content,
+                                                                                      why):
+    """A damaged or hand-edited file where this GPU's table goes: one line before any measurement, the file untouched
+    (it was read as no table, measured over, then replaced; a malformed op crashed the merge after measuring)."""
+    from sglang_kimi_eagle3.errors import UserError
+
+    if content.startswith("{"):  # a readable table of this environment, one op malformed
+        data = {**tables.environment(*H200), **json.loads(content)}
+        content = json.dumps(data)
+    path = fake_gpu / "NVIDIA_H200.json"
+    path.write_text(content)
+    measured = []
+    monkeypatch.setattr(tune_run, "_measure", lambda m, *a: measured.append(m) or pytest.fail("measured"))
+    todo = [m for m in measurements(shapes()) if m["op"] == "draft_topk"]
+    ours = {"cache_dir": str(fake_gpu), "ignore_bundled": True, "quick": True}
+    with pytest.raises(UserError) as e:
+        tune_run.run(shapes(), todo, "t", ours, "sglang-kimi-eagle3 tune", spec_ops())
+    assert why in str(e.value) and str(path) in str(e.value) and "\n" not in str(e.value), str(e.value)
+    assert path.read_text() == content and not measured
+
+
+def test_a_failed_table_write_is_one_line_naming_the_file(fake_gpu, monkeypatch):
+    from sglang_kimi_eagle3.errors import UserError
+    from sglang_kimi_eagle3.tuning import cache
+
+    def full(path, table):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(tune_run, "_measure", canned())
+    monkeypatch.setattr(cache, "write_table", full)
+    todo = [m for m in measurements(shapes()) if m["op"] == "draft_topk"]
+    ours = {"cache_dir": str(fake_gpu), "ignore_bundled": True, "quick": True}
+    with pytest.raises(UserError) as e:
+        tune_run.run(shapes(), todo, "t", ours, "sglang-kimi-eagle3 tune", spec_ops())
+    msg = str(e.value)
+    assert msg.startswith(f"tune: could not write the launch table {fake_gpu / 'NVIDIA_H200.json'}: No space left on "
+                          "device;") and "--cache-dir" in msg, msg

@@ -9,6 +9,7 @@ runs outside its CUDA graphs (EAGER_OPS: the verify ops) on the eager per-call t
 from __future__ import annotations
 
 import datetime as _dt
+import re
 import sys
 import time
 
@@ -77,6 +78,40 @@ def _time(fn, items, quick):
     return replay_time_us(fn, items, samples=9 if quick else 15, replays=3 if quick else 5)["us"]
 
 
+OP_FIELDS = {"default": dict, "rules": list, "wins": list, "measured": dict}
+
+
+def previous_table(name: str, cc, cache_dir) -> dict | None:
+    """The user table of this GPU that this run adds to: None where there is none or it is another environment's (a
+    stale table is replaced, as `check` and `status` advise); UserError, before anything is measured, where the file
+    there is not a table `tune` can read or merge (a damaged or foreign file is never replaced unread)."""
+    from ..ops import tables
+
+    table, path, note = tables.user_table(name, cc, cache_dir)
+    if table is None:
+        why = re.search(r"unreadable \((.*)\); rerun", note or "")
+        if why:
+            raise UserError(f"tune: {path} is not a launch table tune can read ({why.group(1)}); move it away or delete "
+                            f"it, then rerun")
+        return None
+    for op, spec in table["ops"].items():
+        bad = [k for k, kind in OP_FIELDS.items() if k in spec and not isinstance(spec[k], kind)] if isinstance(
+            spec, dict) else ["the entry itself"]
+        if bad:
+            raise UserError(f"tune: {path}: ops.{op}: {', '.join(bad)} not of a launch table's type (hand-edited?); "
+                            f"fix or delete that entry, or move the file away, then rerun")
+    return table
+
+
+def write(path, table: dict) -> None:
+    """cache.write_table, a failed write (disk full, a read-only folder) one line naming the file (UserError)."""
+    try:
+        cache.write_table(path, table)
+    except OSError as exc:
+        raise UserError(f"tune: could not write the launch table {path}: {exc.strerror or exc}; free space or pass "
+                        f"--cache-dir DIR (a folder that accepts files), then rerun") from exc
+
+
 def run(shapes: TuneShapes, todo: list[dict], title: str, ours: dict, command: str, sg) -> int:
     """Measure `todo` on this GPU against SGLang's kernels `sg` (integration/upstream_kernels.spec_ops);
     ours: cache_dir (None: tables.cache_dir()), ignore_bundled, quick. The table in effect afterwards is
@@ -98,7 +133,7 @@ def run(shapes: TuneShapes, todo: list[dict], title: str, ours: dict, command: s
                         f"needed to compare against: install sglang or set $SITE")
     env = tables.environment(name, cc)
     path = tables.table_path(name, ours["cache_dir"])
-    old, _, _ = tables.user_table(name, cc, ours["cache_dir"])
+    old = previous_table(name, cc, ours["cache_dir"])
     table = {**env, "arch": f"sm{cc[0]}{cc[1]}", "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%MZ"),
              "torch": torch.__version__, "source": (f"{command}; wins: exact and ours < {WIN_MARGIN} x SGLang in the same run "
                         "(verify ops: on GPU time and on the eager per-call time)"),
@@ -123,12 +158,12 @@ def run(shapes: TuneShapes, todo: list[dict], title: str, ours: dict, command: s
             last = i + 1 == len(todo) or todo[i + 1]["op"] != m["op"]
             if last:  # write after each op: Ctrl-C keeps what finished
                 table["ops"][m["op"]] = cache.merge_op(previous.get(m["op"]), spec)
-                cache.write_table(path, table)
+                write(path, table)
         progress(len(todo), len(todo), f"done in {time.perf_counter() - t0:.0f} s")
     except (KeyboardInterrupt, UserError) as exc:
         for op, spec in ops_done.items():  # the op in progress too: its finished shapes
             table["ops"][op] = cache.merge_op(previous.get(op), spec)
-        cache.write_table(path, table)
+        write(path, table)
         what = "interrupted" if isinstance(exc, KeyboardInterrupt) else "stopped"
         print(f"{what}: kept the {len(rows)} shapes measured so far in {path}", file=sys.stderr)
         raise
