@@ -138,6 +138,20 @@ def test_unreadable_table_is_a_note_not_a_crash(tune_dir):
     assert "unreadable" in tables.load_table(H200, SM90)["origin"]
 
 
+def test_a_hand_edited_op_entry_is_a_note_and_the_bundled_table_decides(tune_dir, tmp_path, monkeypatch):
+    """A user table whose `wins` is no list of names would raise inside a serving kernel hook (SGLang does not catch
+    it there): ignored with a note, like an unreadable file."""
+    monkeypatch.setenv(tables.ENV_BUNDLED, str(_bundled_with_graph_wins(tmp_path / "bundled")))
+    bad = user_table()
+    bad["ops"]["draft_topk"]["wins"] = "V4000:k1:bs1"
+    cache.write_table(tables.table_path(H200), bad)
+    table, path, note = tables.user_table(H200, SM90)
+    assert table is None and "unreadable (ops.draft_topk: wins not of a launch table's type)" in note, note
+    tables.clear_cache()
+    t = tables.load_table(H200, SM90)
+    assert t["origin"].startswith("bundled ") and f"note: ignored {path}" in t["origin"]
+
+
 def test_retuning_replaces_only_the_shapes_it_measured():
     r = lambda bs, cfg: {"min_bs": bs, "max_bs": bs, "min_rows": 4000, "max_rows": 4000, "config": cfg}  # noqa: E731
     old = {"default": {}, "rules": [r(1, {"a": 1}), r(8, {"a": 8})], "wins": ["bs1", "bs8"],

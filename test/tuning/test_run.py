@@ -139,8 +139,9 @@ def test_a_kernel_module_that_does_not_import_is_named_with_its_reason(fake_gpu,
 
 @pytest.mark.parametrize("content,why", [
     ("not json {", "is not a launch table tune can read (Expecting value"),
-    ('{"ops": {"draft_topk": {"rules": "x"}}}', "ops.draft_topk: rules not of a launch table's type"),
-    ('{"ops": {"draft_topk": 3}}', "ops.draft_topk: the entry itself not of a launch table's type"),
+    ('{"ops": {"draft_topk": {"rules": "x"}}}', "can read (ops.draft_topk: rules not of a launch table's type)"),
+    ('{"ops": {"draft_topk": 3}}', "can read (ops.draft_topk: the entry itself not of a launch table's type)"),
+    ('{"ops": {"draft_topk": {"wins": [1]}}}', "can read (ops.draft_topk: a win not of a launch table's type)"),
 ])
 def test_a_table_file_tune_cannot_read_or_merge_is_refused_before_measuring_and_kept(fake_gpu, monkeypatch, content,
                                                                                       why):

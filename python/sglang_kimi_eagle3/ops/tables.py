@@ -113,6 +113,22 @@ def stale_reason(table: dict, env: dict) -> str | None:
     return None
 
 
+OP_FIELDS = {"default": dict, "rules": list, "wins": list, "measured": dict, "graph_wins": list}
+
+
+def malformed_op(spec) -> str:
+    """"" for an op entry of a launch table whose fields have their types (rules: objects, wins: names), else what
+    is not."""
+    if not isinstance(spec, dict):
+        return "the entry itself"
+    bad = [k for k, kind in OP_FIELDS.items() if k in spec and not isinstance(spec[k], kind)]
+    if not bad and not all(isinstance(r, dict) for r in spec.get("rules", [])):
+        bad.append("a rule")
+    if not bad and not all(isinstance(w, str) for w in [*spec.get("wins", []), *spec.get("graph_wins", [])]):
+        bad.append("a win")
+    return ", ".join(bad)
+
+
 def user_table(device_name: str | None, cc: tuple[int, int] | None,
                directory: str | os.PathLike | None = None) -> tuple[dict | None, Path | None, str | None]:
     """(table, path, note): the user-tuned table for this exact GPU, or (None, path, why not)."""
@@ -125,6 +141,10 @@ def user_table(device_name: str | None, cc: tuple[int, int] | None,
         table = json.loads(path.read_text())
         if not isinstance(table, dict) or not isinstance(table.get("ops"), dict):
             raise ValueError("no 'ops' object")
+        for op, spec in table["ops"].items():  # a hand-edited entry would raise inside a serving kernel hook
+            bad = malformed_op(spec)
+            if bad:
+                raise ValueError(f"ops.{op}: {bad} not of a launch table's type")
     except (OSError, ValueError) as exc:
         return None, path, f"ignored {path}: unreadable ({exc}); rerun `sglang-kimi-eagle3 tune` or delete it"
     why = stale_reason(table, environment(device_name, cc))
