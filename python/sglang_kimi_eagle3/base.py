@@ -29,6 +29,9 @@ ENV_ADAPTIVE_MEASURE = "SGLANG_KIMI_EAGLE3_ADAPTIVE_MEASURE"
 ENV_ADAPTIVE_POOL = "SGLANG_KIMI_EAGLE3_ADAPTIVE_POOL"
 ENV_OFFSTATE_EXTEND = "SGLANG_KIMI_EAGLE3_OFFSTATE_EXTEND"
 ENV_STEP_CLOCK = "SGLANG_KIMI_EAGLE3_STEP_CLOCK"
+ENV_DIRECT_LAUNCH = "SGLANG_KIMI_EAGLE3_DIRECT_LAUNCH"  # read in ops/_host.py (as != "0")
+ENV_INT_POINTERS = "SGLANG_KIMI_EAGLE3_INT_POINTERS"  # read in ops/_host.py (as != "0")
+ENV_BUNDLED_DIR = "SGLANG_KIMI_EAGLE3_BUNDLED_DIR"  # read in ops/tables.py
 
 _ON = ("1", "true", "on", "yes")
 _OFF = ("0", "false", "off", "no")
@@ -45,6 +48,9 @@ CHOICES = {
     # is off (opt-in: live in runs 24-25 it bought nothing measurable at c 8-128; acceptance after a step up not measured)
     ENV_OFFSTATE_EXTEND: (("keep", "skip"), "keep"),
     ENV_STEP_CLOCK: (("on", "off"), "on"),  # integration/hooks/step_clock.py (host and GPU-wait time per decode step)
+    # ops/_host.py: our verify ops' kept launches call Triton's C launch directly / take pointers as ints (0: not)
+    ENV_DIRECT_LAUNCH: (("1", "0"), "1"),
+    ENV_INT_POINTERS: (("1", "0"), "1"),
 }
 
 
@@ -142,13 +148,22 @@ def env_choice(name: str) -> str:
     return value
 
 
+def _bundled_dir_error() -> None:
+    """SGLANG_KIMI_EAGLE3_BUNDLED_DIR, where set, must be a folder (an empty one hides the bundled tables; a typo would
+    hide them silently)."""
+    raw = os.environ.get(ENV_BUNDLED_DIR, "")
+    if raw.strip() and not os.path.isdir(os.path.expanduser(raw.strip())):
+        raise UserError(f"{ENV_BUNDLED_DIR}={raw!r} is not a folder; unset it, or point it at a folder of launch tables "
+                        f"(an empty folder hides the bundled ones)")
+
+
 def env_errors() -> list[str]:
     """One line per of our variables holding a value we do not accept (empty when all are fine)."""
     from .policy.context import resolve_policy
 
     out = []
     # every enumerated variable (CHOICES), so none is left to fail later inside a serving scheduler
-    for check in (enabled, *(partial(env_choice, name) for name in CHOICES), resolve_policy):
+    for check in (enabled, *(partial(env_choice, name) for name in CHOICES), resolve_policy, _bundled_dir_error):
         try:
             check()
         except UserError as exc:

@@ -22,3 +22,13 @@ def test_the_defaults_are_accepted(monkeypatch):
     for name in base.CHOICES:
         monkeypatch.delenv(name, raising=False)
     assert base.env_errors() == []
+
+
+def test_a_bundled_table_folder_that_is_not_one_is_listed(monkeypatch, tmp_path):
+    for other in base.CHOICES:
+        monkeypatch.delenv(other, raising=False)
+    monkeypatch.setenv(base.ENV_BUNDLED_DIR, str(tmp_path / "typo"))
+    assert base.env_errors() == [f"{base.ENV_BUNDLED_DIR}={str(tmp_path / 'typo')!r} is not a folder; unset it, or point "
+                                 "it at a folder of launch tables (an empty folder hides the bundled ones)"]
+    monkeypatch.setenv(base.ENV_BUNDLED_DIR, str(tmp_path))  # an empty folder: accepted (it hides them)
+    assert base.env_errors() == []
