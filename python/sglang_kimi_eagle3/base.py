@@ -151,8 +151,10 @@ def env_choice(name: str) -> str:
 def _bundled_dir_error() -> None:
     """SGLANG_KIMI_EAGLE3_BUNDLED_DIR, where set, must be a folder (an empty one hides the bundled tables; a typo would
     hide them silently)."""
+    from .validate import expand_path
+
     raw = os.environ.get(ENV_BUNDLED_DIR, "")
-    if raw.strip() and not os.path.isdir(os.path.expanduser(raw.strip())):
+    if raw.strip() and not expand_path(raw.strip(), f"${ENV_BUNDLED_DIR}").is_dir():
         raise UserError(f"{ENV_BUNDLED_DIR}={raw!r} is not a folder; unset it, or point it at a folder of launch tables "
                         f"(an empty folder hides the bundled ones)")
 
