@@ -129,6 +129,18 @@ def malformed_op(spec) -> str:
     return ", ".join(bad)
 
 
+def read_user_table(path: Path) -> dict:
+    """A user table file, read and checked: OSError / ValueError (the reason) where it is not one this plugin can use."""
+    table = json.loads(path.read_text())
+    if not isinstance(table, dict) or not isinstance(table.get("ops"), dict):
+        raise ValueError("no 'ops' object")
+    for op, spec in table["ops"].items():  # a hand-edited entry would raise inside a serving kernel hook
+        bad = malformed_op(spec)
+        if bad:
+            raise ValueError(f"ops.{op}: {bad} not of a launch table's type")
+    return table
+
+
 def user_table(device_name: str | None, cc: tuple[int, int] | None,
                directory: str | os.PathLike | None = None) -> tuple[dict | None, Path | None, str | None]:
     """(table, path, note): the user-tuned table for this exact GPU, or (None, path, why not)."""
@@ -138,13 +150,7 @@ def user_table(device_name: str | None, cc: tuple[int, int] | None,
     if not path.is_file():
         return None, path, None
     try:
-        table = json.loads(path.read_text())
-        if not isinstance(table, dict) or not isinstance(table.get("ops"), dict):
-            raise ValueError("no 'ops' object")
-        for op, spec in table["ops"].items():  # a hand-edited entry would raise inside a serving kernel hook
-            bad = malformed_op(spec)
-            if bad:
-                raise ValueError(f"ops.{op}: {bad} not of a launch table's type")
+        table = read_user_table(path)
     except (OSError, ValueError) as exc:
         return None, path, f"ignored {path}: unreadable ({exc}); rerun `sglang-kimi-eagle3 tune` or delete it"
     why = stale_reason(table, environment(device_name, cc))

@@ -9,7 +9,6 @@ runs outside its CUDA graphs (EAGER_OPS: the verify ops) on the eager per-call t
 from __future__ import annotations
 
 import datetime as _dt
-import re
 import sys
 import time
 
@@ -85,14 +84,14 @@ def previous_table(name: str, cc, cache_dir) -> dict | None:
     replaced unread)."""
     from ..ops import tables
 
-    table, path, note = tables.user_table(name, cc, cache_dir)
-    if table is None:
-        why = re.search(r"unreadable \((.*)\); rerun", note or "")
-        if why:
-            raise UserError(f"tune: {path} is not a launch table tune can read ({why.group(1)}); move it away or delete "
-                            f"it, then rerun")
-        return None
-    return table
+    path = tables.table_path(name, cache_dir)
+    if path.is_file():
+        try:
+            tables.read_user_table(path)
+        except (OSError, ValueError) as exc:
+            raise UserError(f"tune: {path} is not a launch table tune can read ({exc}); move it away or delete it, "
+                            f"then rerun") from exc
+    return tables.user_table(name, cc, cache_dir)[0]
 
 
 def write(path, table: dict) -> None:
