@@ -362,14 +362,25 @@ def series_md(pkg: Path, prs: list[PR]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _written_before(out: Path) -> set[str]:
-    """The paths (relative to DIR) an earlier export recorded in DIR's manifest; empty when there is none."""
-    try:
-        data = json.loads((out / MANIFEST).read_text())
-    except (OSError, ValueError):
+WRITTEN_BY = "sglang-kimi-eagle3 upstream export"
+
+
+def _read_manifest(out: Path) -> set[str] | None:
+    """The paths (relative to DIR) an earlier export recorded in DIR's manifest; empty when there is none;
+    None when a file or folder of that name is there that export did not write (the user's: never replaced)."""
+    path = out / MANIFEST
+    if not os.path.lexists(path):
         return set()
-    files = data.get("files") if isinstance(data, dict) else None
-    return {f for f in files if isinstance(f, str)} if isinstance(files, list) else set()
+    try:
+        data = json.loads(path.read_text()) if path.is_file() and not path.is_symlink() else None
+    except (OSError, ValueError):
+        return None
+    files = data.get("files") if isinstance(data, dict) and data.get("written_by") == WRITTEN_BY else None
+    return {f for f in files if isinstance(f, str)} if isinstance(files, list) else None
+
+
+def _written_before(out: Path) -> set[str]:
+    return _read_manifest(out) or set()
 
 
 def _listing(out: Path, name: str) -> list[str]:
@@ -406,6 +417,9 @@ def _check_out(out: str) -> Path:
     except OSError as exc:
         raise UserError(f"--out {out}: cannot create files in {here} ({exc.strerror or exc}); give a folder this "
                         "user can write in") from None
+    if _read_manifest(p) is None:
+        raise UserError(f"--out {out}: {p / MANIFEST} was not written by upstream export (export keeps its list of "
+                        "written files under that name): move it away, or give another --out")
     rel = _foreign(p)
     if rel is not None:
         raise UserError(f"--out {out}: {p / rel} was not written by upstream export (it is not listed in {p / MANIFEST}) "
@@ -414,7 +428,7 @@ def _check_out(out: str) -> Path:
 
 
 def _record(out: Path, files: set[str]) -> None:
-    _write(out / MANIFEST, json.dumps({"written_by": "sglang-kimi-eagle3 upstream export",
+    _write(out / MANIFEST, json.dumps({"written_by": WRITTEN_BY,
                                        "files": sorted(files)}, indent=0) + "\n")
 
 

@@ -175,6 +175,25 @@ def test_a_users_files_in_the_out_folder_are_never_replaced(tmp_path, capsys):
     assert (other / "SERIES.md").read_text() == "mine" and sorted(p.name for p in other.iterdir()) == ["SERIES.md"]
 
 
+def test_a_users_file_named_like_the_manifest_is_never_replaced(tmp_path, capsys):
+    """Data loss: DIR/.sglang-kimi-eagle3-export.json that export did not write (any JSON of the user's, or a
+    folder of that name) is refused, exit 2 in one line naming it, before any work; export's own manifest is not."""
+    name = upstream_export.MANIFEST
+    for content in ('{"files": ["patches/x"]}\n', "notes\n", '{"written_by": "me"}\n'):
+        out = tmp_path / "o"
+        out.mkdir()
+        (out / name).write_text(content)
+        assert cli.main(["upstream", "export", "--out", str(out)]) == 2, content
+        err = capsys.readouterr().err
+        assert str(out / name) in err and "move it away" in err and len(err.strip().splitlines()) == 1, err
+        assert (out / name).read_text() == content and sorted(p.name for p in out.iterdir()) == [name]
+        shutil.rmtree(out)
+    out = tmp_path / "o"
+    (out / name).mkdir(parents=True)
+    assert cli.main(["upstream", "export", "--out", str(out)]) == 2
+    assert str(out / name) in capsys.readouterr().err and (out / name).is_dir()
+
+
 def test_out_that_is_a_file_or_read_only_or_unexpandable_exits_2(tmp_path, capsys):
     f = tmp_path / "file"
     f.write_text("kept")
