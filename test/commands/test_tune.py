@@ -39,6 +39,14 @@ def test_dry_run_with_launch_flags(capsys):
     assert "lm_head_gemv" not in out and "Would measure 9 (op, shape) points" in out
 
 
+def test_flags_without_a_model_path_change_the_embedded_default_as_check_does(capsys):
+    """`tune --dry-run --tp-size 4` is the embedded default at TP 4 (as `check --tp-size 4`), not a refusal."""
+    assert main(["tune", "--dry-run", "--quick", "--tp-size", "4", "--cuda-graph-max-bs-decode", "8"]) == 0
+    out = " ".join(capsys.readouterr().out.split())  # echo wraps to the terminal
+    assert "the embedded default" in out and "with --tp-size 4 --cuda-graph-max-bs-decode 8" in out, out
+    assert "shard 8000 rows" in out and "bs 1,8 (draft), 1,8 (verify)" in out, out  # --quick within the cap
+
+
 def test_bad_tune_flags_exit_2(capsys):
     assert main(["tune", "--dry-run", "--ops", "nope"]) == 2
     assert "unknown op(s) nope" in capsys.readouterr().err

@@ -61,7 +61,11 @@ def test_llama_tp1_and_batch_grid():
     assert bs_grid(DRAFT_BS, 500) == DRAFT_BS and bs_grid(DRAFT_BS, 1) == (1,)
     q = from_configs(read_config(LLAMA_8B), read_config(LLAMA_8B_DRAFT), tp=1, topk=1, steps=3, draft_tokens=4,
                      max_bs=48, quick=True)
-    assert q.draft_bs == QUICK_BS == q.verify_bs
+    assert q.draft_bs == (1, 32, 64) == q.verify_bs  # the quick sizes the cap reaches, and the cap's bucket
+    for cap, want in ((None, QUICK_BS), (8, (1, 8)), (1, (1,)), (500, (1, 32, 128))):
+        q = from_configs(read_config(LLAMA_8B), read_config(LLAMA_8B_DRAFT), tp=1, topk=1, steps=3, draft_tokens=4,
+                         max_bs=cap, quick=True)
+        assert q.draft_bs == want, cap
 
 
 def test_bad_inputs_are_user_errors():

@@ -33,7 +33,7 @@ table that `SGLANG_KIMI_EAGLE3_KERNELS=auto` (the default) uses on this GPU befo
 launch_server flags = the embedded default (as `check`).
 
   --dry-run         print the shapes and ops it would measure, and where the table would go (no GPU)
-  --quick           batch sizes 1, 32, 128 and a smaller search grid (a few minutes at most)
+  --quick           batch sizes 1, 32, 128 (those the batch cap reaches) and a smaller search grid
   --cache-dir DIR   where to write (default: $SGLANG_KIMI_EAGLE3_TUNE_DIR, else \
 $XDG_CACHE_HOME/sglang-kimi-eagle3/tuned); serving reads $SGLANG_KIMI_EAGLE3_TUNE_DIR or the default
   --ignore-bundled  measure as if no bundled table existed (search seeds and report ignore it)
@@ -111,12 +111,15 @@ def _parsed_by_sglang(argv: list[str]) -> dict | None:
 def deployment_shapes(rest: list[str], quick: bool) -> tuple[TuneShapes, str, str]:
     """(shapes, title, how the flags were read) for launch_server flags (none: the embedded default)."""
     from ..configs import read_config
-    from ..profiles import DEFAULT_ARGV, DEFAULT_DEPLOYMENT_NAME
-    from .check import resolve_model_paths
+    from ..profiles import DEFAULT_DEPLOYMENT_NAME
+    from .check import overlay_default, resolve_model_paths
 
-    embedded = not rest
+    # no model path: the embedded default, with any flags given replacing its own (as `check --tp-size 4`)
+    embedded = not any(a in ("--model-path", "--model") or a.startswith(("--model-path=", "--model=")) for a in rest)
     title = f"the embedded default: {DEFAULT_DEPLOYMENT_NAME}" if embedded else "launch_server " + " ".join(rest)
-    argv, _labels = resolve_model_paths(list(DEFAULT_ARGV) if embedded else list(rest))
+    if embedded and rest:
+        title += " - with " + " ".join(rest)
+    argv, _labels = resolve_model_paths(overlay_default(list(rest)) if embedded else list(rest))
     parsed = _parsed_by_sglang(argv)
     how = "flags parsed by SGLang's launch_server parser"
     if parsed is None:

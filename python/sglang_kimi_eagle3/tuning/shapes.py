@@ -53,6 +53,13 @@ def bs_grid(buckets: tuple[int, ...], max_bs: int | None) -> tuple[int, ...]:
     return tuple(out)
 
 
+def quick_grid(full: tuple[int, ...], max_bs: int | None) -> tuple[int, ...]:
+    """--quick: QUICK_BS, or with a batch cap those below the cap's bucket plus that bucket (the key it runs)."""
+    if not max_bs:
+        return QUICK_BS
+    return tuple(sorted({b for b in QUICK_BS if b < full[-1]} | {full[-1]}))
+
+
 @dataclass(slots=True)
 class TuneShapes:
     hidden: int  # draft hidden size (the lm_head's input width)
@@ -77,8 +84,8 @@ class TuneShapes:
         if self.topk > 16:
             raise UserError(f"--speculative-eagle-topk {self.topk}: our draft top-k kernels take k <= 16")
         self.rows = shard_rows(self.draft_vocab, self.tp)
-        self.draft_bs = QUICK_BS if self.quick else bs_grid(DRAFT_BS, self.max_bs)
-        self.verify_bs = QUICK_BS if self.quick else bs_grid(VERIFY_BS, self.max_bs)
+        self.draft_bs = quick_grid(bs_grid(DRAFT_BS, self.max_bs), self.max_bs) if self.quick else bs_grid(DRAFT_BS, self.max_bs)
+        self.verify_bs = quick_grid(bs_grid(VERIFY_BS, self.max_bs), self.max_bs) if self.quick else bs_grid(VERIFY_BS, self.max_bs)
 
     def describe(self) -> str:
         return (f"draft lm_head shard {self.rows} rows x hidden {self.hidden} (draft vocab {self.draft_vocab}, "
