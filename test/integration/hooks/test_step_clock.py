@@ -37,9 +37,10 @@ class Worker:
 
 
 def _step(now, worker, mode=ForwardMode.DECODE, launch=(0.3e-3, 1.0e-3, 0.4e-3), wait=0.0, rest=8.0e-3,
-          prev_result=True):
+          prev_result=True, prepare=0.5e-3):
     """One pass of the scheduler loop: launch a batch (its own host time, then verify, then draft extend), then the
-    previous step's result (its GPU wait first), then the rest of the loop."""
+    previous step's result (its GPU wait first), then the rest of the loop, which ends preparing the next batch
+    (`prepare` of `rest`)."""
     own, verify, extend = launch
 
     def sglang_verify(w, batch):
@@ -57,7 +58,12 @@ def _step(now, worker, mode=ForwardMode.DECODE, launch=(0.3e-3, 1.0e-3, 0.4e-3),
     if prev_result:
         event = types.SimpleNamespace(synchronize=lambda: now.__setitem__(0, now[0] + wait))
         hook._wait(object(), object(), types.SimpleNamespace(copy_done=event))
-    now[0] += rest
+    now[0] += rest - prepare
+
+    def sglang_prepare(batch):
+        now[0] += prepare
+
+    hook._prepare(sglang_prepare, types.SimpleNamespace())
 
 
 def test_a_host_bound_step_is_split_into_launch_wait_and_rest(clock):
@@ -68,7 +74,7 @@ def test_a_host_bound_step_is_split_into_launch_wait_and_rest(clock):
     detail = hook.summary()
     assert detail.startswith("steps 0: 39 steps read")
     assert ("wall 9.70 ms, launch 1.70 (verify 1.00, draft extend 0.40), waiting on the GPU 0.00, rest of the loop "
-            "8.00") in detail
+            "8.00 (preparing the next batch 0.50)") in detail
     assert detail.endswith("waited over 0.2 ms in 0% of steps: host-bound")
 
 
@@ -86,6 +92,23 @@ def test_a_gpu_bound_step_waits_and_states_are_kept_apart(clock):
     assert s3.endswith("in 100% of steps: GPU-bound")
     # the interval that switched state is read as the state the step ran at (the launch's, after SGLang's switch)
     assert s0.startswith("steps 0: 19 steps read") and "wall 9.80 ms" in s0 and s0.endswith("host-bound")
+
+
+def test_a_host_blocked_preparing_the_next_batch_is_named(clock):
+    """A copy to the GPU that syncs with the step in flight blocks in prepare_for_decode, not in copy_done: the row
+    names it; outside an open interval (before the first decode launch) prepare_for_decode is not timed."""
+    hook._prepare(lambda batch: clock.__setitem__(0, clock[0] + 1.0), types.SimpleNamespace())
+    assert hook._OPEN["prepare"] == 0.0
+    w = Worker(0)
+    for _ in range(20):
+        _step(clock, w, wait=0.0, rest=8.5e-3, prepare=8.0e-3)
+    detail = hook.summary()
+    assert "rest of the loop 8.50 (preparing the next batch 8.00)" in detail
+    assert detail.endswith("in 0% of steps: host-bound, blocked preparing the next batch"), detail
+    hook.reset()
+    for _ in range(20):
+        _step(clock, w, wait=0.0, rest=8.5e-3, prepare=1.0e-3)
+    assert hook.summary().endswith("host-bound")
 
 
 def test_prefills_idle_gaps_compiles_and_foreign_launches_are_not_read(clock, monkeypatch):
@@ -134,8 +157,10 @@ from sglang_kimi_eagle3.integration.hooks import step_clock as hook
 refresh_status()
 from sglang.srt.speculative.eagle_worker_v2 import EAGLEWorkerV2, EagleDraftWorker
 from sglang.srt.managers.scheduler_components.batch_result_processor import SchedulerBatchResultProcessor as P
+from sglang.srt.managers.schedule_batch import ScheduleBatch
 got = {"forward": (EAGLEWorkerV2.forward_batch_generation, hook._forward),
-       "wait": (P.process_batch_result_decode, hook._wait)}
+       "wait": (P.process_batch_result_decode, hook._wait),
+       "prepare": (ScheduleBatch.prepare_for_decode, hook._prepare)}
 print(json.dumps({"hooked": {k: registry._chain_contains(a, fn) for k, (a, fn) in got.items()},
                   "wrapped": [hasattr(EAGLEWorkerV2.verify, "__wrapped__"),
                               hasattr(EagleDraftWorker._draft_extend_for_decode, "__wrapped__")],
@@ -143,13 +168,13 @@ print(json.dumps({"hooked": {k: registry._chain_contains(a, fn) for k, (a, fn) i
 """
 
 
-NAMES = ["step_clock", "step_clock_verify", "step_clock_draft_extend", "step_clock_wait"]
+NAMES = ["step_clock", "step_clock_verify", "step_clock_draft_extend", "step_clock_wait", "step_clock_prepare"]
 
 
 @pytest.mark.slow
-def test_sglangs_load_plugins_routes_the_four_targets_through_the_hook():
+def test_sglangs_load_plugins_routes_the_five_targets_through_the_hook():
     out = run_json(ROUTED)
-    assert out["hooked"] == {"forward": True, "wait": True} and out["wrapped"] == [True, True]
+    assert out["hooked"] == {"forward": True, "wait": True, "prepare": True} and out["wrapped"] == [True, True]
     assert out["rows"] == {n: "applied" for n in NAMES}
 
 
