@@ -1,0 +1,1 @@
+"""Host-side (CPU) benchmarks of the plugin's per-decode-step hook overhead."""
