@@ -23,7 +23,11 @@ from sglang.srt.managers.tp_worker import TpModelWorker
 from sglang.srt.model_executor.forward_batch_info import ForwardMode
 from sglang_kimi_eagle3.integration import registry
 from sglang_kimi_eagle3.integration.hooks import step_clock as sc
+from sglang.srt.managers.schedule_batch import ScheduleBatch
+from sglang.srt.model_executor.runner_backend.full_cuda_graph_backend import FullCudaGraphBackend
 hooked = registry._chain_contains(TpModelWorker.forward_batch_generation, sc._forward)
+parts = [registry._chain_contains(ScheduleBatch.prepare_for_decode, sc._prepare),
+         registry._chain_contains(FullCudaGraphBackend.replay, sc._replay)]  # the plugin's, as in any launch
 batch = types.SimpleNamespace(forward_mode=ForwardMode.DECODE, is_extend_in_batch=False)
 for _ in range(40):  # launch (1 ms of host), then the previous result's wait (the plugin's BEFORE timer), then the rest
     sc._forward(lambda w, b: time.sleep(0.001), object(), batch)
@@ -32,7 +36,7 @@ for _ in range(40):  # launch (1 ms of host), then the previous result's wait (t
 time.sleep(1.0)
 d = os.environ["STEP_CLOCK_DIR"]
 files = sorted(os.listdir(d))
-print(json.dumps({"hooked": hooked, "all": sc._ALL[0], "files": files,
+print(json.dumps({"hooked": hooked, "parts": parts, "all": sc._ALL[0], "files": files,
                   "text": open(os.path.join(d, files[0])).read() if files else None}))
 """
 
@@ -43,7 +47,7 @@ def test_a_plain_servers_decode_steps_are_timed_and_written(tmp_path):
     cp = subprocess.run([sys.executable, "-c", CODE], capture_output=True, text=True, timeout=300, env=env, cwd=str(ROOT))
     assert cp.returncode == 0, cp.stderr[-3000:]
     out = json.loads(cp.stdout.strip().splitlines()[-1])
-    assert out["hooked"] and out["all"]
+    assert out["hooked"] and out["all"] and out["parts"] == [True, True]  # its preparation and graph launches too
     assert out["files"] == [f for f in out["files"] if f.startswith("plain-pid")] and len(out["files"]) == 1
     text = out["text"]
     assert text.startswith("plain decoding: 39 steps read") and text.rstrip().endswith("GPU-bound"), text

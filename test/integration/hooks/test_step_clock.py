@@ -37,17 +37,22 @@ class Worker:
 
 
 def _step(now, worker, mode=ForwardMode.DECODE, launch=(0.3e-3, 1.0e-3, 0.4e-3), wait=0.0, rest=8.0e-3,
-          prev_result=True, prepare=0.5e-3):
+          prev_result=True, prepare=0.5e-3, replay=0.1e-3):
     """One pass of the scheduler loop: launch a batch (its own host time, then verify, then draft extend), then the
     previous step's result (its GPU wait first), then the rest of the loop, which ends preparing the next batch
     (`prepare` of `rest`)."""
     own, verify, extend = launch
 
+    def sglang_replay(backend, shape_key, fb):  # a CUDA-graph launch: a quarter of each part's host time
+        now[0] += replay
+
     def sglang_verify(w, batch):
-        now[0] += verify
+        now[0] += verify - replay
+        hook._replay(sglang_replay, object(), None, None)
 
     def sglang_extend(dw, batch, out, kv_loc_plan=None):
-        now[0] += extend
+        now[0] += extend - replay
+        hook._replay(sglang_replay, object(), None, None)
 
     def sglang_forward(w, batch):
         now[0] += own
@@ -73,8 +78,8 @@ def test_a_host_bound_step_is_split_into_launch_wait_and_rest(clock):
     assert hook._READ == {0: 39}  # 40 launches, 39 intervals closed
     detail = hook.summary()
     assert detail.startswith("steps 0: 39 steps read")
-    assert ("wall 9.70 ms, launch 1.70 (verify 1.00, draft extend 0.40), waiting on the GPU 0.00, rest of the loop "
-            "8.00 (preparing the next batch 0.50)") in detail
+    assert ("wall 9.70 ms, launch 1.70 (verify 1.00, draft extend 0.40; graph launches 0.20), waiting on the GPU "
+            "0.00, rest of the loop 8.00 (preparing the next batch 0.50)") in detail
     assert detail.endswith("waited over 0.2 ms in 0% of steps: host-bound")
 
 
@@ -109,6 +114,19 @@ def test_a_host_blocked_preparing_the_next_batch_is_named(clock):
     for _ in range(20):
         _step(clock, w, wait=0.0, rest=8.5e-3, prepare=1.0e-3)
     assert hook.summary().endswith("host-bound")
+
+
+def test_a_host_busy_launching_cuda_graphs_is_named(clock):
+    """cudaGraphLaunch of a large graph is host time inside the launch: the row names it; outside an open interval
+    a replay (a prefill's, a warm-up's) is not timed."""
+    hook._replay(lambda backend: clock.__setitem__(0, clock[0] + 1.0), object())
+    assert hook._OPEN["replay"] == 0.0
+    w = Worker(0)
+    for _ in range(20):
+        _step(clock, w, launch=(0.5e-3, 6.0e-3, 3.5e-3), wait=0.0, rest=1.0e-3, replay=3.0e-3)
+    detail = hook.summary()
+    assert "wall 11.00 ms, launch 10.00 (verify 6.00, draft extend 3.50; graph launches 6.00)" in detail, detail
+    assert detail.endswith("host-bound, mostly launching CUDA graphs"), detail
 
 
 def test_prefills_idle_gaps_compiles_and_foreign_launches_are_not_read(clock, monkeypatch):
@@ -158,9 +176,11 @@ refresh_status()
 from sglang.srt.speculative.eagle_worker_v2 import EAGLEWorkerV2, EagleDraftWorker
 from sglang.srt.managers.scheduler_components.batch_result_processor import SchedulerBatchResultProcessor as P
 from sglang.srt.managers.schedule_batch import ScheduleBatch
+from sglang.srt.model_executor.runner_backend.full_cuda_graph_backend import FullCudaGraphBackend
 got = {"forward": (EAGLEWorkerV2.forward_batch_generation, hook._forward),
        "wait": (P.process_batch_result_decode, hook._wait),
-       "prepare": (ScheduleBatch.prepare_for_decode, hook._prepare)}
+       "prepare": (ScheduleBatch.prepare_for_decode, hook._prepare),
+       "replay": (FullCudaGraphBackend.replay, hook._replay)}
 print(json.dumps({"hooked": {k: registry._chain_contains(a, fn) for k, (a, fn) in got.items()},
                   "wrapped": [hasattr(EAGLEWorkerV2.verify, "__wrapped__"),
                               hasattr(EagleDraftWorker._draft_extend_for_decode, "__wrapped__")],
@@ -168,13 +188,14 @@ print(json.dumps({"hooked": {k: registry._chain_contains(a, fn) for k, (a, fn) i
 """
 
 
-NAMES = ["step_clock", "step_clock_verify", "step_clock_draft_extend", "step_clock_wait", "step_clock_prepare"]
+NAMES = ["step_clock", "step_clock_verify", "step_clock_draft_extend", "step_clock_wait", "step_clock_prepare",
+         "step_clock_replay"]
 
 
 @pytest.mark.slow
-def test_sglangs_load_plugins_routes_the_five_targets_through_the_hook():
+def test_sglangs_load_plugins_routes_the_six_targets_through_the_hook():
     out = run_json(ROUTED)
-    assert out["hooked"] == {"forward": True, "wait": True, "prepare": True} and out["wrapped"] == [True, True]
+    assert out["hooked"] == {"forward": True, "wait": True, "prepare": True, "replay": True} and out["wrapped"] == [True, True]
     assert out["rows"] == {n: "applied" for n in NAMES}
 
 

@@ -7,6 +7,8 @@ Upstream targets (sglang 0.5.23, through HookRegistry):
   sglang.srt.managers.scheduler_components.batch_result_processor.SchedulerBatchResultProcessor
     .process_batch_result_decode                                                  BEFORE: the wait on the GPU
   sglang.srt.managers.schedule_batch.ScheduleBatch.prepare_for_decode             AROUND: the next batch's preparation
+  sglang.srt.model_executor.runner_backend.full_cuda_graph_backend.FullCudaGraphBackend.replay
+                                                                                  AROUND: the CUDA-graph launches
 Why: on the H200 (2026-12-04, the deployment-shaped pair, 1024-token contexts) SGLang's steps-0 off-state, its verify
   attention already a decode's, took 10.0 / 10.0 / 10.3 ms a step at 2 / 4 / 8 requests where plain decoding took
   8.7 / 9.1 / 10.0: flat where the GPU's work grows with the batch, as a step that waits on the host would be. A
@@ -14,7 +16,9 @@ Why: on the H200 (2026-12-04, the deployment-shaped pair, 1024-token contexts) S
 How: the scheduler thread launches a step (forward_batch_generation: CUDA runs it asynchronously), then, under the
   overlap scheduler, processes the previous step's result, which first waits for the GPU (`result.copy_done`). Per
   interval between two decode launches (one step in steady state) this reads: its wall time; the launch's host time,
-  with its verify and draft-extend parts; the time blocked on the GPU, by waiting on `result.copy_done` itself just
+  with its verify and draft-extend parts and the host time of its CUDA-graph launches (`cudaGraphLaunch` of a graph
+  of thousands of kernels can take milliseconds of host time: the target verify's, the draft extend's, or plain
+  decoding's one decode graph); the time blocked on the GPU, by waiting on `result.copy_done` itself just
   before SGLang does (SGLang's own wait then returns at once: the same order, nothing else changed); and the rest of
   the scheduler's loop (wall less launch less wait: scheduling, the result's bookkeeping, output streaming), with
   the next batch's preparation apart (`prepare_for_decode`: for speculative decoding `eagle_prepare_for_decode`, which
@@ -24,9 +28,9 @@ How: the scheduler thread launches a step (forward_batch_generation: CUDA runs i
   An interval holding a prefill launch or an idle gap (over 5 s) is not read. Per runtime state (the steps the step
   ran at), the last 2048 steps are kept; the status writer (every 2 s, off the scheduler thread) puts their medians in
   the row, e.g. `steps 0: 5120 steps read; medians per step: wall 10.31 ms, launch 1.92 (verify 1.10, draft extend
-  0.41), waiting on the GPU 0.05, rest of the loop 8.30 (preparing the next batch 7.90); waited over 0.2 ms in 3 % of
-  steps: host-bound, blocked preparing the next batch`. Each read costs the scheduler about five clock reads and
-  five wrapper calls (a few µs of a 5-50 ms step).
+  0.41; graph launches 0.30), waiting on the GPU 0.05, rest of the loop 8.30 (preparing the next batch 7.90); waited
+  over 0.2 ms in 3 % of steps: host-bound, blocked preparing the next batch`. Each read costs the scheduler a few
+  clock reads and wrapper calls (about 6 µs of a 5-50 ms step on a 2-core CPU box).
 Scope: our launches only (EAGLE/EAGLE3 with a draft); SGLANG_KIMI_EAGLE3_STEP_CLOCK=off registers nothing.
 Status row `step_clock`: registered / applied (the medians once 16 steps of a state were read) / skipped (off) /
   failed (a target missing).
@@ -53,6 +57,7 @@ TARGETS = {  # status row -> target
     f"{NAME}_wait": ("sglang.srt.managers.scheduler_components.batch_result_processor.SchedulerBatchResultProcessor"
                      ".process_batch_result_decode"),
     f"{NAME}_prepare": "sglang.srt.managers.schedule_batch.ScheduleBatch.prepare_for_decode",
+    f"{NAME}_replay": "sglang.srt.model_executor.runner_backend.full_cuda_graph_backend.FullCudaGraphBackend.replay",
 }
 KEEP = 2048  # steps kept per runtime state
 PLAIN = -1  # the key of a plain (non-speculative) worker's steps: benchmark/serving/plain_clock times plain servers
@@ -62,8 +67,9 @@ WAITED_S = 2e-4  # a step "waited on the GPU" when blocked longer than this
 
 # the step being launched / the open interval: start of the last decode launch (None: nothing open, or broken),
 # its launch, verify and draft-extend host seconds, its steps, the GPU wait and the next batch's preparation since
-_OPEN: dict = {"t0": None, "launch": 0.0, "verify": 0.0, "extend": 0.0, "steps": None, "wait": 0.0, "prepare": 0.0}
-STEPS: dict[int, deque] = {}  # steps -> deque of (wall, launch, verify, extend, wait, prepare) seconds
+_OPEN: dict = {"t0": None, "launch": 0.0, "verify": 0.0, "extend": 0.0, "steps": None, "wait": 0.0, "prepare": 0.0,
+               "replay": 0.0}
+STEPS: dict[int, deque] = {}  # steps -> deque of (wall, launch, verify, extend, wait, prepare, replay) seconds
 _READ: dict[int, int] = {}  # steps -> steps read in this process (all, not only the kept ones)
 _SHOWN: list = [None]  # the detail last put in the row
 _ALL = [False]  # time every launch's decode steps, not only ours: enable_everywhere() (benchmarks, never the plugin)
@@ -81,6 +87,7 @@ def install() -> None:
     registry.register(f"{NAME}_draft_extend", TARGETS[f"{NAME}_draft_extend"], _part("extend"), "around")
     registry.register(f"{NAME}_wait", TARGETS[f"{NAME}_wait"], _wait, "before")
     registry.register(f"{NAME}_prepare", TARGETS[f"{NAME}_prepare"], _prepare, "around")
+    registry.register(f"{NAME}_replay", TARGETS[f"{NAME}_replay"], _replay, "around")
     runtime_status.on_tick(tick)
 
 
@@ -99,7 +106,7 @@ def _forward(original, worker, batch, *args, **kwargs):
         return original(worker, batch, *args, **kwargs)
     t0 = time.perf_counter()
     _close(t0)
-    _OPEN.update(t0=t0, verify=0.0, extend=0.0, wait=0.0, launch=0.0, steps=None, prepare=0.0)
+    _OPEN.update(t0=t0, verify=0.0, extend=0.0, wait=0.0, launch=0.0, steps=None, prepare=0.0, replay=0.0)
     out = original(worker, batch, *args, **kwargs)
     _OPEN["launch"] = time.perf_counter() - t0
     # after activate_step_by_batch: the state it ran (a plain worker has none: PLAIN)
@@ -141,6 +148,17 @@ def _prepare(original, batch, *args, **kwargs):
         _OPEN["prepare"] += time.perf_counter() - t
 
 
+def _replay(original, backend, *args, **kwargs):
+    """AROUND FullCudaGraphBackend.replay (every CUDA-graph launch of a decode step): timed while a launch is open."""
+    if _OPEN["t0"] is None:
+        return original(backend, *args, **kwargs)
+    t = time.perf_counter()
+    try:
+        return original(backend, *args, **kwargs)
+    finally:
+        _OPEN["replay"] += time.perf_counter() - t
+
+
 def _close(now: float) -> None:
     t0, steps = _OPEN["t0"], _OPEN["steps"]
     if t0 is None or steps is None:
@@ -149,7 +167,7 @@ def _close(now: float) -> None:
     if not 0 < wall <= MAX_WALL_S:
         return
     STEPS.setdefault(steps, deque(maxlen=KEEP)).append((wall, _OPEN["launch"], _OPEN["verify"], _OPEN["extend"],
-                                                        _OPEN["wait"], _OPEN["prepare"]))
+                                                        _OPEN["wait"], _OPEN["prepare"], _OPEN["replay"]))
     _READ[steps] = _READ.get(steps, 0) + 1
 
 
@@ -171,15 +189,18 @@ def summary() -> str | None:
         rows = list(kept)
         if len(rows) < MIN_READ:
             continue
-        wall, launch, verify, extend, wait, prepare = (median(r[i] for r in rows) * 1e3 for i in range(6))
+        wall, launch, verify, extend, wait, prepare, replay = (median(r[i] for r in rows) * 1e3 for i in range(7))
         rest = median((r[0] - r[1] - r[4]) for r in rows) * 1e3
         waited = sum(1 for r in rows if r[4] > WAITED_S) / len(rows)
         verdict = ("host-bound" if waited < 0.25 else "GPU-bound" if waited > 0.75 else "between host- and GPU-bound")
         if waited < 0.75 and prepare > 0.5 * wall:  # the host blocked in the next batch's preparation
             verdict += ", blocked preparing the next batch"
+        elif waited < 0.75 and replay > 0.5 * wall:  # the host's time goes to cudaGraphLaunch
+            verdict += ", mostly launching CUDA graphs"
         label = "plain decoding" if steps == PLAIN else f"steps {steps}"
         parts.append(f"{label}: {_READ[steps]} steps read; medians per step of the last {len(rows)}: wall "
-                     f"{wall:.2f} ms, launch {launch:.2f} (verify {verify:.2f}, draft extend {extend:.2f}), waiting on "
+                     f"{wall:.2f} ms, launch {launch:.2f} (verify {verify:.2f}, draft extend {extend:.2f}; graph launches "
+                     f"{replay:.2f}), waiting on "
                      f"the GPU {wait:.2f}, rest of the loop {rest:.2f} (preparing the next batch {prepare:.2f}); "
                      f"waited over {WAITED_S * 1e3:.1f} ms in "
                      f"{waited:.0%} of steps: {verdict}")
@@ -201,7 +222,7 @@ def tick() -> None:
 
 def reset() -> None:
     """Tests: forget every reading."""
-    _OPEN.update(t0=None, launch=0.0, verify=0.0, extend=0.0, steps=None, wait=0.0, prepare=0.0)
+    _OPEN.update(t0=None, launch=0.0, verify=0.0, extend=0.0, steps=None, wait=0.0, prepare=0.0, replay=0.0)
     STEPS.clear()
     _READ.clear()
     _SHOWN[0] = None
