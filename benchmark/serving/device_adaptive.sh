@@ -32,11 +32,12 @@
 # SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND=1, and its step ratio), DA_OFFEXT (0; 1: the off-state with
 # SGLANG_KIMI_EAGLE3_OFFSTATE=off, port 30507: SGLang's extend-kernel verify; `off` has the hook at every bs), DA_ALONE (0; 1: `alone`,
 # port 30508: ours with SGLANG_KIMI_EAGLE3_ADAPTIVE_POOL=off), DA_SKIPEXT (0; 1: `skipext`, port 30509: ours with
-# SGLANG_KIMI_EAGLE3_OFFSTATE_EXTEND=skip), DA_PRESET (deploy: the pair shaped like the deployment; kimi-width: the
+# SGLANG_KIMI_EAGLE3_OFFSTATE_EXTEND=skip), DA_PINNED (0; 1: `pinned`, port 30510: ours with the next batch's two CPU
+# length tensors pinned, benchmark/serving/plain_clock PINNED_LENS=1), DA_PRESET (deploy: the pair shaped like the deployment; kimi-width: the
 # 3-layer stress pair at vocab 163840, built without --int4 into $DA_WORK/kimi-width-qQ), DA_GRAPHS (128: decode
 # CUDA graphs to bs 128; sglang: SGLang's own sizes, to 512, clamped to MAXREQ), MAXREQ (128: --max-running-requests;
 # DA_PRESET=kimi-width DA_GRAPHS=sglang MAXREQ=512: the capped adaptive table, live), DA_SKIP (servers not
-# started, e.g. "sglang"), DA_ANATOMY_SERVERS ("off plain fixed"), DA_ANATOMY (0; 1: step 3b, c 128 in start, the rest of DA_ANATOMY_LEVELS ("128 1") in measure within DA_ANATOMY_S 150 per level), DA_RATIOS (step ratios of "off offskip"), DA_RATIO_S (100), DA_RATIO_CONC (1,8,32,128), DA_RATIO_REPEATS (3), DA_RATIO_CTX (64: the decode-step prompts' tokens; chat contexts are 400-1500), DA_E2E_SKIP (names left out of the rounds, e.g. "off offskip"), DA_LOADSTEP (0; 1: the load step before the rounds, DA_LOADSTEP_SERVERS / _SCHEDULE / _ROUNDS / _S), DA_MOE (auto: SGLang's choice, Marlin on SM90; triton: no JIT build), DA_OWN_TRITON (0: one Triton cache for all servers), DA_START_END_S (560: DA_STEP=start waits for every server until then), DA_WARMUP (on; off: SGLANG_KIMI_EAGLE3_WARMUP=off, kernels compile while serving), DA_KEEP (0; 1: DA_STEP=measure leaves the servers running for another measure call, e.g. other levels), DA_OURS_ENV (more environment for ours / skipext / alone), DA_SUITE / DA_SUITE_N / DA_SUITE_S (step 0b), DA_WORK (/tmp/da).
+# started, e.g. "sglang"), DA_ANATOMY_SERVERS ("off plain fixed"), DA_ANATOMY (0; 1: step 3b, c 128 in start, the rest of DA_ANATOMY_LEVELS ("128 1") in measure within DA_ANATOMY_S 150 per level), DA_RATIOS (step ratios of "off offskip"), DA_RATIO_S (100), DA_RATIO_CONC (1,8,32,128), DA_RATIO_REPEATS (3), DA_RATIO_CTX (64: the decode-step prompts' tokens; chat contexts are 400-1500), DA_E2E_SKIP (names left out of the rounds, e.g. "off offskip"), DA_LOADSTEP (0; 1: the load step before the rounds, DA_LOADSTEP_SERVERS / _SCHEDULE / _ROUNDS / _S), DA_MOE (auto: SGLang's choice, Marlin on SM90; triton: no JIT build), DA_OWN_TRITON (0: one Triton cache for all servers), DA_START_END_S (560: DA_STEP=start waits for every server until then), DA_WARMUP (on; off: SGLANG_KIMI_EAGLE3_WARMUP=off, kernels compile while serving), DA_KEEP (0; 1: DA_STEP=measure leaves the servers running for another measure call, e.g. other levels), DA_OURS_ENV (more environment for ours / skipext / alone / pinned), DA_SUITE / DA_SUITE_N / DA_SUITE_S (step 0b), DA_WORK (/tmp/da).
 set -uo pipefail
 T0=$(date +%s)
 eval "$(benchmark/live/device.sh env)"
@@ -176,10 +177,13 @@ if os.environ.get("DA_ALONE", "0") == "1":  # ours with each batch-size slot lea
 if os.environ.get("DA_SKIPEXT", "0") == "1":  # ours with SGLANG_KIMI_EAGLE3_OFFSTATE_EXTEND=skip: while every slot is
     # off, SGLang's draft extend is skipped (its own flag, driven per process; a step up primed by two extended batches)
     servers.append(("skipext", 30509, spec_args(draft, "chain"), {"SGLANG_KIMI_EAGLE3_OFFSTATE_EXTEND": "skip"}))
+if os.environ.get("DA_PINNED", "0") == "1":  # ours with eagle_prepare_for_decode's two CPU length tensors pinned
+    # (benchmark/serving/plain_clock/sitecustomize.py, PINNED_LENS=1): is a pageable copy's stream sync the host's wait?
+    servers.append(("pinned", 30510, spec_args(draft, "chain"), {"PINNED_LENS": "1"}))
 # DA_OURS_ENV ("K=V ..."): more environment for ours, skipext and alone, e.g. SGLANG_KIMI_EAGLE3_OFFSTATE=on (the
 # offstate_attention hook at every batch size) to measure a candidate default side by side with the step ratios
 ours_env = dict(kv.split("=", 1) for kv in os.environ.get("DA_OURS_ENV", "").split())
-servers = [(n, p, x, {**e, **ours_env} if n in ("ours", "skipext", "alone") else e) for n, p, x, e in servers]
+servers = [(n, p, x, {**e, **ours_env} if n in ("ours", "skipext", "alone", "pinned") else e) for n, p, x, e in servers]
 skip = os.environ.get("DA_SKIP", "").split()  # servers not started, e.g. "sglang"
 servers = [s for s in servers if s[0] not in skip]
 spec = {"servers": [], "baseline": "plain"}
@@ -199,10 +203,12 @@ for name, port, extra, env_extra in servers:
            # (the off-state servers of the step ratios go without: step_ratio.py warms each level itself)
            "SGLANG_KIMI_EAGLE3_WARMUP": "off" if name in ("off", "offskip", "offext") else os.environ.get("DA_WARMUP", "on"),
            **env_extra}
-    if name == "plain":  # plain's decode steps timed like ours' step_clock row (benchmark only: plain_clock/sitecustomize)
+    if name in ("plain", "pinned"):  # benchmark only (plain_clock/sitecustomize): plain's decode steps timed like
+        # ours' step_clock row; pinned's CPU length tensors pinned (PINNED_LENS, set above)
         env.update(PYTHONPATH=os.pathsep.join(p for p in (os.path.abspath("benchmark/serving/plain_clock"),
-                                                          os.environ.get("PYTHONPATH", "")) if p),
-                   STEP_CLOCK_DIR=f"{w}/status/plain/clock")
+                                                          os.environ.get("PYTHONPATH", "")) if p))
+    if name == "plain":
+        env.update(STEP_CLOCK_DIR=f"{w}/status/plain/clock")
     argv = ["python3", "-m", "sglang.launch_server", *a, "--host", "127.0.0.1", "--port", str(port), *extra]
     with open(f"{w}/start-{name}.sh", "w") as f:
         f.write(f"exec env {' '.join(f'{k}={shlex.quote(v)}' for k, v in env.items())} {shlex.join(argv)}\n")

@@ -67,3 +67,52 @@ def test_without_the_folder_set_nothing_is_queued(monkeypatch):
     spec = importlib.util.spec_from_file_location("plain_clock_under_test", path)
     spec.loader.exec_module(importlib.util.module_from_spec(spec))
     assert step_clock._ALL == [False]
+
+
+PINNED = r"""
+import json, torch
+import sglang.srt.plugins as plugins
+plugins.load_plugins()
+import sitecustomize as site
+import sglang.srt.speculative.eagle_utils as eu
+from sglang_kimi_eagle3.integration import registry
+print(json.dumps({"hooked": registry._chain_contains(eu.eagle_prepare_for_decode, site.pinned_prepare)}))
+"""
+
+
+def test_pinned_lens_routes_sglangs_prepare_through_pinned_cpu_tensors(monkeypatch):
+    """DA_PINNED's server: with PINNED_LENS=1, after SGLang's load_plugins() eagle_prepare_for_decode runs with its
+    module's torch.tensor(..., device="cpu") pinned, for that call only; other tensors and attributes are torch's own.
+    (pin_memory needs a CUDA driver: here Tensor.pin_memory is a stand-in that marks the tensor.)"""
+    import importlib.util
+
+    import torch
+
+    env = clean_env(PINNED_LENS="1")
+    env["PYTHONPATH"] = pythonpath(ROOT / "benchmark" / "serving" / "plain_clock")
+    cp = subprocess.run([sys.executable, "-c", PINNED], capture_output=True, text=True, timeout=300, env=env, cwd=str(ROOT))
+    assert cp.returncode == 0, cp.stderr[-3000:]
+    assert json.loads(cp.stdout.strip().splitlines()[-1]) == {"hooked": True}
+
+    import sglang.srt.speculative.eagle_utils as eu
+
+    monkeypatch.delenv("STEP_CLOCK_DIR", raising=False)
+    monkeypatch.delenv("PINNED_LENS", raising=False)
+    spec = importlib.util.spec_from_file_location("plain_clock_pinned", ROOT / "benchmark" / "serving" / "plain_clock" / "sitecustomize.py")
+    site = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(site)
+    pinned = []
+    monkeypatch.setattr(torch.Tensor, "pin_memory", lambda t: pinned.append(t.tolist()) or t, raising=False)
+
+    def sglang_prepare(batch):  # as eagle_prepare_for_decode builds its two length tensors
+        cur = eu.torch.tensor(batch, dtype=eu.torch.int32, device="cpu")
+        other = eu.torch.tensor([9])
+        return cur, other, eu.torch.int32
+
+    real = eu.torch
+    cur, other, dtype = site.pinned_prepare(sglang_prepare, [5, 7])
+    assert pinned == [[5, 7]] and cur.dtype == torch.int32 and dtype is torch.int32 and other.tolist() == [9]
+    assert eu.torch is real  # restored after the call
+    with pytest.raises(ZeroDivisionError):
+        site.pinned_prepare(lambda b: 1 / 0, None)
+    assert eu.torch is real  # and after a failing one

@@ -9,6 +9,15 @@ only while a launch timer runs. A daemon thread writes the medians (`step_clock.
 seconds (5) to $STEP_CLOCK_DIR/plain-pid<PID>.txt, atomically, once the process has read a decode step. The plugin
 itself never does this: for a launch that is not EAGLE/EAGLE3 with a draft it changes nothing.
 A sitecustomize further on sys.path (the one this file shadows) is run first.
+
+With PINNED_LENS=1 (the `pinned` server of device_adaptive.sh, DA_PINNED=1: ours with this folder on its path) it
+queues instead an experiment on speculative decoding's next-batch preparation: SGLang 0.5.23's
+`eagle_prepare_for_decode` builds two small CPU tensors (`torch.tensor(..., device="cpu")`) and copies them to the GPU
+with non_blocking=True on the schedule stream, which SGLang chains to the step in flight; from pageable memory CUDA
+may stage such a copy through a stream sync, blocking the host for the rest of that step. Around that one function the
+`torch` its module sees hands back those CPU tensors pinned (`pin_memory()`: PyTorch's cached pinned blocks), so the
+copies are truly asynchronous; nothing else changes (same values, same order). Measured side by side with `ours`, it
+says whether the step_clock's "preparing the next batch" time was that sync. Benchmark only: the plugin never does it.
 """
 
 import importlib.util
@@ -47,7 +56,41 @@ def _writer(step_clock, folder: str, period: float) -> None:
             last = text
 
 
+class PinnedTensors:
+    """`torch` as a module sees it: every attribute torch's own, except that torch.tensor(..., device="cpu") is pinned."""
+
+    def __init__(self, torch):
+        self._torch = torch
+
+    def __getattr__(self, name):
+        return getattr(self._torch, name)
+
+    def tensor(self, *args, **kwargs):
+        t = self._torch.tensor(*args, **kwargs)
+        return t.pin_memory() if kwargs.get("device") == "cpu" else t
+
+
+PREPARE = "sglang.srt.speculative.eagle_utils.eagle_prepare_for_decode"
+
+
+def pinned_prepare(original, batch, *args, **kwargs):
+    """AROUND eagle_prepare_for_decode: its module's `torch` pins the CPU tensors it builds, for this call only (the
+    scheduler thread is the only caller)."""
+    import sglang.srt.speculative.eagle_utils as module
+
+    real = module.torch
+    module.torch = PinnedTensors(real)
+    try:
+        return original(batch, *args, **kwargs)
+    finally:
+        module.torch = real
+
+
 def _install() -> None:
+    if os.environ.get("PINNED_LENS") == "1":
+        from sglang.srt.plugins.hook_registry import HookRegistry, HookType
+
+        HookRegistry.register(PREPARE, pinned_prepare, HookType.AROUND)
     folder = os.environ.get("STEP_CLOCK_DIR")
     if not folder:
         return
