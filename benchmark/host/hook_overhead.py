@@ -145,7 +145,9 @@ def bench_step_clock(torch, bss, a):
     w_ext = _wrap_fn(noop, sc._part("extend"), HookType.AROUND)
     w_wait = _wrap_fn(noop, sc._wait, HookType.BEFORE)
     w_prep = _wrap_fn(noop, sc._prepare, HookType.AROUND)
-    out = {k: {} for k in ("fwd", "ver", "ext", "wait", "prep")}
+    w_replay = _wrap_fn(noop, sc._replay, HookType.AROUND)
+    backend = NS()
+    out = {k: {} for k in ("fwd", "ver", "ext", "wait", "prep", "replay")}
     for bs in bss:
         batch = NS(forward_mode=ForwardMode.DECODE, is_extend_in_batch=False, seq_lens=torch.zeros(bs))
         out["fwd"][bs] = paired(lambda: w_fwd(worker, batch), lambda: noop(worker, batch), a.calls, a.repeats)
@@ -157,6 +159,8 @@ def bench_step_clock(torch, bss, a):
         out["wait"][bs] = paired(lambda: w_wait(processor, batch, result), lambda: noop(processor, batch, result),
                                  a.calls, a.repeats)
         out["prep"][bs] = paired(lambda: w_prep(batch), lambda: noop(batch), a.calls, a.repeats)
+        out["replay"][bs] = paired(lambda: w_replay(backend, (bs,), batch), lambda: noop(backend, (bs,), batch),
+                                   a.calls, a.repeats)
     W = "eagle_worker_v2.EAGLEWorkerV2"
     row("step_clock", "step_clock", f"{W}.forward_batch_generation (AROUND)", 1, out["fwd"],
         "closes the previous interval (deque append), opens the next; 2 perf_counter")
@@ -166,6 +170,8 @@ def bench_step_clock(torch, bss, a):
     row("step_clock_wait", "step_clock_wait", "SchedulerBatchResultProcessor.process_batch_result_decode (BEFORE)", 1,
         out["wait"], "copy_done.synchronize() stubbed (GPU wait, not host work)")
     row("step_clock_prepare", "step_clock_prepare", "ScheduleBatch.prepare_for_decode (AROUND)", 1, out["prep"])
+    row("step_clock_replay", "step_clock_replay", "FullCudaGraphBackend.replay (AROUND)", 2, out["replay"],
+        "the target verify's and the draft extend's graph launches")
 
 
 def _backend(torch, draft: bool, fwd_decode=noop):
@@ -607,10 +613,10 @@ def bench_step_clock_tick(a):
     from collections import deque
 
     rng = random.Random(0)
-    sc.STEPS[0] = deque(((0.010 + rng.random() * 1e-3, 0.002, 0.001, 0.0005, 0.0001, 0.0003) for _ in range(sc.KEEP)),
-                        maxlen=sc.KEEP)
+    parts = (0.002, 0.001, 0.0005, 0.0001, 0.0003, 0.0004, 0.0002)[:len(sc.FIELDS) - 1]  # a reading after its wall
+    sc.STEPS[0] = deque(((0.010 + rng.random() * 1e-3, *parts) for _ in range(sc.KEEP)), maxlen=sc.KEEP)
     sc._READ[0] = 100000
-    sc.STEPS[3] = deque(((0.017, 0.004, 0.002, 0.0005, 0.0001, 0.0003) for _ in range(600)), maxlen=sc.KEEP)
+    sc.STEPS[3] = deque(((0.017, *parts) for _ in range(600)), maxlen=sc.KEEP)
     sc._READ[3] = 600
     ts = []
     for _ in range(7):

@@ -69,7 +69,8 @@ WAITED_S = 2e-4  # a step "waited on the GPU" when blocked longer than this
 # its launch, verify and draft-extend host seconds, its steps, the GPU wait and the next batch's preparation since
 _OPEN: dict = {"t0": None, "launch": 0.0, "verify": 0.0, "extend": 0.0, "steps": None, "wait": 0.0, "prepare": 0.0,
                "replay": 0.0}
-STEPS: dict[int, deque] = {}  # steps -> deque of (wall, launch, verify, extend, wait, prepare, replay) seconds
+FIELDS = ("wall", "launch", "verify", "extend", "wait", "prepare", "replay")  # one reading, seconds each
+STEPS: dict[int, deque] = {}  # steps -> deque of readings (FIELDS)
 _READ: dict[int, int] = {}  # steps -> steps read in this process (all, not only the kept ones)
 _SHOWN: list = [None]  # the detail last put in the row
 _ALL = [False]  # time every launch's decode steps, not only ours: enable_everywhere() (benchmarks, never the plugin)
@@ -166,8 +167,7 @@ def _close(now: float) -> None:
     wall = now - t0
     if not 0 < wall <= MAX_WALL_S:
         return
-    STEPS.setdefault(steps, deque(maxlen=KEEP)).append((wall, _OPEN["launch"], _OPEN["verify"], _OPEN["extend"],
-                                                        _OPEN["wait"], _OPEN["prepare"], _OPEN["replay"]))
+    STEPS.setdefault(steps, deque(maxlen=KEEP)).append((wall, *(_OPEN[f] for f in FIELDS[1:])))
     _READ[steps] = _READ.get(steps, 0) + 1
 
 
@@ -189,7 +189,8 @@ def summary() -> str | None:
         rows = list(kept)
         if len(rows) < MIN_READ:
             continue
-        wall, launch, verify, extend, wait, prepare, replay = (median(r[i] for r in rows) * 1e3 for i in range(7))
+        wall, launch, verify, extend, wait, prepare, replay = (median(r[i] for r in rows) * 1e3
+                                                               for i in range(len(FIELDS)))
         rest = median((r[0] - r[1] - r[4]) for r in rows) * 1e3
         waited = sum(1 for r in rows if r[4] > WAITED_S) / len(rows)
         verdict = ("host-bound" if waited < 0.25 else "GPU-bound" if waited > 0.75 else "between host- and GPU-bound")
