@@ -136,6 +136,17 @@ def test_bad_step_costs_are_one_line_exit_2(tmp_path, capsys):
     assert not out.exists()
 
 
+def test_a_concurrency_past_what_bench_runs_is_one_line_exit_2(tmp_path, capsys):
+    """A hand-edited level at concurrency 1e308 (an integral float, so it passed as an integer) reached the cost
+    model and died there as an internal ZeroDivisionError (exit 3)."""
+    doc = bench_doc(T1, ROUND, HIST)
+    doc["levels"][0]["concurrency"] = 1e308
+    rc, out, _ = _plan(tmp_path, _write(doc, tmp_path))
+    err = capsys.readouterr().err
+    assert rc == 2 and "levels[0].concurrency" in err and len(err.strip().splitlines()) == 1, err
+    assert not out.exists()
+
+
 def test_bench_then_plan_then_sglangs_loader_reads_the_file(tmp_path, capsys):
     """The live loop's data path on CPU: bench a plain and a speculative HTTP server, plan, adaptive file."""
     from stub_server import ProtocolStub, StubConfig

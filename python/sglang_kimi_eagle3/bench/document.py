@@ -22,6 +22,7 @@ from ..validate import (
 )
 
 SCHEMA = "sglang-kimi-eagle3-bench/1"  # bench/runner.py writes it
+MAX_CONCURRENCY = 4096  # the most `bench --concurrency` runs a level at (commands/bench.py MAX_LEVEL)
 
 
 def write(doc: dict, path: str, flag: str = "--json") -> str:
@@ -59,7 +60,8 @@ def check(doc: dict, path: str) -> dict:
         key = f"levels[{i}]"
         if not isinstance(lv, dict):
             raise UserError(f"{where}: field {key!r} = {str(lv)[:60]}; expected an object")
-        c = int_field(lv, f"{key}.concurrency", where, lo=1)
+        c = int_field(lv, f"{key}.concurrency", where, lo=1, hi=MAX_CONCURRENCY,
+                      fix=f"bench runs no level above concurrency {MAX_CONCURRENCY}")
         if c in seen:
             raise UserError(f"{where}: concurrency {c} appears twice in 'levels'")
         seen.add(c)

@@ -39,7 +39,7 @@ one box, one model (the server restarted in between, same flags otherwise):
   sglang-kimi-eagle3 bench --url http://127.0.0.1:30000 --spec-off-baseline --stream --json plain.json
   sglang-kimi-eagle3 bench --url http://127.0.0.1:30000 --baseline-json plain.json --stream --json spec.json
 Then: sglang-kimi-eagle3 plan --bench run.json. Field meanings: docs/bench.md."""
-MAX_LEVEL = 4096  # concurrency (threads) per level
+MAX_LEVEL = document.MAX_CONCURRENCY  # concurrency (threads) per level
 MAX_REQUESTS = 100_000  # requests per level (each keeps a result in memory and in the JSON)
 MAX_NEW_TOKENS = 1 << 20
 MAX_WARMUP = 1000
