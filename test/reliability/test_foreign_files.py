@@ -124,6 +124,21 @@ def test_status_running_prints_the_launch_path_its_file_names(tmp_path, capsys):
     assert cli_main(["status", "--running", str(f)]) == 0 and "verify ops launch" not in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("fallbacks", ["absent", None])
+def test_status_running_reads_a_launch_path_without_fallbacks(tmp_path, capsys, fallbacks):
+    """The reader accepts launch_path.fallbacks absent or null (no fallback); the printer then died on it
+    (KeyError / AttributeError, exit 3)."""
+    lp = {"fast_path": "on", "direct_launch": "on", "int_pointers": False}
+    if fallbacks is None:
+        lp["fallbacks"] = None
+    f = tmp_path / "port3.json"
+    f.write_text(json.dumps({**STATUS, "launch_path": lp}))
+    rc = cli_main(["status", "--running", str(f)])
+    cap = capsys.readouterr()
+    assert rc == 0, cap.err
+    assert "verify ops launch through Triton's C launch directly, pointers as tensors" in cap.out
+
+
 def test_status_running_passes_over_a_dangling_link_in_the_status_folder(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("SGLANG_KIMI_EAGLE3_STATUS_DIR", str(tmp_path))
     (tmp_path / "port1.json").symlink_to(tmp_path / "gone.json")

@@ -38,7 +38,8 @@ def check_snapshot(doc, where: str) -> dict:
         for key in ("fast_path", "direct_launch"):
             str_field(lp, f"launch_path.{key}", where)
         bool_field(lp, "launch_path.int_pointers", where)
-        for kernel, why in dict_field(lp, "launch_path.fallbacks", where, default={}).items():
+        lp["fallbacks"] = dict_field(lp, "launch_path.fallbacks", where, default={})  # absent or null: none
+        for kernel, why in lp["fallbacks"].items():
             check_str(why, where, f"launch_path.fallbacks.{kernel}", True, None)
     hooks = list_field(doc, "hooks", where, what="a list of hook rows")
     for i, h in enumerate(hooks):
