@@ -14,7 +14,7 @@
 #   jit-unpack DIR  when every piece is there (md5), unpack them into DIR; exit 0 either way (what it did, one line)
 # README.md in this folder is the whole recipe.
 set -euo pipefail
-PARTS=/tmp/parts SITE=/tmp/site
+PARTS=/tmp/parts SITE=${DEVICE_SITE:-/tmp/site}  # DEVICE_SITE: the CPU rehearsal's (test/bench/test_device_adaptive_rehearsal.py)
 step=${1:?usage: device.sh recv|install|env|smoke|jit-pack DIR|jit-recv|jit-unpack DIR}
 JITPARTS=${JITPARTS:-/tmp/jitparts}
 case "$step" in

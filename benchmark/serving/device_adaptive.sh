@@ -354,3 +354,4 @@ r = {r['name']: r for r in json.load(open(sys.argv[1]))['hooks']}.get('step_cloc
 print(f"{r['state']}: {r['detail']}" if r else 'no row')
 " "$f" 2>/dev/null | cut -c1-1200)"
 done
+exit 0  # (the loop's last test must not become the script's exit status: a server without a status file is no error)

@@ -1,0 +1,91 @@
+"""The never-slower lease, rehearsed on a CPU box: the three calls of docs/gpu-ci.md's plan (device_adaptive_launch.sh
+starting the servers detached with a suite beside, then two DA_STEP=measure calls, the first keeping the servers,
+the second with the load step) run the real scripts end to end, with SGLang's server replaced by the bench's protocol
+stub and the pair's build and the JIT prebuild by nothing (a `python3` shim first on PATH; every other python3 call
+is the real interpreter). A script error (a wrong variable, a server list that breaks, an exit status that says
+failure, a server left running, more than 8 files in a call's $OUT) shows here instead of in a device lease."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import ROOT, clean_env
+
+pytestmark = pytest.mark.slow
+
+SHIM = """#!/bin/bash
+# rehearsal: SGLang's server -> the protocol stub (spec or not, on its port); the pair and the JIT prebuild -> nothing
+if [ "$1" = "-m" ] && [ "$2" = "sglang.launch_server" ]; then
+  port=30000; spec=--no-spec; prev=
+  for a in "$@"; do [ "$prev" = "--port" ] && port=$a; [ "$a" = "--speculative-algorithm" ] && spec=; prev=$a; done
+  exec "{py}" test/bench/stub_server.py --port "$port" $spec --pass-ms 2
+fi
+if [ "$1" = "-m" ] && [ "$2" = "sglang_kimi_eagle3.tiny" ]; then mkdir -p "$3/target" "$3/draft"; exit 0; fi
+exec "{py}" "$@"
+"""
+PORTS = {"plain": 30501, "fixed": 30502, "ours": 30504, "pinned": 30510}
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.5)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _call(env: dict, out: Path, script: str, **extra) -> subprocess.CompletedProcess:
+    out.mkdir()
+    e = {**env, "OUT": str(out), **{k: str(v) for k, v in extra.items()}}
+    return subprocess.run(["bash", script], capture_output=True, text=True, timeout=400, env=e, cwd=str(ROOT))
+
+
+def test_the_never_slower_lease_runs_end_to_end_with_stub_servers(tmp_path):
+    if any(_listening(p) for p in PORTS.values()):
+        pytest.skip("a port of the rehearsal's servers is taken on this machine")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python3").write_text(SHIM.format(py=sys.executable))
+    (bin_dir / "python3").chmod(0o755)
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / ".installed").write_text("rehearsal\n")  # device.sh install: "already installed"
+    work = tmp_path / "da"
+    env = clean_env(PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}", DEVICE_SITE=str(site), DA_WORK=str(work),
+                    DA_START_OUT=str(tmp_path / "start"), JITPARTS=str(tmp_path / "jitparts"), DA_Q="0.3",
+                    DA_PREBUILD="0", DA_MOE="triton")
+    try:
+        c1 = _call(env, tmp_path / "o1", "benchmark/serving/device_adaptive_launch.sh", DA_SKIP="sglang", DA_PINNED=1,
+                   DA_FIRST_S=60, DA_SUITE="test/planner/test_calibration.py", DA_SUITE_N=1, LAUNCH_WAIT_S=120)
+        assert c1.returncode == 0, c1.stdout[-3000:] + c1.stderr[-2000:]
+        assert "started plain" in (tmp_path / "start" / "device_adaptive-q0.3.log").read_text()
+        assert (tmp_path / "o1" / "start.tgz").is_file()
+        c2 = _call(env, tmp_path / "o2", "benchmark/serving/device_adaptive.sh", DA_STEP="measure", DA_KEEP=1,
+                   STARTUP_S=120, DA_ANATOMY=1, DA_ANATOMY_SERVERS="ours plain", DA_ANATOMY_LEVELS=8, CONC="1,8",
+                   ROUNDS=1, BUDGET_S=50)
+        assert c2.returncode == 0, c2.stdout[-3000:]
+        for n in ("fixed", "ours", "pinned"):
+            assert f"greedy check {n} vs plain: 8/8 prompts identical" in c2.stdout, n
+        e2e = json.loads((tmp_path / "o2" / "e2e-q0.3.json").read_text())
+        assert set(PORTS) <= set(e2e["servers"]) and e2e["rows"], list(e2e["servers"])
+        assert all(_listening(p) for p in PORTS.values())  # DA_KEEP=1: still serving for the next call
+        c3 = _call(env, tmp_path / "o3", "benchmark/serving/device_adaptive.sh", DA_STEP="measure", STARTUP_S=60,
+                   DA_LOADSTEP=1, DA_LOADSTEP_SCHEDULE="1:3,128:4,1:3", DA_LOADSTEP_ROUNDS=1, CONC="32",
+                   ROUNDS=1, BUDGET_S=50)
+        assert c3.returncode == 0, c3.stdout[-3000:]
+        assert "load_step.py exit 0" in c3.stdout and (tmp_path / "o3" / "load-step-q0.3.json").is_file()
+        for o in ("o1", "o2", "o3"):  # a device call returns at most 8 files
+            assert len(list((tmp_path / o).iterdir())) <= 8, o
+        starts = {n: (work / f"start-{n}.sh").read_text() for n in PORTS}
+        assert "PINNED_LENS=1" in starts["pinned"] and "plain_clock" in starts["pinned"]
+        assert "STEP_CLOCK_DIR=" in starts["plain"] and "PINNED_LENS" not in starts["ours"]
+        assert not any(_listening(p) for p in PORTS.values())  # the last call stopped them
+    finally:
+        for pid_file in work.glob("pid-q0.3-*"):
+            try:
+                os.killpg(int(pid_file.read_text()), signal.SIGKILL)
+            except (OSError, ValueError):
+                pass
