@@ -71,6 +71,21 @@ def test_a_built_folder_is_reused_and_a_changed_one_rebuilt(pair, tmp_path):
     assert _config(target)["architectures"] == ["DeepseekV3ForCausalLM"]
 
 
+def test_a_folder_of_the_users_is_never_overwritten(tmp_path, capsys):
+    """OUT/target holding the user's own model (no tiny.json): its config.json and weights were replaced."""
+    from sglang_kimi_eagle3.tiny.__main__ import main as tiny_main
+
+    mine = tmp_path / "out" / "target"
+    mine.mkdir(parents=True)
+    (mine / "config.json").write_text('{"mine": true}')
+    (mine / "model.safetensors").write_bytes(b"precious")
+    assert tiny_main([str(tmp_path / "out")]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and str(mine) in lines[0] and "config.json" in lines[0] and "another OUT" in lines[0], lines
+    assert (mine / "config.json").read_text() == '{"mine": true}' and (mine / "model.safetensors").read_bytes() == b"precious"
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["target"]  # refused before writing anything
+
+
 def test_the_default_target_is_the_kimi_k25_wrapper_language_model_only(pair):
     target, draft = pair
     t, d = _config(target), _config(draft)

@@ -22,6 +22,7 @@ from pathlib import Path
 import torch
 
 from ..atomic import write_atomic
+from ..errors import UserError
 from .spec import TinySpec, draft_config, target_config, wrapper_config
 from .tokenizer import tokenizer_config, tokenizer_json
 from .weights import draft_head, draft_proposals, draft_weights, embedding, target_weights, vocab_maps
@@ -111,6 +112,20 @@ def _up_to_date(folder: Path, stamp: dict) -> bool:
         return False
 
 
+WRITTEN = ("config.json", "model.safetensors", "successor.json", "tokenizer.json", "tokenizer_config.json",
+           "proposals.json")  # every file build() writes, besides tiny.json
+
+
+def _refuse_foreign(folder: Path) -> None:
+    """build() replaces files only in a folder it built (one holding tiny.json): never the user's own model."""
+    if (folder / "tiny.json").is_file():
+        return
+    theirs = [n for n in WRITTEN if os.path.lexists(folder / n)]
+    if theirs:
+        raise UserError(f"{folder}: holds {', '.join(theirs)} that the tiny builder did not write (no tiny.json); "
+                        "choose another OUT, or move those files away")
+
+
 def draft_dirs(out: str | os.PathLike, spec: TinySpec) -> dict[int, Path]:
     """draft rows -> folder: OUT/draft for the main drafter, OUT/draft-<rows> for each variant."""
     out = Path(out)
@@ -129,9 +144,11 @@ def build(out: str | os.PathLike, seed: int = 0, spec: TinySpec | None = None, *
     main = drafts[spec.draft_vocab_size]
     if all(_up_to_date(f, s) for f, s in stamps.items()):
         return target, main
-    t = make_tensors(spec, seed, opts)
     for folder in stamps:
-        (folder / "tiny.json").unlink(missing_ok=True)  # stale until rewritten last
+        _refuse_foreign(folder)
+    t = make_tensors(spec, seed, opts)
+    for folder in stamps:  # stale until rewritten last, yet still marking the folder as the builder's
+        _write_json(folder / "tiny.json", {"builder": "sglang_kimi_eagle3.tiny", "state": "building"})
     config = target_config(spec, int4=opts.int4) if opts.text_only else wrapper_config(spec, int4=opts.int4)
     _write_json(target / "config.json", config)
     _write_weights(target / "model.safetensors", t.target)
