@@ -86,6 +86,20 @@ def test_a_folder_of_the_users_is_never_overwritten(tmp_path, capsys):
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["target"]  # refused before writing anything
 
 
+@pytest.mark.parametrize("out,want", [("", "OUT is empty"), ("{tmp}/afile", "is a file, not a folder"),
+                                       ("{tmp}/afile/sub", "Not a directory"), ("/proc/tiny-out", "OUT /proc/tiny-out")])
+def test_an_out_that_cannot_be_written_is_one_line_exit_2(tmp_path, capsys, monkeypatch, out, want):
+    """OUT '' built into the current folder; OUT a file, under a file, or in /proc ended in a traceback (exit 1)."""
+    from sglang_kimi_eagle3.tiny.__main__ import main as tiny_main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "afile").write_text("x")
+    assert tiny_main([out.replace("{tmp}", str(tmp_path))]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and want in lines[0], lines
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
+
+
 def test_the_default_target_is_the_kimi_k25_wrapper_language_model_only(pair):
     target, draft = pair
     t, d = _config(target), _config(draft)

@@ -60,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
     import torch
 
+    from ..validate import expand_path
     from . import build, preset
 
     if a.device == "meta":
@@ -74,9 +75,17 @@ def main(argv: list[str] | None = None) -> int:
     spec = preset(name)
     t0 = time.monotonic()
     try:
-        target, draft = build(a.out, seed=a.seed, spec=spec, text_only=a.text_only, int4=a.int4,
-                              draft_agreement=a.draft_agreement, device=a.device)
-    except ValueError as exc:  # a spec the INT4 MoE kernel cannot serve, and the like
+        out = expand_path(a.out, "OUT")  # '' is not the current folder
+        if out.exists() and not out.is_dir():
+            raise ValueError(f"OUT {a.out}: is a file, not a folder; give a folder to write target/ and draft/ into")
+        try:
+            out.mkdir(parents=True, exist_ok=True)  # before any tensor is made
+            target, draft = build(out, seed=a.seed, spec=spec, text_only=a.text_only, int4=a.int4,
+                                  draft_agreement=a.draft_agreement, device=a.device)
+        except OSError as exc:
+            raise ValueError(f"OUT {a.out}: cannot write {exc.filename or a.out} ({exc.strerror or exc}); give a "
+                             "folder this user can create files in") from None
+    except ValueError as exc:  # a spec the INT4 MoE kernel cannot serve, a foreign or unwritable OUT, and the like
         print(f"error: {exc}", file=sys.stderr)
         return 2
     kind = "DeepseekV3ForCausalLM" if a.text_only else "KimiK25ForConditionalGeneration"

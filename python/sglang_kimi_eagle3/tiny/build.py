@@ -118,6 +118,8 @@ WRITTEN = ("config.json", "model.safetensors", "successor.json", "tokenizer.json
 
 def _refuse_foreign(folder: Path) -> None:
     """build() replaces files only in a folder it built (one holding tiny.json): never the user's own model."""
+    if os.path.lexists(folder) and not folder.is_dir():
+        raise UserError(f"{folder}: is a file, not a folder; choose another OUT, or move that file away")
     if (folder / "tiny.json").is_file():
         return
     theirs = [n for n in WRITTEN if os.path.lexists(folder / n)]
