@@ -93,6 +93,23 @@ def test_bad_draft_field_is_one_line_naming_file_and_field(tmp_path, case, edits
         assert w in msg, (w, msg)
 
 
+# Fields only the memory estimate reads (preflight/memory.py): a string, null or list there was an internal
+# TypeError (exit 3) from `check`, a negative size a silent negative weight count.
+@pytest.mark.parametrize("edits,field", [
+    (dict(intermediate_size="x"), "'intermediate_size' = 'x' (string)"), (dict(intermediate_size=None), "'intermediate_size' is missing"),
+    (dict(intermediate_size=[1]), "'intermediate_size' = [1] (list)"), (dict(intermediate_size=-5), "'intermediate_size' = -5"),
+    (dict(head_dim="x"), "'head_dim' = 'x'"), (dict(head_dim=[1]), "'head_dim' = [1]"),
+])
+def test_bad_size_the_memory_estimate_reads_is_one_line_naming_file_and_field(tmp_path, edits, field):
+    folder = edited_copy(AQ_K2_DRAFT, tmp_path / "d", **edits)
+    from sglang_kimi_eagle3.preflight.memory import config_weights
+
+    with pytest.raises(UserError) as e:  # what `check`'s memory fit reads for a drafter without weights
+        config_weights(read_config(folder), eagle3_draft=True).per_gpu(8)
+    msg = str(e.value)
+    assert msg.startswith(f"{folder / 'config.json'}: field ") and field in msg, msg
+
+
 # Nested (Kimi-K2.5) layout: the field is named with its text_config. prefix.
 @pytest.mark.parametrize("edits,field", [
     (dict(text_config__hidden_size=NAN), "'text_config.hidden_size'"),

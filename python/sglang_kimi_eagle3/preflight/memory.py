@@ -27,6 +27,7 @@ import re
 from dataclasses import dataclass
 
 from ..configs import ModelInfo
+from ..validate import MISSING, int_field
 
 GIB = 1 << 30
 MIB = 1 << 20
@@ -136,15 +137,21 @@ def _ignored(name: str, patterns: list[str]) -> bool:
 
 
 # --- config-derived tensors -------------------------------------------------------------------------
-def _layer_parts(t: dict, i: int, h_in: int, b: int, quant) -> list[tuple[str, float]]:
+def _size(t: dict, key: str, where: str, default=MISSING, lo: int = 1) -> int | None:
+    """A size field only this estimate reads, checked as read_config checks its own (one line naming file and field)."""
+    return int_field(t, key, where, lo=lo, default=default, fix="fix the config")
+
+
+def _layer_parts(t: dict, i: int, h_in: int, b: int, quant, where: str = "config.json") -> list[tuple[str, float]]:
     """(representative tensor name, parameters) for decoder layer i; bytes applied by the caller."""
     h = t["hidden_size"]
     heads = t["num_attention_heads"]
     pre = f"model.layers.{i}."
     out: list[tuple[str, float]] = []
     if t.get("kv_lora_rank") is not None:  # MLA
-        nope, rope, v = t.get("qk_nope_head_dim", 128), t.get("qk_rope_head_dim", 64), t.get("v_head_dim", 128)
-        ql, kl = t.get("q_lora_rank"), t["kv_lora_rank"]
+        nope, rope = _size(t, "qk_nope_head_dim", where, 128, lo=0), _size(t, "qk_rope_head_dim", where, 64, lo=0)
+        v, kl = _size(t, "v_head_dim", where, 128), _size(t, "kv_lora_rank", where)
+        ql = _size(t, "q_lora_rank", where, 0, lo=0)
         if ql:
             out += [("self_attn.q_a_proj.weight", h_in * ql), ("self_attn.q_a_layernorm.weight", ql),
                     ("self_attn.q_b_proj.weight", ql * heads * (nope + rope))]
@@ -153,20 +160,20 @@ def _layer_parts(t: dict, i: int, h_in: int, b: int, quant) -> list[tuple[str, f
         out += [("self_attn.kv_a_proj_with_mqa.weight", h_in * (kl + rope)), ("self_attn.kv_a_layernorm.weight", kl),
                 ("self_attn.kv_b_proj.weight", kl * heads * (nope + v)), ("self_attn.o_proj.weight", heads * v * h)]
     else:
-        hd = t.get("head_dim") or h // heads
+        hd = _size(t, "head_dim", where, 0, lo=0) or h // heads
         kv = t.get("num_key_value_heads") or heads
         out += [("self_attn.q_proj.weight", h_in * heads * hd), ("self_attn.k_proj.weight", h_in * kv * hd),
                 ("self_attn.v_proj.weight", h_in * kv * hd), ("self_attn.o_proj.weight", heads * hd * h)]
-    experts = t.get("n_routed_experts") or 0
-    moe = experts and i >= (t.get("first_k_dense_replace") or 0) and i % (t.get("moe_layer_freq") or 1) == 0
+    experts = _size(t, "n_routed_experts", where, 0, lo=0)
+    moe = experts and i >= _size(t, "first_k_dense_replace", where, 0, lo=0) and i % _size(t, "moe_layer_freq", where, 1) == 0
     if moe:
-        mi = t["moe_intermediate_size"]
+        mi = _size(t, "moe_intermediate_size", where)
         out += [(f"mlp.experts.*.{p}.weight", experts * h * mi) for p in ("gate_proj", "up_proj", "down_proj")]
-        ns = t.get("n_shared_experts") or 0
+        ns = _size(t, "n_shared_experts", where, 0, lo=0)
         out += [(f"mlp.shared_experts.{p}.weight", ns * h * mi) for p in ("gate_proj", "up_proj", "down_proj")]
         out += [("mlp.gate.weight", experts * h), ("mlp.gate.e_score_correction_bias", experts)]
     else:
-        inter = t["intermediate_size"]
+        inter = _size(t, "intermediate_size", where)
         out += [(f"mlp.{p}.weight", h * inter) for p in ("gate_proj", "up_proj", "down_proj")]
     out += [("input_layernorm.weight", h), ("post_attention_layernorm.weight", h)]
     return [(pre + n, c) for n, c in out]
@@ -195,7 +202,7 @@ def config_weights(info: ModelInfo, *, eagle3_draft: bool = False, vision_config
         items.append(("model.embed_tokens.weight", vocab * h))
     h_in = 2 * h if eagle3_draft else h
     for i in range(info.num_hidden_layers):
-        items += _layer_parts(t, i, h_in, b, quant)
+        items += _layer_parts(t, i, h_in, b, quant, info.file)
     items.append(("model.norm.weight", h))
     if not info.tie_word_embeddings:
         items.append(("lm_head.weight", (info.draft_vocab_size or vocab) * h))
