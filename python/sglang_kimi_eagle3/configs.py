@@ -112,10 +112,16 @@ def read_json(file: Path, missing_hint: str = "point the flag at a folder that h
     return read_json_object(file, missing_hint)
 
 
-def _int(d: dict, key: str, file, pre: str = "", *, default=None, required=True, lo=1):
+# Past any model (a typo, a hand-edited file): `check` looped over 1e33 layers until memory ran out, and sizes like
+# 1e300 overflowed its float arithmetic. Context-length keys stay unbounded (tokenizers' 1e30 "no limit" sentinel).
+MAX_LAYERS = 1 << 14
+MAX_SIZE = 1 << 24  # widths, head counts and vocabularies
+
+
+def _int(d: dict, key: str, file, pre: str = "", *, default=None, required=True, lo=1, hi=None):
     """A positive (by default) integer field `pre + key` ("text_config." for nested configs)."""
     return int_field(d, pre + key, str(file), default=default if default is not None else MISSING,
-                     required=required, lo=lo, fix="fix the config")
+                     required=required, lo=lo, hi=hi, fix="fix the config")
 
 
 def _token_ids(d: dict, key: str, where: str):
@@ -188,7 +194,7 @@ def read_config(path: str | Path, *, label: str | None = None) -> ModelInfo:
     quant, ignores_head = _quantization(text, where, pre)
     if quant is None and text is not outer:
         quant, ignores_head = _quantization(outer, where)
-    heads = _int(text, "num_attention_heads", file, pre)
+    heads = _int(text, "num_attention_heads", file, pre, hi=MAX_SIZE)
     dtype = text.get("torch_dtype") or outer.get("torch_dtype") or text.get("dtype") or outer.get("dtype")
     if dtype is not None and not isinstance(dtype, str):
         raise UserError(f"{file}: field 'torch_dtype' = {show(dtype)}; expected a dtype name such as \"bfloat16\"")
@@ -206,11 +212,11 @@ def read_config(path: str | Path, *, label: str | None = None) -> ModelInfo:
         arch=archs[0],
         text_arch=text_archs[0],
         model_type=model_type,
-        hidden_size=_int(text, "hidden_size", file, pre),
-        num_hidden_layers=_int(text, "num_hidden_layers", file, pre),
-        vocab_size=_int(text, "vocab_size", file, pre, default=vocab),
+        hidden_size=_int(text, "hidden_size", file, pre, hi=MAX_SIZE),
+        num_hidden_layers=_int(text, "num_hidden_layers", file, pre, hi=MAX_LAYERS),
+        vocab_size=_int(text, "vocab_size", file, pre, default=vocab, hi=MAX_SIZE),
         num_attention_heads=heads,
-        num_key_value_heads=_int(text, "num_key_value_heads", file, pre, default=heads),
+        num_key_value_heads=_int(text, "num_key_value_heads", file, pre, default=heads, hi=MAX_SIZE),
         max_position_embeddings=_int(text, "max_position_embeddings", file, pre, required=False),
         rope_theta=rope_theta,
         rope_scaling=rope_scaling,
@@ -219,9 +225,9 @@ def read_config(path: str | Path, *, label: str | None = None) -> ModelInfo:
         torch_dtype=dtype,
         quantization=quant,
         quant_ignores_lm_head=ignores_head,
-        draft_vocab_size=_int(text, "draft_vocab_size", file, pre, required=False),
+        draft_vocab_size=_int(text, "draft_vocab_size", file, pre, required=False, hi=MAX_SIZE),
         aux_layer_ids=aux,
-        target_hidden_size=_int(text, "target_hidden_size", file, pre, required=False),
+        target_hidden_size=_int(text, "target_hidden_size", file, pre, required=False, hi=MAX_SIZE),
         tie_word_embeddings=bool(tie),
         is_mla=text.get("kv_lora_rank") is not None,
         has_auto_map=bool(outer.get("auto_map")),

@@ -31,17 +31,21 @@ def kimi_deployment(**kw) -> Deployment:
 
 # (case id, field edits on the AQ-MedAI drafter's config, words the one-line message must hold)
 DRAFT_EDITS = [
-    ("hidden_nan", dict(hidden_size=NAN), ["'hidden_size'", "nan", "an integer >= 1"]),
+    ("hidden_nan", dict(hidden_size=NAN), ["'hidden_size'", "nan", "an integer in [1, "]),
     ("hidden_inf", dict(hidden_size=INF), ["'hidden_size'", "inf"]),
     ("hidden_neg_inf", dict(hidden_size=-INF), ["'hidden_size'"]),
     ("hidden_string", dict(hidden_size="7168"), ["'hidden_size'", "'7168' (string)"]),
     ("hidden_float", dict(hidden_size=7168.5), ["'hidden_size'", "7168.5"]),
     ("hidden_bool", dict(hidden_size=True), ["'hidden_size'", "boolean"]),
-    ("hidden_zero", dict(hidden_size=0), ["'hidden_size'", ">= 1"]),
+    ("hidden_zero", dict(hidden_size=0), ["'hidden_size'", "in [1, "]),
     ("hidden_list", dict(hidden_size=[7168]), ["'hidden_size'", "(list)"]),
     ("layers_zero", dict(num_hidden_layers=0), ["'num_hidden_layers'"]),
+    # past any model: `check` looped over 1e33 layers until memory ran out, or overflowed floats (exit 3)
+    ("layers_huge", dict(num_hidden_layers=10**33), ["'num_hidden_layers'", "in [1, 16384]"]),
+    ("hidden_1e300", dict(hidden_size=1e300), ["'hidden_size'", "in [1, 16777216]"]),
+    ("vocab_huge", dict(vocab_size=2**40), ["'vocab_size'", "in [1, 16777216]"]),
     ("vocab_negative", dict(vocab_size=-1), ["'vocab_size'"]),
-    ("heads_zero", dict(num_attention_heads=0), ["'num_attention_heads'", ">= 1"]),
+    ("heads_zero", dict(num_attention_heads=0), ["'num_attention_heads'", "in [1, "]),
     ("kv_heads_zero", dict(num_key_value_heads=0), ["'num_key_value_heads'"]),
     ("mpe_zero", dict(max_position_embeddings=0), ["'max_position_embeddings'", ">= 1"]),
     ("mpe_negative", dict(max_position_embeddings=-1), ["'max_position_embeddings'", "-1"]),

@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..configs import ModelInfo
+from ..configs import MAX_SIZE, ModelInfo
 from ..validate import MISSING, int_field
 
 GIB = 1 << 30
@@ -139,7 +139,7 @@ def _ignored(name: str, patterns: list[str]) -> bool:
 # --- config-derived tensors -------------------------------------------------------------------------
 def _size(t: dict, key: str, where: str, default=MISSING, lo: int = 1) -> int | None:
     """A size field only this estimate reads, checked as read_config checks its own (one line naming file and field)."""
-    return int_field(t, key, where, lo=lo, default=default, fix="fix the config")
+    return int_field(t, key, where, lo=lo, hi=MAX_SIZE, default=default, fix="fix the config")
 
 
 def _layer_parts(t: dict, i: int, h_in: int, b: int, quant, where: str = "config.json") -> list[tuple[str, float]]:
