@@ -82,6 +82,7 @@ CASES = [
     ("profile_hardware_list", ["--profile", "{p:hardware=[1]}"], "section 'hardware'"),
     ("profile_non_utf8", ["--profile", "{f:bad.json=b'{\"name\": \"\\xff\"}'}"], "not UTF-8"),
     ("profile_list", ["--profile", "{f:bad.json=[1, 2]}"], "top level"),
+    ("profile_folder", ["--profile", "{tmp}"], "--profile {tmp}: not a hardware profile file: it is a folder"),
     ("costs_string_values", ["--costs", "{f:c.json={'target_us': {'1': 'x'}, 'draft_us': {'1': 1}}}"], "'target_us.1'"),
     ("costs_zero_target", ["--costs", "{f:c.json={'target_us': {'1': 0}, 'draft_us': {'1': 1}}}"], "0 us"),
     ("costs_negative", ["--costs", "{f:c.json={'target_us': {'1': 10}, 'draft_us': {'1': -1}}}"], "'draft_us.1'"),

@@ -112,14 +112,15 @@ def _verify_table(value, path: str) -> dict[int, float]:
 
 def load(name_or_path: str, where: str | None = None) -> Profile:
     """A bundled profile by name (see `names()`) or a profile JSON file by path; every number checked. `where`: the flag
-    or variable that named it, for the not-found line."""
+    or variable that named it, for every refusal line."""
     p = DIR / f"{name_or_path}.json"  # a bundled name first (names contain dots: "kimi-k2.5_...")
     if not p.is_file():
         p = Path(name_or_path)
     if not p.exists() and not p.is_symlink():
         raise UserError(f"{where + ': ' if where else ''}hardware profile {name_or_path!r} not found; bundled: "
                         f"{', '.join(names())} (or pass a JSON path)")
-    return read_document(p, "hardware profile", _parse, hint=f"bundled: {', '.join(names())} (or pass a JSON path)")
+    return read_document(p, "hardware profile", _parse, hint=f"bundled: {', '.join(names())} (or pass a JSON path)",
+                         flag=where)
 
 
 _TOP_KEYS = ("name", "title", "model_note", "acceptance_preset", "context_tokens", "hardware", "target", "draft",
