@@ -159,13 +159,24 @@ def _bundled_dir_error() -> None:
                         f"(an empty folder hides the bundled ones)")
 
 
+def _status_dir_error() -> None:
+    """SGLANG_KIMI_EAGLE3_STATUS_DIR, where set, must expand (`~user` of no user on this machine: refused here, at
+    launch, not inside a scheduler's status writer)."""
+    from .validate import expand_path
+
+    raw = os.environ.get(ENV_STATUS_DIR, "").strip()
+    if raw:
+        expand_path(raw, f"${ENV_STATUS_DIR}")
+
+
 def env_errors() -> list[str]:
     """One line per of our variables holding a value we do not accept (empty when all are fine)."""
     from .policy.context import resolve_policy
 
     out = []
     # every enumerated variable (CHOICES), so none is left to fail later inside a serving scheduler
-    for check in (enabled, *(partial(env_choice, name) for name in CHOICES), resolve_policy, _bundled_dir_error):
+    for check in (enabled, *(partial(env_choice, name) for name in CHOICES), resolve_policy, _bundled_dir_error,
+                  _status_dir_error):
         try:
             check()
         except UserError as exc:

@@ -118,3 +118,21 @@ def test_a_masked_call_site_is_reported_failed_and_status_running_reads_the_file
     assert "failed (not bound at eagle_utils.verify_tree_greedy_func" in line
     data = json.loads((d / "port31877.json").read_text())
     assert data["pid"] != out["plain"]["snapshot"]["pid"]  # the masked child rewrote it
+
+
+def test_the_status_folder_variable_is_read_as_a_path(monkeypatch, tmp_path):
+    """SGLANG_KIMI_EAGLE3_STATUS_DIR from an env file ('~/run', padded with spaces) is the home's run folder, not a
+    literal './~/run'; an unknown '~user' is refused at launch (env_errors: one line naming the variable)."""
+    from pathlib import Path
+
+    from sglang_kimi_eagle3.base import env_errors
+    from sglang_kimi_eagle3.integration.hooks import runtime_status as rs
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("SGLANG_KIMI_EAGLE3_STATUS_DIR", " ~/run ")
+    assert rs.status_dir() == tmp_path / "run" and not env_errors()
+    monkeypatch.setenv("SGLANG_KIMI_EAGLE3_STATUS_DIR", str(tmp_path / "x"))
+    assert rs.status_dir() == Path(tmp_path / "x")
+    monkeypatch.setenv("SGLANG_KIMI_EAGLE3_STATUS_DIR", "~nosuchuser-kimi/run")
+    bad = env_errors()
+    assert len(bad) == 1 and "SGLANG_KIMI_EAGLE3_STATUS_DIR" in bad[0] and "cannot expand" in bad[0], bad

@@ -269,9 +269,13 @@ def format_snapshot(snap: dict) -> str:
 
 
 def status_dir() -> Path:
+    """$SGLANG_KIMI_EAGLE3_STATUS_DIR read as a path (spaces trimmed, `~` expanded: an unknown user is refused at
+    launch by env_errors, before this runs in a server), else the user cache's run folder."""
     from ...base import user_cache_dir
+    from ...validate import expand_path
 
-    return Path(os.environ.get(ENV_STATUS_DIR) or user_cache_dir("run"))
+    env = os.environ.get(ENV_STATUS_DIR, "").strip()
+    return expand_path(env, f"${ENV_STATUS_DIR}") if env else user_cache_dir("run")
 
 
 def status_path(port, dp_rank=None, tp_rank=0, pp_rank=0) -> Path:
