@@ -137,27 +137,23 @@ def _wait(*args, **kwargs):
     _OPEN["wait"] += time.perf_counter() - t
 
 
-def _prepare(original, batch, *args, **kwargs):
-    """AROUND ScheduleBatch.prepare_for_decode: timed while an interval is open (our launch, or every launch for
-    benchmarks), its time added to the interval's."""
-    if _OPEN["t0"] is None:
-        return original(batch, *args, **kwargs)
-    t = time.perf_counter()
-    try:
-        return original(batch, *args, **kwargs)
-    finally:
-        _OPEN["prepare"] += time.perf_counter() - t
+def _while_open(key: str):
+    """An AROUND wrapper that adds its call's time to the open interval's `key` (our launch's decode steps, or every
+    launch's for benchmarks); outside an open interval (a prefill, a warm-up) it only calls through."""
+    def wrapper(original, *args, **kwargs):
+        if _OPEN["t0"] is None:
+            return original(*args, **kwargs)
+        t = time.perf_counter()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            _OPEN[key] += time.perf_counter() - t
+    wrapper.__name__ = f"_{key}"
+    return wrapper
 
 
-def _replay(original, backend, *args, **kwargs):
-    """AROUND FullCudaGraphBackend.replay (every CUDA-graph launch of a decode step): timed while a launch is open."""
-    if _OPEN["t0"] is None:
-        return original(backend, *args, **kwargs)
-    t = time.perf_counter()
-    try:
-        return original(backend, *args, **kwargs)
-    finally:
-        _OPEN["replay"] += time.perf_counter() - t
+_prepare = _while_open("prepare")  # ScheduleBatch.prepare_for_decode: the next batch's preparation
+_replay = _while_open("replay")  # FullCudaGraphBackend.replay: every CUDA-graph launch of a decode step
 
 
 def _close(now: float) -> None:
