@@ -115,17 +115,6 @@ def _forward(original, worker, batch, *args, **kwargs):
     return out
 
 
-def _part(key: str):
-    def wrapper(original, *args, **kwargs):
-        t = time.perf_counter()
-        try:
-            return original(*args, **kwargs)
-        finally:
-            _OPEN[key] += time.perf_counter() - t
-    wrapper.__name__ = f"_{key}"
-    return wrapper
-
-
 def _wait(*args, **kwargs):
     """BEFORE process_batch_result_decode(self, batch, result): wait for the result's copy ourselves, timed."""
     result = kwargs.get("result", args[2] if len(args) > 2 else None)
@@ -137,9 +126,10 @@ def _wait(*args, **kwargs):
     _OPEN["wait"] += time.perf_counter() - t
 
 
-def _while_open(key: str):
+def _part(key: str):
     """An AROUND wrapper that adds its call's time to the open interval's `key` (our launch's decode steps, or every
-    launch's for benchmarks); outside an open interval (a prefill, a warm-up) it only calls through."""
+    launch's for benchmarks: a verify and a draft extend run inside the launch that opened it); outside an open
+    interval (a prefill, a warm-up) it only calls through."""
     def wrapper(original, *args, **kwargs):
         if _OPEN["t0"] is None:
             return original(*args, **kwargs)
@@ -152,8 +142,8 @@ def _while_open(key: str):
     return wrapper
 
 
-_prepare = _while_open("prepare")  # ScheduleBatch.prepare_for_decode: the next batch's preparation
-_replay = _while_open("replay")  # FullCudaGraphBackend.replay: every CUDA-graph launch of a decode step
+_prepare = _part("prepare")  # ScheduleBatch.prepare_for_decode: the next batch's preparation
+_replay = _part("replay")  # FullCudaGraphBackend.replay: every CUDA-graph launch of a decode step
 
 
 def _close(now: float) -> None:
