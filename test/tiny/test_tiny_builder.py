@@ -425,3 +425,13 @@ def test_check_passes_on_every_pair_and_reports_int4_as_for_kimi_k25(pairs):
             assert not any(q.startswith("target ") for q in quant), (kind, quant)
     caps = {k: [f["found"] for f in r["report"]["findings"] if f["check"] == "capture_support"] for k, r in res.items()}
     assert caps["int4"] == ["KimiK25ForConditionalGeneration exposes the EAGLE-3 target interface"], caps
+
+
+def test_help_reads_as_prose_at_a_narrow_terminal():
+    """The description's first line was wrapped as a shell command (it began `python -m ...`): quoted words and a
+    backslash in the help. It reads as written, wrapped at the terminal's width."""
+    p = python(["-m", "sglang_kimi_eagle3.tiny", "--help"], env=clean_env(COLUMNS="80"), timeout=120)
+    assert p.returncode == 0, p.stderr
+    head = p.stdout.split("The target is")[0]
+    assert "'(OUT/target,'" not in head and "\\" not in head, head
+    assert "build the tiny target/draft pair" in " ".join(head.split()).lower(), head

@@ -1,4 +1,4 @@
-"""python -m sglang_kimi_eagle3.tiny OUT: build the tiny target/draft pair under OUT (OUT/target, OUT/draft).
+"""Build the tiny target/draft pair under OUT (OUT/target, OUT/draft): python -m sglang_kimi_eagle3.tiny OUT.
 
 The target is KimiK25ForConditionalGeneration (language model only, as SGLang serves Kimi-K2.5) unless
 --text-only; --int4 stores its routed experts as Kimi-K2.5's compressed-tensors INT4 (group 32);
