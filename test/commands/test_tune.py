@@ -96,3 +96,10 @@ def test_a_file_as_cache_dir_is_refused_not_promised(capsys, tmp_path):
         assert main(["tune", "--dry-run", "--cache-dir", str(where)]) == 2
         err = capsys.readouterr()
         assert "would be written" not in err.out and "--cache-dir" in err.err and "not a folder" in err.err, err
+
+
+def test_a_bad_launch_flag_is_named_before_the_missing_gpu(capsys):
+    """On a box without a GPU, `tune --bogus` names the unknown flag (what the user can fix here), not the GPU."""
+    assert main(["tune", "--bogus"]) == 2
+    err = capsys.readouterr().err
+    assert "--bogus" in err and "no CUDA GPU" not in err, err

@@ -155,9 +155,11 @@ def main(argv: list[str]) -> int:
         _default_cache_dir()
     warnings.filterwarnings("ignore")
     logging.getLogger("sglang_kimi_eagle3").setLevel(logging.WARNING)
+    # SGLang's import on a box without a GPU: "Cannot detect CUDA architecture." (our own line says what to do)
+    logging.getLogger("sglang.kernels.jit.utils.arch").setLevel(logging.ERROR)
+    shapes, title, how = deployment_shapes(rest, ours["quick"])  # the flags first: a typo is named, not the GPU
     if not ours["dry_run"]:
         _require_gpu()
-    shapes, title, how = deployment_shapes(rest, ours["quick"])
     todo = [m for m in measurements(shapes) if m["op"] in ours["ops"]]
     echo(f"Tuning for {title}")
     echo(f"Shapes ({how}): {shapes.describe()}")
