@@ -103,3 +103,20 @@ def test_a_bad_launch_flag_is_named_before_the_missing_gpu(capsys):
     assert main(["tune", "--bogus"]) == 2
     err = capsys.readouterr().err
     assert "--bogus" in err and "no CUDA GPU" not in err, err
+
+
+def test_a_cache_dir_this_user_cannot_write_in_is_refused_not_promised(capsys):
+    """--dry-run promised `Table would be written to /proc/x/...`; the real run would fail its write after measuring."""
+    from pathlib import Path
+
+    for where in ("/proc/kimi-tune-x", "/sys/kernel/kimi-tune-x"):
+        try:  # a box where this user can create there after all: nothing to refuse
+            (Path(where).parent / "kimi-probe").mkdir()
+            (Path(where).parent / "kimi-probe").rmdir()
+            continue
+        except OSError:
+            pass
+        assert main(["tune", "--dry-run", "--cache-dir", where]) == 2, where
+        err = capsys.readouterr()
+        assert "would be written" not in err.out and "cannot create files in" in err.err, err
+        assert len(err.err.strip().splitlines()) == 1, err.err

@@ -14,7 +14,9 @@ machine without SGLang's server stack).
 from __future__ import annotations
 
 import logging
+import tempfile
 import warnings
+from pathlib import Path
 
 from ..errors import UserError
 from ..integration.launch_flags import flag_value, int_flag_value, parse_with_sglang, refuse_nonpositive
@@ -80,6 +82,12 @@ def _cache_dir(val: str, flag: str = "--cache-dir") -> str:
     if blocker is not None:
         what = "is a file" if blocker == p else f"lies under {blocker}, which is a file"
         raise UserError(f"{flag} {val}: {what}, not a folder; give a folder (created if missing)")
+    here = next(q for q in (p, *p.parents) if q.exists())
+    try:  # the table is written there later, after measuring: a probe folder, removed at once
+        Path(tempfile.mkdtemp(prefix=".tune-probe-", dir=here)).rmdir()
+    except OSError as exc:
+        raise UserError(f"{flag} {val}: cannot create files in {here} ({exc.strerror or exc}); give a folder this "
+                        "user can write in") from None
     return val
 
 
