@@ -25,6 +25,9 @@ EXPLICIT = ["--model-path", "kimi-k2.5", "--tp-size", "8", "--speculative-algori
 # (id, launch (check's arguments; no --model-path: the embedded default with these flags), check, finding regex)
 CASES = [
     ("kv_below_context", [], "memory", r"KV pool .* x the served context"),
+    ("bad_device", ["--device", "nope"], "launch_flags", r"--device nope"),
+    ("page_size_0", ["--page-size", "0"], "launch_flags", r"--page-size 0"),
+    ("no_running_requests", ["--max-running-requests", "0"], "launch_flags", r"--max-running-requests 0"),
     ("custom_all_reduce", [], "platform_sm120", r"custom all-reduce allowed"),
     ("page_size_tree", ["--for-gpu", "sm100", "--speculative-eagle-topk", "4"], "spec_params",
      r"topk > 1 with page size"),

@@ -7,7 +7,7 @@ integration/preflight/inputs.py turns a launch (SGLang's own parsed and resolved
 from __future__ import annotations
 
 from .checks_draft import check_aux_agreement, check_draft_class, check_draft_weights, check_same_model
-from .checks_launch import check_aux_layers, check_context, check_sglang_error, check_spec_params, check_tensor_parallel
+from .checks_launch import check_aux_layers, check_context, check_launch_flags, check_sglang_error, check_spec_params, check_tensor_parallel
 from .checks_memory import check_memory
 from .checks_model import check_algorithm, check_capture_support, check_dtype_quant, check_hidden, check_trust_remote_code, check_vocab
 from .checks_platform import check_attention_backend, check_platform
@@ -26,6 +26,7 @@ CHECKS = (
     check_draft_weights,
     check_context,
     check_spec_params,
+    check_launch_flags,
     check_tensor_parallel,
     check_attention_backend,
     check_dtype_quant,

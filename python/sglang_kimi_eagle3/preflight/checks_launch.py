@@ -203,6 +203,26 @@ def check_spec_params(d: Deployment) -> list[Finding]:
     return out
 
 
+# --- launch flags SGLang parses but never range-checks ------------------------------------------
+# SGLang 0.5.23's parser takes any string for --device and any integer for --page-size and
+# --max-running-requests; the launch then fails (or misbehaves) after the weights load.
+DEVICES = ("cuda", "cpu", "xpu", "npu", "hpu", "mps", "musa")  # what SGLang's platforms name (utils get_device)
+
+
+def check_launch_flags(d: Deployment) -> list[Finding]:
+    out = []
+    if d.device is not None and str(d.device).split(":", 1)[0] not in DEVICES:
+        out.append(Finding("error", "launch_flags", f"--device {d.device}",
+                           f"one of {', '.join(DEVICES)} (or leave it out: SGLang detects the platform)",
+                           "--device cuda, or drop --device"))
+    for flag, v in (("--page-size", d.page_size), ("--max-running-requests", d.max_running_requests)):
+        if isinstance(v, int) and not isinstance(v, bool) and v < 1:
+            out.append(Finding("error", "launch_flags", f"{flag} {v}", ">= 1 (SGLang accepts the flag, then fails "
+                               "after loading the weights)", f"{flag} 1" if flag == "--page-size" else
+                               f"drop {flag} (SGLang sizes it from memory)"))
+    return out
+
+
 # --- tensor parallel ---------------------------------------------------------------------------
 def check_tensor_parallel(d: Deployment) -> list[Finding]:
     out = []

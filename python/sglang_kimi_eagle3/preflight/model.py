@@ -84,6 +84,7 @@ class Deployment:
     target_prefill_backend: str | None = None
     draft_backend_flag: str | None = None  # --speculative-draft-attention-backend
     page_size: int | None = None
+    device: str | None = None  # --device as written (None: SGLang detects the platform)
     dtype: str = "auto"
     quantization: str | None = None  # --quantization
     draft_quantization: str | None = None  # --speculative-draft-model-quantization

@@ -170,6 +170,7 @@ def build_deployment(server_args, gpu: GpuTarget, *, sglang_error: str | None = 
         target_prefill_backend=getattr(cfg, "prefill_attention_backend", None) or getattr(cfg, "attention_backend", None),
         draft_backend_flag=getattr(cfg, "speculative_draft_attention_backend", None),
         page_size=getattr(cfg, "page_size", None),
+        device=raw_input(server_args, "device"),
         dtype=str(raw_input(server_args, "dtype") or "auto"),
         quantization=raw_input(server_args, "quantization"),
         draft_quantization=raw_input(server_args, "speculative_draft_model_quantization"),
