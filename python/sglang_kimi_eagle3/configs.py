@@ -7,6 +7,7 @@ for flat configs (Kimi-K2, Llama, EAGLE-3 drafters). Every malformed input is a 
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -169,11 +170,38 @@ def _rope_scaling(text: dict, where: str, pre: str) -> dict | None:
     return rs
 
 
-def read_config(path: str | Path, *, label: str | None = None) -> ModelInfo:
-    """Read `<path>/config.json` (or a config.json path itself). Every field used is type- and range-checked."""
+SUB_CONFIGS = ("text_config", "vision_config", "audio_config")  # dicts that transformers builds into sub-configs
+
+
+def apply_overrides(outer: dict, overrides: dict) -> dict:
+    """config.json as SGLang 0.5.23 loads it under --json-model-override-args (hf_transformers/config.py get_config):
+    an object for a sub-config or rope_scaling / rope_parameters merges one level into it; anything else replaces."""
+    out = dict(outer)
+    for key, value in overrides.items():
+        cur = out.get(key)
+        if isinstance(value, dict) and isinstance(cur, dict) and (key in SUB_CONFIGS or key in ("rope_scaling", "rope_parameters")):
+            out[key] = {**cur, **value}
+        else:
+            out[key] = value
+    return out
+
+
+def read_config(path: str | Path, *, label: str | None = None, overrides: dict | None = None) -> ModelInfo:
+    """Read `<path>/config.json` (or a config.json path itself), with SGLang's --json-model-override-args applied
+    (`overrides`). Every field used is type- and range-checked."""
     p = Path(path)
     file = p if p.suffix == ".json" else p / "config.json"
     outer = read_json(file)
+    if not overrides:
+        return _model_info(outer, file, path, label)
+    try:
+        return _model_info(apply_overrides(outer, overrides), file, path, label)
+    except UserError as e:
+        raise UserError(f"{e} (with --json-model-override-args {json.dumps(overrides)} applied, as SGLang applies it "
+                        "to the target's and the draft's config)") from None
+
+
+def _model_info(outer: dict, file: Path, path, label) -> ModelInfo:
     where = str(file)
     text = outer.get("text_config", outer)
     if not isinstance(text, dict):

@@ -44,3 +44,27 @@ def test_eagle3_drafter_with_eagle_is_an_error_listed_with_everything_else():
     f = check_findings(cp)
     assert any(x["severity"] == "error" and x["check"] == "algorithm" and "#21272" in x["expected"] for x in f)
     assert any(x["check"] == "context" for x in f)  # the other checks still ran
+
+
+def test_json_model_override_args_reach_both_configs_as_sglang_applies_them():
+    # SGLang applies --json-model-override-args to the target's and the draft's config (ModelConfig.from_server_args):
+    # a top-level max_position_embeddings lifts the Llama drafter's 131072 (Kimi's own limit sits in text_config)
+    cp = run_check("--json", "--json-model-override-args", '{"max_position_embeddings": 262144}')
+    ctx = [f["found"] for f in check_findings(cp) if f["check"] == "context"]
+    assert ctx and "covers 262144 positions" in ctx[0] and "nothing to reconcile" in ctx[0], ctx
+    # a text_config object merges into a sub-config, and the drafter has none: SGLang would take the object as the
+    # drafter's whole language config, so check refuses it in one line that names the flag
+    cp = run_check("--json-model-override-args", '{"text_config": {"max_position_embeddings": 65536}}')
+    assert cp.returncode == 2, cp.stdout[-2000:] + cp.stderr[-2000:]
+    last = cp.stderr.strip().splitlines()[-1]
+    assert "text_config.num_attention_heads" in last and "--json-model-override-args" in last and "Traceback" not in cp.stderr
+
+
+def test_overrides_merge_into_sub_configs_and_rope_and_replace_everything_else():
+    from sglang_kimi_eagle3.configs import apply_overrides
+
+    outer = {"text_config": {"a": 1, "b": 2}, "rope_scaling": {"factor": 2, "type": "yarn"}, "eagle_config": {"x": 1}, "n": 3}
+    got = apply_overrides(outer, {"text_config": {"b": 5}, "rope_scaling": {"factor": 4}, "eagle_config": {"y": 2}, "n": 7})
+    assert got == {"text_config": {"a": 1, "b": 5}, "rope_scaling": {"factor": 4, "type": "yarn"}, "eagle_config": {"y": 2},
+                   "n": 7}
+    assert outer["text_config"] == {"a": 1, "b": 2}  # the file's dict is not changed

@@ -8,6 +8,7 @@ target, and this plugin's hook table.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -126,6 +127,17 @@ def _graph_bs(decode) -> list[int] | None:
     return sorted(int(b) for b in bs) if isinstance(bs, (list, tuple)) and bs else None
 
 
+def model_overrides(server_args) -> dict | None:
+    """--json-model-override-args: SGLang applies it to the target's and the draft's config alike
+    (ModelConfig.from_server_args); one that is not a JSON object is SGLang's own error to report."""
+    raw = raw_input(server_args, "json_model_override_args")
+    try:
+        value = json.loads(raw) if isinstance(raw, str) else raw
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) and value else None
+
+
 def build_deployment(server_args, gpu: GpuTarget, *, sglang_error: str | None = None,
                      check_target_class: bool = True, labels: dict[str, str] | None = None) -> Deployment:
     """labels: folder -> the name the operator typed (a bundled profile name), for readable findings."""
@@ -135,13 +147,14 @@ def build_deployment(server_args, gpu: GpuTarget, *, sglang_error: str | None = 
 
     cfg = resolving_view(server_args)
     target_dir = local_config_dir(raw_input(server_args, "model_path"), "--model-path")
-    target = read_config(target_dir, label=_label(labels, raw_input(server_args, "model_path")))
+    overrides = model_overrides(server_args)
+    target = read_config(target_dir, label=_label(labels, raw_input(server_args, "model_path")), overrides=overrides)
     draft_path = raw_input(server_args, "speculative_draft_model_path")
     draft = None
     shapes = weights = None
     if draft_path:
         draft_dir = local_config_dir(draft_path, "--speculative-draft-model-path")
-        draft = read_config(draft_dir, label=_label(labels, draft_path))
+        draft = read_config(draft_dir, label=_label(labels, draft_path), overrides=overrides)
         require_draft_context(draft)
         require_known_rope(draft)
         weights = read_draft_weights(draft_dir)
