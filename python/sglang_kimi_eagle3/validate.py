@@ -288,12 +288,10 @@ def int_list_flag(text, flag: str, lo: int = 1, hi: int | None = None, max_items
     """'1,2,4' or '1-7' or a mix -> sorted distinct ints in [lo, hi]; at most `max_items` values."""
     want = f"comma-separated integers{' ' + _range(lo, hi) if _range(lo, hi) else ''} or ranges like 1-7"
     parts = [x.strip() for x in str(text).split(",")]
-    if not any(parts):
+    if not all(parts):  # also '1,,2' and '1,': a missing value is a typo, as for the float lists
         raise _flag_fail(flag, text, want)
     out: set[int] = set()
     for part in parts:
-        if not part:
-            continue
         lo_s, sep, hi_s = part.partition("-") if not part.startswith("-") else (part, "", "")
         try:
             a = int(lo_s)

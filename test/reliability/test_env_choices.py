@@ -32,3 +32,15 @@ def test_a_bundled_table_folder_that_is_not_one_is_listed(monkeypatch, tmp_path)
                                  "it at a folder of launch tables (an empty folder hides the bundled ones)"]
     monkeypatch.setenv(base.ENV_BUNDLED_DIR, str(tmp_path))  # an empty folder: accepted (it hides them)
     assert base.env_errors() == []
+
+
+@pytest.mark.parametrize("raw", ["inf", "Infinity", "nan", "-1", "lots"])
+def test_the_adaptive_memory_budget_is_a_finite_number(monkeypatch, raw):
+    from sglang_kimi_eagle3.errors import UserError
+    from sglang_kimi_eagle3.integration import adaptive_default
+
+    monkeypatch.setenv(adaptive_default.ENV_MAX_GB, raw)
+    with pytest.raises(UserError, match=f"SGLANG_KIMI_EAGLE3_ADAPTIVE_MAX_GB='{raw}': expected a finite number of GB"):
+        adaptive_default.max_gb()
+    monkeypatch.setenv(adaptive_default.ENV_MAX_GB, " 12.5 ")
+    assert adaptive_default.max_gb() == 12.5

@@ -47,6 +47,7 @@ CASES = [
     ("steps_huge_range", ["--steps", "1-2000000"], "--steps '1-2000000'"),
     ("batch_sizes_huge_range", ["--batch-sizes", "1-3000000"], "--batch-sizes '1-3000000'"),
     ("batch_sizes_zero", ["--batch-sizes", "0,1"], "--batch-sizes '0,1'"),
+    ("batch_sizes_empty_item", ["--batch-sizes", "1,,2"], "--batch-sizes '1,,2'"),
     ("topk_zero", ["--topk", "0"], "--topk '0'"),
     ("draft_tokens_impossible", ["--topk", "2", "--draft-tokens", "50"], "no (steps, topk, draft tokens) setting"),
     ("tolerance_negative", ["--tolerance", "-1"], "--tolerance '-1': expected a finite number > 0 and <= 1"),

@@ -186,9 +186,9 @@ def max_gb() -> float:
         v = float(raw)
     except ValueError:
         v = float("nan")
-    if not v >= 0:  # also NaN
+    if not 0 <= v < float("inf"):  # also NaN; inf is no budget at all, where the states are tens of GB each
         from ..errors import UserError
-        raise UserError(f"{ENV_MAX_GB}={raw!r}: expected a number of GB >= 0 (default {MAX_GB})")
+        raise UserError(f"{ENV_MAX_GB}={raw!r}: expected a finite number of GB >= 0 (default {MAX_GB})")
     return v
 
 
