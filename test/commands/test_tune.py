@@ -89,6 +89,15 @@ def test_tp_size_0_is_refused_as_check_refuses_it(capsys):
         assert "expected a positive integer (GPUs)" in capsys.readouterr().err
 
 
+def test_a_tp_size_the_heads_cannot_split_is_refused_not_tuned(capsys):
+    """Kimi's 64 heads (and the drafter's) cannot shard over 3 GPUs: no shapes are listed for a launch SGLang refuses."""
+    assert main(["tune", "--dry-run", "--tp-size", "3"]) == 2
+    err = capsys.readouterr()
+    assert err.out == "" and len(err.err.strip().splitlines()) == 1, err
+    assert "--tp-size 3" in err.err and "64 attention heads" in err.err, err.err
+    assert main(["tune", "--dry-run", "--tp-size", "4"]) == 0
+
+
 def test_a_file_as_cache_dir_is_refused_not_promised(capsys, tmp_path):
     f = tmp_path / "a-file"
     f.write_text("")

@@ -145,7 +145,12 @@ def deployment_shapes(rest: list[str], quick: bool) -> tuple[TuneShapes, str, st
     target = read_config(parsed["model_path"])
     dpath = parsed["speculative_draft_model_path"]
     draft = read_config(dpath) if dpath else None
-    shapes = from_configs(target, draft, tp=int(parsed["tp_size"] or 1), topk=parsed["speculative_eagle_topk"],
+    tp = int(parsed["tp_size"] or 1)
+    for role, m in (("target", target), ("draft", draft)):
+        if m is not None and m.num_attention_heads % tp:  # as `check` refuses it: SGLang cannot shard these heads
+            raise UserError(f"tune: --tp-size {tp}: the {role} {m.path} has {m.num_attention_heads} attention heads, which "
+                            f"{tp} does not divide; give the --tp-size you launch with (one dividing {m.num_attention_heads})")
+    shapes = from_configs(target, draft, tp=tp, topk=parsed["speculative_eagle_topk"],
                           steps=parsed["speculative_num_steps"], draft_tokens=parsed["speculative_num_draft_tokens"],
                           max_bs=parsed["cuda_graph_max_bs_decode"] or parsed["max_running_requests"], quick=quick)
     return shapes, title, how
