@@ -66,6 +66,7 @@ class ModelInfo:
     is_mla: bool  # kv_lora_rank present: MLA attention
     has_auto_map: bool  # ships custom code (needs --trust-remote-code)
     raw: dict = field(repr=False, default_factory=dict)
+    text_prefix: str = ""  # "text_config." where `raw` is a nested language config (field names in messages)
 
     @property
     def derived_context(self) -> int:
@@ -260,6 +261,7 @@ def _model_info(outer: dict, file: Path, path, label) -> ModelInfo:
         is_mla=text.get("kv_lora_rank") is not None,
         has_auto_map=bool(outer.get("auto_map")),
         raw=text,
+        text_prefix=pre,
     )
 
 

@@ -126,6 +126,18 @@ def test_bad_nested_target_field_names_the_text_config_path(tmp_path, edits, fie
         read_config(edited_copy(KIMI_K25, tmp_path / "t", **edits))
 
 
+@pytest.mark.parametrize("edits,field", [
+    (dict(text_config__moe_intermediate_size="x"), "'text_config.moe_intermediate_size' = 'x'"),
+    (dict(text_config__kv_lora_rank=-1), "'text_config.kv_lora_rank' = -1"),
+])
+def test_bad_nested_size_the_memory_estimate_reads_names_the_text_config_path(tmp_path, edits, field):
+    from sglang_kimi_eagle3.preflight.memory import config_weights
+
+    with pytest.raises(UserError) as e:
+        config_weights(read_config(edited_copy(KIMI_K25, tmp_path / "t", **edits))).per_gpu(8)
+    assert field in str(e.value), str(e.value)
+
+
 def _write(folder, data: bytes):
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "config.json").write_bytes(data)

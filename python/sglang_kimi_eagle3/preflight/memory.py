@@ -137,13 +137,18 @@ def _ignored(name: str, patterns: list[str]) -> bool:
 
 
 # --- config-derived tensors -------------------------------------------------------------------------
-def _size(t: dict, key: str, where: str, default=MISSING, lo: int = 1) -> int | None:
-    """A size field only this estimate reads, checked as read_config checks its own (one line naming file and field)."""
+def _field(t: dict, key: str, where: str, default=MISSING, lo: int = 1) -> int | None:
+    """A size field only this estimate reads, checked as read_config checks its own (one line naming file and field;
+    `key` may carry the nested config's prefix, "text_config.moe_intermediate_size")."""
     return int_field(t, key, where, lo=lo, hi=MAX_SIZE, default=default, fix="fix the config")
 
 
-def _layer_parts(t: dict, i: int, h_in: int, b: int, quant, where: str = "config.json") -> list[tuple[str, float]]:
-    """(representative tensor name, parameters) for decoder layer i; bytes applied by the caller."""
+def _layer_parts(t: dict, i: int, h_in: int, b: int, quant, where: str = "config.json", field_prefix: str = "") -> list[tuple[str, float]]:
+    """(representative tensor name, parameters) for decoder layer i; bytes applied by the caller. `field_prefix`: the
+    nested config's prefix for messages ("text_config.")."""
+    def _size(t, key, where, default=MISSING, lo=1):
+        return _field(t, field_prefix + key, where, default, lo)
+
     h = t["hidden_size"]
     heads = t["num_attention_heads"]
     pre = f"model.layers.{i}."
@@ -202,7 +207,7 @@ def config_weights(info: ModelInfo, *, eagle3_draft: bool = False, vision_config
         items.append(("model.embed_tokens.weight", vocab * h))
     h_in = 2 * h if eagle3_draft else h
     for i in range(info.num_hidden_layers):
-        items += _layer_parts(t, i, h_in, b, quant, info.file)
+        items += _layer_parts(t, i, h_in, b, quant, info.file, info.text_prefix)
     items.append(("model.norm.weight", h))
     if not info.tie_word_embeddings:
         items.append(("lm_head.weight", (info.draft_vocab_size or vocab) * h))
