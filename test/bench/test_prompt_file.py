@@ -120,3 +120,14 @@ def test_a_gigabyte_of_nuls_is_refused_from_its_first_bytes(tmp_path, capsys):
                      "--no-progress"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "not a prompt file: binary data (a NUL byte at offset 0)" in err[0], err
+
+
+def test_jsonl_lines_are_split_at_newlines_only(tmp_path):
+    """json.dumps(ensure_ascii=False) writes U+2028, U+2029 and NEL raw inside a string (web text has them); the
+    reader split lines at them too (str.splitlines) and refused a valid file as 'not JSON (Unterminated string)'."""
+    f = tmp_path / "web.jsonl"
+    texts = ["one\u2028two", "para\u2029graph", "caf\x85 menu"]
+    f.write_text("".join(json.dumps({"prompt": t}, ensure_ascii=False) + "\n" for t in texts) + '{"text": "crlf"}\r\n')
+    prompts, _ = load_file(str(f))
+    assert [p.text for p in prompts] == [*texts, "crlf"]
+    assert [p.id for p in prompts] == ["web.jsonl:1", "web.jsonl:2", "web.jsonl:3", "web.jsonl:4"]

@@ -14,6 +14,7 @@ Prompts are user turns: the chat template (--template) is applied to them as to 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from ..errors import UserError
@@ -107,7 +108,8 @@ def load_file(path: str) -> tuple[list[Prompt], int]:
             if len(out) > MAX_PROMPTS:
                 raise UserError(f"{FLAG} {path}: more than {MAX_PROMPTS} prompts; cut the file down")
     else:
-        for n, line in enumerate(text.splitlines(), 1):
+        # lines end at \n, \r\n or \r only: str.splitlines also splits at U+2028/U+2029/NEL, which JSON strings hold raw
+        for n, line in enumerate(re.split(r"\r\n|\r|\n", text), 1):
             if not line.strip():
                 continue
             where = f"{FLAG} {path}: line {n}"
