@@ -332,6 +332,9 @@ def url_flag(text, flag: str) -> str:
     from urllib.parse import urlsplit
 
     raw = str(text).strip()
+    if any(c.isspace() or not c.isprintable() for c in raw):  # urlsplit drops tab/CR/LF silently: another URL
+        raise UserError(f"{flag} {text!r}: holds a space or control character; type the URL on one line without "
+                        f"spaces, e.g. http://127.0.0.1:30000")
     try:
         u = urlsplit(raw)
         port = u.port  # ValueError for a non-numeric or out-of-range port

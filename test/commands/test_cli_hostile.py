@@ -122,3 +122,17 @@ def test_plan_bench_without_spec_fields_names_the_file_and_the_fix(tmp_path, cap
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and f"--bench {bench}: the speculative server's steps are unknown" in err[0], err
     assert "--acceptance-conditional" in err[0]
+
+
+def test_bench_url_with_a_control_character_or_space_inside_is_refused(tmp_path, capsys):
+    """urlsplit drops tab/CR/LF silently: 'http://127.0.0.1\\n:9' was benchmarked as http://127.0.0.1:9 (and
+    'http://a\\tb:1' as host 'ab'), the typed URL kept in the JSON and the error line split in two."""
+    argv = ["--concurrency", "1", "--min-requests", "1", "--rounds", "1", "--warmup", "0", "--timeout", "2",
+            "--no-progress", "--json", str(tmp_path / "b.json")]
+    for flag, url in (("--url", "http://127.0.0.1\n:9"), ("--url", "http://a\tb:1"), ("--url", "http://my host:9"),
+                      ("--baseline-url", "http://127.0.0.1:\r9")):
+        extra = ["--url", "http://127.0.0.1:9"] if flag != "--url" else []
+        assert cli_main(["bench", *extra, flag, url, *argv]) == 2, url
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and f"{flag} {url!r}: holds a space or control character" in err[0], err
+    assert not list(tmp_path.iterdir())
