@@ -436,6 +436,8 @@ def export(out: str | Path | None, src: str | None = None, only: str | None = No
     if not check:
         out = _check_out(out)  # before the long work: a file, a read-only folder, a user's file in the way
     pkg = find_sglang(src)
+    if not check and (out.resolve() == pkg or pkg in out.resolve().parents):  # copytree would copy DIR into itself
+        raise UserError(f"--out {out}: is inside the SGLang package export copies ({pkg}); give a folder outside it")
     prs = load_series(only=only)
     base, states = plan(pkg, prs)  # every anchor checked before anything is written
     n_edits = sum(len(p.edits) for p in prs)

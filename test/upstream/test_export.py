@@ -302,3 +302,21 @@ def test_series_is_found_after_a_non_editable_install(tmp_path):
     assert str(target) in cp.stdout and "04-offstate-verify-decode" in cp.stdout, cp.stdout
     n_files = sum(len(p.new_files) for p in upstream_export.load_series())
     assert cp.stdout.split()[-1] == str(n_files)
+
+
+def test_out_inside_the_sglang_package_it_copies_is_refused(tmp_path, capsys):
+    """--out inside (or equal to) the package export copies: copytree copied its own scratch folder into itself
+    until RecursionError (exit 3, minutes against a full copy of SGLang), leaving an empty DIR inside the package.
+    The package here is the installed SGLang's entries linked into a folder (copied as links: seconds)."""
+    import importlib.util
+
+    pkg = tmp_path / "site" / "sglang"
+    pkg.mkdir(parents=True)
+    for entry in Path(importlib.util.find_spec("sglang").submodule_search_locations[0]).iterdir():
+        (pkg / entry.name).symlink_to(entry)
+    before = sorted(p.name for p in pkg.iterdir())
+    for out in (pkg / "out", pkg, pkg / "new" / ".." / "x"):
+        assert cli.main(["upstream", "export", "--out", str(out), "--sglang-src", str(tmp_path / "site")]) == 2, out
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and f"--out {out}: is inside the SGLang package export copies ({pkg})" in err[0], err
+        assert sorted(p.name for p in pkg.iterdir()) == before
