@@ -298,6 +298,18 @@ def _write(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+def _own_folders(tree: Path, rel: str) -> None:
+    """Every folder on tree/rel made a real folder of the copy: a folder the source links elsewhere (kept a link by
+    copytree(symlinks=True)) is replaced by a copy of what it links to, so no write reaches the linked source."""
+    here = tree
+    for part in Path(rel).parts[:-1]:
+        here = here / part
+        if here.is_symlink() and here.is_dir():
+            target = here.resolve()
+            here.unlink()
+            shutil.copytree(target, here, symlinks=True)
+
+
 def _swap_in(built: Path, dest: Path) -> None:
     """Rename `built` to `dest`, replacing what was there (the old one removed afterwards)."""
     old = dest.with_name(f".{dest.name}.old{os.getpid()}")
@@ -461,6 +473,7 @@ def _build(out: Path, pkg: Path, prs: list[PR], base: dict, states: list[dict]) 
         tree = work / "tree"
         shutil.copytree(pkg, tree / "python" / "sglang", symlinks=True)  # pycache kept: valid for unchanged files
         for path, text in states[-1].items():
+            _own_folders(tree, path)
             _write(tree / path, text)
             cached = (tree / path).parent / "__pycache__"
             if cached.is_dir():  # a stale .pyc beside an edited file would still be valid by mtime+size luck

@@ -320,3 +320,45 @@ def test_out_inside_the_sglang_package_it_copies_is_refused(tmp_path, capsys):
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and f"--out {out}: is inside the SGLang package export copies ({pkg})" in err[0], err
         assert sorted(p.name for p in pkg.iterdir()) == before
+
+
+def _mirror(real: Path, pkg: Path, touched: set[str]) -> None:
+    """pkg: real's entries linked, except the folders on a touched path (real folders) and the touched files (copies):
+    a package whose every other entry is a link into the installed SGLang, which no export may write through."""
+    pkg.mkdir(parents=True)
+    for entry in real.iterdir():
+        rel = entry.name
+        inner = {t[len(rel) + 1:] for t in touched if t.startswith(rel + "/")}
+        if inner:
+            _mirror(entry, pkg / rel, inner)
+        elif rel in touched:
+            shutil.copy(entry, pkg / rel)
+        else:
+            (pkg / rel).symlink_to(entry)
+
+
+def test_a_linked_folder_of_the_sglang_source_is_never_written_through(tmp_path, capsys):
+    """--sglang-src whose package links a folder elsewhere (a symlinked checkout): the copied tree kept the link and
+    the patched files were written through it into the linked source (the user's SGLang patched, its .pyc deleted).
+    The package: the installed SGLang's entries, linked; srt/arg_groups (three edited files) links to a copy."""
+    import importlib.util
+
+    real = Path(importlib.util.find_spec("sglang").submodule_search_locations[0])
+    prs = upstream_export.load_series()
+    touched = {f[len("python/sglang/"):] for pr in prs for f in [e["file"] for e in pr.edits] + pr.new_files
+               if f.startswith("python/sglang/")}
+    pkg = tmp_path / "src" / "sglang"
+    _mirror(real, pkg, touched)
+    linked = tmp_path / "elsewhere" / "arg_groups"
+    shutil.copytree(real / "srt" / "arg_groups", linked, symlinks=True)
+    shutil.rmtree(pkg / "srt" / "arg_groups")
+    (pkg / "srt" / "arg_groups").symlink_to(linked)
+    before = _digest(linked)
+    out = tmp_path / "out"
+    assert cli.main(["upstream", "export", "--out", str(out), "--sglang-src", str(pkg)]) == 0, capsys.readouterr().err
+    assert _digest(linked) == before  # the linked source untouched
+    arg_groups = out / "tree" / "python" / "sglang" / "srt" / "arg_groups"
+    assert not arg_groups.is_symlink() and arg_groups.is_dir()
+    assert (arg_groups / "field_order.py").read_text() != (linked / "field_order.py").read_text()  # patched in the copy
+    assert cli.main(["upstream", "export", "--out", str(out), "--sglang-src", str(pkg)]) == 0  # a rerun replaces it
+    assert _digest(linked) == before
