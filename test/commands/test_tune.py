@@ -129,3 +129,15 @@ def test_a_cache_dir_this_user_cannot_write_in_is_refused_not_promised(capsys):
         err = capsys.readouterr()
         assert "would be written" not in err.out and "cannot create files in" in err.err, err
         assert len(err.err.strip().splitlines()) == 1, err.err
+
+
+def test_a_value_given_to_a_switch_is_refused_not_read_as_on(capsys, tmp_path):
+    """--quick=no, --ignore-bundled=false, --dry-run=0 were each read as the switch given (a quick grid, the bundled
+    table ignored, a dry run) whatever the value said."""
+    for flag in ("--dry-run=0", "--quick=no", "--ignore-bundled=false", "--quick="):
+        argv = ["tune", "--cache-dir", str(tmp_path), flag] + ([] if flag.startswith("--dry-run") else ["--dry-run"])
+        assert main(argv) == 2, flag
+        err = capsys.readouterr().err.strip().splitlines()
+        name = flag.split("=")[0]
+        assert len(err) == 1 and f"{flag}: {name} takes no value; write {name} alone or leave it out" in err[0], err
+    assert not list(tmp_path.iterdir())

@@ -53,6 +53,8 @@ def _split(argv: list[str]) -> tuple[dict, list[str]]:
         a = argv[i]
         name, val = (a.split("=", 1) + [None])[:2] if a.startswith("--") and "=" in a else (a, None)
         if name in ("--dry-run", "--quick", "--ignore-bundled"):
+            if val is not None:  # --quick=no is not --quick
+                raise UserError(f"{a}: {name} takes no value; write {name} alone or leave it out")
             ours[name[2:].replace("-", "_")] = True
         elif name in ("--cache-dir", "--ops"):
             if val is None:
