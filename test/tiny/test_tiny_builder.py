@@ -100,6 +100,21 @@ def test_an_out_that_cannot_be_written_is_one_line_exit_2(tmp_path, capsys, monk
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
 
 
+@pytest.mark.parametrize("argv,want", [(["--bogus"], "unrecognized arguments: --bogus"),
+                                       (["{tmp}/o", "--bogus"], "unrecognized arguments: --bogus"),
+                                       ([], "OUT is required"), (["{tmp}/o", "--seed", "x"], "argument --seed"),
+                                       (["{tmp}/o", "--draft-agreement", "1.5"], "[0, 1]"),
+                                       (["{tmp}/o", "--preset", "huge"], "argument --preset")])
+def test_a_bad_argument_is_one_line_exit_2(tmp_path, capsys, argv, want):
+    """argparse's usage block and error (three lines, SystemExit); `--bogus` alone was reported as the missing OUT."""
+    from sglang_kimi_eagle3.tiny.__main__ import main as tiny_main
+
+    assert tiny_main([a.replace("{tmp}", str(tmp_path)) for a in argv]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and want in lines[0] and "--help" in lines[0], lines
+    assert not list(tmp_path.iterdir())
+
+
 def test_the_default_target_is_the_kimi_k25_wrapper_language_model_only(pair):
     target, draft = pair
     t, d = _config(target), _config(draft)

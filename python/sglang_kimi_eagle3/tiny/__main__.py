@@ -30,12 +30,28 @@ def _fraction(text: str) -> float:
     return q
 
 
+class _BadArgument(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, exit 2 (main), not argparse's usage block and SystemExit
+        raise _BadArgument(message)
+
+
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except _BadArgument as exc:
+        print(f"error: {exc} (see python -m sglang_kimi_eagle3.tiny --help)", file=sys.stderr)
+        return 2
+
+
+def _main(argv: list[str] | None) -> int:
     from ..terminal import HelpFormatter
 
-    ap = argparse.ArgumentParser(prog="python -m sglang_kimi_eagle3.tiny", description=__doc__,
-                                 formatter_class=HelpFormatter)
-    ap.add_argument("out", help="folder to write target/ and draft/ into")
+    ap = _Parser(prog="python -m sglang_kimi_eagle3.tiny", description=__doc__, formatter_class=HelpFormatter)
+    ap.add_argument("out", nargs="?", help="folder to write target/ and draft/ into")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--int4", action="store_true", help="routed experts as compressed-tensors pack-quantized int4")
     ap.add_argument("--text-only", action="store_true", help="serve DeepseekV3ForCausalLM instead of the Kimi-K2.5 wrapper")
@@ -47,7 +63,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ratios-only", action="store_true",
                     help="print the modelled draft-step / target-step ratios of the preset and the seed; build nothing")
     ap.add_argument("--device", default="cpu", help="torch device to make the tensors on (default cpu; e.g. cuda)")
-    a = ap.parse_args(argv)
+    a, unknown = ap.parse_known_args(argv)
+    if unknown:  # named before a missing OUT: `--bogus` alone is about --bogus
+        ap.error(f"unrecognized arguments: {' '.join(unknown)}")
+    if a.out is None:
+        ap.error("OUT is required: the folder to write target/ and draft/ into")
     if a.kimi_width and a.preset not in (None, "kimi-width"):
         print(f"error: --kimi-width and --preset {a.preset} name two presets; give one", file=sys.stderr)
         return 2
