@@ -136,3 +136,23 @@ def test_bench_url_with_a_control_character_or_space_inside_is_refused(tmp_path,
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and f"{flag} {url!r}: holds a space or control character" in err[0], err
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("where,field,value", [
+    (None, "sglang", 5), (None, "tested_sglang", ["0.5.23"]), (None, "plugin", {"v": 1}),
+    (0, "state", [1]), (0, "target", 7), (0, "detail", {"x": 1}),
+])
+def test_status_running_refuses_optional_fields_of_the_wrong_type(tmp_path, capsys, where, field, value):
+    """`"state": [1]` was printed as "[1] on the lead", `"sglang": 5` as a release note, exit 0: one line, exit 2 now."""
+    doc = json.loads(json.dumps(STATUS))
+    (doc if where is None else doc["hooks"][where])[field] = value
+    f = tmp_path / "port9.json"
+    f.write_text(json.dumps(doc))
+    assert cli_main(["status", "--running", str(f)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    key = field if where is None else f"hooks[{where}].{field}"
+    assert len(err) == 1 and "not a status file" in err[0] and repr(key) in err[0], err
+    doc = json.loads(json.dumps(STATUS))
+    (doc if where is None else doc["hooks"][where])[field] = None  # null reads as absent
+    f.write_text(json.dumps(doc))
+    assert cli_main(["status", "--running", str(f)]) == 0, capsys.readouterr().err

@@ -33,6 +33,8 @@ def check_snapshot(doc, where: str) -> dict:
     check_int(doc["pid"], where, "pid", lo=0)
     str_field(doc, "time", where, nonempty=False)
     str_field(doc, "table_in_effect", where, nonempty=False)
+    for key in ("plugin", "sglang", "tested_sglang"):  # optional (older files), printed when present
+        str_field(doc, key, where, required=False, nonempty=False)
     lp = dict_field(doc, "launch_path", where, required=False)  # absent or null: no launch plan yet (or an older file)
     if lp is not None:
         for key in ("fast_path", "direct_launch"):
@@ -48,6 +50,8 @@ def check_snapshot(doc, where: str) -> dict:
             raise UserError(f"{where}: field {key!r} = {show(h)}; expected an object")
         str_field(h, f"{key}.name", where)
         str_field(h, f"{key}.status", where)
+        for opt in ("state", "target", "detail"):
+            str_field(h, f"{key}.{opt}", where, required=False, nonempty=False)
         sites = dict_field(h, f"{key}.sites", where, default={})
         for name in sites:
             list_field(sites, f"{key}.sites.{name}", where, what="a list of call sites")
