@@ -147,3 +147,12 @@ def test_status_running_passes_over_a_dangling_link_in_the_status_folder(tmp_pat
     (tmp_path / "port2.json").write_text(json.dumps(STATUS))
     assert cli_main(["status", "--running"]) == 0
     assert "port2.json" in capsys.readouterr().out
+
+
+def test_status_running_names_a_status_folder_that_is_a_file(tmp_path, capsys, monkeypatch):
+    f = tmp_path / "a-file"
+    f.write_text("")
+    monkeypatch.setenv("SGLANG_KIMI_EAGLE3_STATUS_DIR", str(f))
+    assert cli_main(["status", "--running"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{f}: is a file, not the status folder" in err[0], err

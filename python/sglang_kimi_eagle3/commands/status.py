@@ -178,6 +178,9 @@ def _newest_status_file(where):
     from ..errors import UserError
 
     found, skipped = [], []
+    if where.exists() and not where.is_dir():  # glob finds nothing in a file: say what it is
+        raise UserError(f"{where}: is a file, not the status folder; set SGLANG_KIMI_EAGLE3_STATUS_DIR to the server's "
+                        "status folder, or pass the status file itself (`status --running FILE`)")
     try:
         names = sorted(p for p in where.glob("port*.json") if not re.search(r"-(tp|pp)\d+\.json$", p.name))
     except OSError as exc:
