@@ -169,6 +169,24 @@ def _status_dir_error() -> None:
         expand_path(raw, f"${ENV_STATUS_DIR}")
 
 
+ENV_ADAPTIVE_MAX_GB = "SGLANG_KIMI_EAGLE3_ADAPTIVE_MAX_GB"
+ADAPTIVE_MAX_GB = 8.0  # modelled memory of the extra runtime states (beside the launch's own) that ours may add
+
+
+def adaptive_max_gb() -> float:
+    """SGLANG_KIMI_EAGLE3_ADAPTIVE_MAX_GB: the GB our adaptive default's extra runtime states may take (default 8)."""
+    raw = os.environ.get(ENV_ADAPTIVE_MAX_GB, "").strip()
+    if not raw:
+        return ADAPTIVE_MAX_GB
+    try:
+        v = float(raw)
+    except ValueError:
+        v = float("nan")
+    if not 0 <= v < float("inf"):  # also NaN; inf is no budget at all, where the states are tens of GB each
+        raise UserError(f"{ENV_ADAPTIVE_MAX_GB}={raw!r}: expected a finite number of GB >= 0 (default {ADAPTIVE_MAX_GB})")
+    return v
+
+
 def env_errors() -> list[str]:
     """One line per of our variables holding a value we do not accept (empty when all are fine)."""
     from .policy.context import resolve_policy
@@ -176,7 +194,7 @@ def env_errors() -> list[str]:
     out = []
     # every enumerated variable (CHOICES), so none is left to fail later inside a serving scheduler
     for check in (enabled, *(partial(env_choice, name) for name in CHOICES), resolve_policy, _bundled_dir_error,
-                  _status_dir_error):
+                  _status_dir_error, adaptive_max_gb):
         try:
             check()
         except UserError as exc:

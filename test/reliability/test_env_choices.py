@@ -44,3 +44,16 @@ def test_the_adaptive_memory_budget_is_a_finite_number(monkeypatch, raw):
         adaptive_default.max_gb()
     monkeypatch.setenv(adaptive_default.ENV_MAX_GB, " 12.5 ")
     assert adaptive_default.max_gb() == 12.5
+
+
+def test_a_bad_adaptive_memory_budget_is_listed_before_any_launch(monkeypatch, capsys):
+    """env_errors lists it (the plugin's entry point, the launch step, `check` and `status` act on that list): `status`
+    passed it with exit 0 where a launch refused it."""
+    from sglang_kimi_eagle3.cli import main as cli_main
+
+    for other in base.CHOICES:
+        monkeypatch.delenv(other, raising=False)
+    monkeypatch.setenv(base.ENV_ADAPTIVE_MAX_GB, "lots")
+    assert base.env_errors() == ["SGLANG_KIMI_EAGLE3_ADAPTIVE_MAX_GB='lots': expected a finite number of GB >= 0 (default 8.0)"]
+    assert cli_main(["status"]) == 2
+    assert "SGLANG_KIMI_EAGLE3_ADAPTIVE_MAX_GB='lots'" in capsys.readouterr().err

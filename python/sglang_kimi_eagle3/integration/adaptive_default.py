@@ -25,12 +25,18 @@ import hashlib
 import json
 import os
 
-from ..base import ENV_ADAPTIVE, env_choice, env_flag, offstate_min_bs, user_cache_dir
+from ..base import (
+    ENV_ADAPTIVE,
+    ENV_ADAPTIVE_MAX_GB as ENV_MAX_GB,
+    adaptive_max_gb as max_gb,
+    env_choice,
+    env_flag,
+    offstate_min_bs,
+    user_cache_dir,
+)
 from .launch_record import CAPPED_ATTR, KEPT_ATTR, raw_input
 
 ENV_PROFILE = "SGLANG_KIMI_EAGLE3_ADAPTIVE_PROFILE"
-ENV_MAX_GB = "SGLANG_KIMI_EAGLE3_ADAPTIVE_MAX_GB"
-MAX_GB = 8.0  # modelled memory of the extra runtime states (beside the launch's own) that ours may add
 GRAPH_BS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)  # SGLang's largest default decode CUDA-graph batch: 512
 BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 MAX_STATES = 3
@@ -176,20 +182,6 @@ def memory_fix(server_args) -> str:
             return (f"--cuda-graph-max-bs-decode {top} (its extra states modelled at {extra:.1f} GB; batches above {top} "
                     f"run without CUDA graphs), or {ENV_MAX_GB} set to the GB the GPU can spare")
     return f"{ENV_MAX_GB} set to the GB the GPU can spare beside the weights and the KV pool"
-
-
-def max_gb() -> float:
-    raw = os.environ.get(ENV_MAX_GB, "").strip()
-    if not raw:
-        return MAX_GB
-    try:
-        v = float(raw)
-    except ValueError:
-        v = float("nan")
-    if not 0 <= v < float("inf"):  # also NaN; inf is no budget at all, where the states are tens of GB each
-        from ..errors import UserError
-        raise UserError(f"{ENV_MAX_GB}={raw!r}: expected a finite number of GB >= 0 (default {MAX_GB})")
-    return v
 
 
 def memory_refusal(server_args, cfg: dict) -> str | None:
