@@ -57,3 +57,28 @@ def test_a_bad_adaptive_memory_budget_is_listed_before_any_launch(monkeypatch, c
     assert base.env_errors() == ["SGLANG_KIMI_EAGLE3_ADAPTIVE_MAX_GB='lots': expected a finite number of GB >= 0 (default 8.0)"]
     assert cli_main(["status"]) == 2
     assert "SGLANG_KIMI_EAGLE3_ADAPTIVE_MAX_GB='lots'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("adaptive", ["on", "off"])
+def test_status_refuses_a_missing_adaptive_profile_where_a_launch_would(monkeypatch, capsys, tmp_path, adaptive):
+    """A launch reads SGLANG_KIMI_EAGLE3_ADAPTIVE_PROFILE for its adaptive table and refuses a missing or malformed
+    one; `status` passed it with exit 0. With adaptive steps off no launch reads it, and `status` says nothing."""
+    from sglang_kimi_eagle3.cli import main as cli_main
+    from sglang_kimi_eagle3.integration import adaptive_default
+
+    for other in base.CHOICES:
+        monkeypatch.delenv(other, raising=False)
+    monkeypatch.setenv(base.ENV_ADAPTIVE, adaptive)
+    bad = tmp_path / "profile.json"
+    bad.write_text('{"name": "x", "hardware": 3}')
+    for value, words in ((str(tmp_path / "nope.json"), "not found"), (str(bad), "profile.json")):
+        monkeypatch.setenv(adaptive_default.ENV_PROFILE, value)
+        rc = cli_main(["status", "--no-model-class"])
+        err = capsys.readouterr().err
+        if adaptive == "off":
+            assert rc == 0, err
+            continue
+        assert rc == 2
+        assert err.count("\n") == 1 and "SGLANG_KIMI_EAGLE3_ADAPTIVE_PROFILE" in err and words in err, err
+    monkeypatch.setenv(adaptive_default.ENV_PROFILE, "kimi-k2.5_8xh200_tp8")
+    assert cli_main(["status", "--no-model-class"]) == 0

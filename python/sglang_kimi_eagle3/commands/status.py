@@ -61,6 +61,9 @@ def main(argv: list[str]) -> int:
     bad = env_errors()
     if bad:  # as `check` and the launch step: one line naming the variable, exit 2 (docs/hooks.md "Switches")
         raise UserError(bad[0])
+    from ..integration.adaptive_default import named_profile
+
+    named_profile()  # a missing or malformed SGLANG_KIMI_EAGLE3_ADAPTIVE_PROFILE, as a launch refuses it (read only here)
     warnings.filterwarnings("ignore")
     rows = collect(check_model_class="--no-model-class" not in argv)
     from importlib.metadata import version

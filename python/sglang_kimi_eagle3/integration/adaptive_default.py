@@ -60,6 +60,18 @@ def decide(server_args) -> str | None:
     return None
 
 
+def named_profile():
+    """The planner profile SGLANG_KIMI_EAGLE3_ADAPTIVE_PROFILE names (a bundled name or a JSON path), read and checked:
+    a UserError naming the variable where it is missing or malformed; None where it is unset or adaptive steps are off
+    (SGLANG_KIMI_EAGLE3_ADAPTIVE=off: no launch reads it). `status` calls it as the launch does."""
+    from ..planner import profiles
+
+    name = os.environ.get(ENV_PROFILE, "").strip()
+    if not name or env_choice(ENV_ADAPTIVE) == "off":
+        return None
+    return profiles.load(name, ENV_PROFILE)
+
+
 def table_for(server_args, top: int | None = None, fixed_above: int | None = None) -> dict:
     """The table for this launch: the profile's costs; its states chosen within the memory budget (max_gb) at this
     launch's vocabulary and largest decode CUDA-graph batch (`top` instead: the table with graphs up to it; unknown
@@ -69,8 +81,7 @@ def table_for(server_args, top: int | None = None, fixed_above: int | None = Non
     from ..planner.adaptive_table import state_memory_gb, table
     from ..planner.costs import from_profile
 
-    name = os.environ.get(ENV_PROFILE, "").strip() or profiles.DEFAULT_PROFILE
-    prof = profiles.load(name, ENV_PROFILE if os.environ.get(ENV_PROFILE, "").strip() else None)
+    prof = named_profile() or profiles.load(profiles.DEFAULT_PROFILE)
     steps = raw_input(server_args, "speculative_num_steps")
     mem = _vocab_and_graph_bs(server_args, top)
     budget = {}
