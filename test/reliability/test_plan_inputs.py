@@ -106,6 +106,11 @@ CASES = [
     ("bench_steps_huge", ["--bench", "{f:b.json={'levels': [GOOD_LEVEL], 'servers': {'spec': {'speculative_num_steps': 10**9}}}}"],
      "speculative_num_steps"),
     ("bench_non_utf8", ["--bench", "{f:b.json=b'\\x80'}"], "not UTF-8"),
+    ("bench_setting_steps_huge", ["--bench", "{f:b.json={'levels': [GOOD_LEVEL], 'setting': {'steps': 10**18, 'topk': 1, "
+                                 "'draft_tokens': 4}}}"], "'setting.steps' = 1000000000000000000"),  # was MemoryError
+    ("bench_setting_topk_string", ["--bench", "{f:b.json={'levels': [GOOD_LEVEL], 'setting': {'steps': 3, 'topk': 'x', "
+                                  "'draft_tokens': 4}}}"], "'setting.topk'"),
+    ("bench_setting_list", ["--bench", "{f:b.json={'levels': [GOOD_LEVEL], 'setting': [3]}}"], "'setting'"),
     ("bench_info_vs_drafts", ["--bench", "{f:b.json={'levels': [GOOD_LEVEL], 'overall': {'drafts_per_verify': 5}, "
                               "'servers': {'spec': {'speculative_num_steps': 3}}}}"], "averaged 5 drafts a verify"),
     ("bench_hist_past_steps", ["--bench", "{f:b.json={'levels': [{'concurrency': 1, 'spec': {'histogram': [1, 2, 3, 4, 5]}}], "

@@ -72,6 +72,9 @@ def check(doc: dict, path: str) -> dict:
     info = dict_field(servers, "servers.spec", where, required=False) or {}
     for k in ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens"):
         int_field(info, f"servers.spec.{k}", where, required=False, lo=1, hi=1024)
+    setting = dict_field(doc, "setting", where, required=False) or {}  # bench/setting.py: what `plan --bench` trusts
+    for k in ("steps", "topk", "draft_tokens"):
+        int_field(setting, f"setting.{k}", where, required=False, lo=1, hi=1024)
     return doc
 
 
