@@ -141,3 +141,20 @@ def test_a_value_given_to_a_switch_is_refused_not_read_as_on(capsys, tmp_path):
         name = flag.split("=")[0]
         assert len(err) == 1 and f"{flag}: {name} takes no value; write {name} alone or leave it out" in err[0], err
     assert not list(tmp_path.iterdir())
+
+
+def test_json_model_override_args_reach_the_shapes_as_sglang_applies_them(capsys):
+    """SGLang applies --json-model-override-args to the target's and the draft's config (as `check` reads them); tune
+    measured the configs as stored."""
+    llama = ["--model-path", "llama-3.1-8b-instruct", "--speculative-algorithm", "EAGLE3",
+             "--speculative-draft-model-path", "llama-3.1-8b-eagle3", "--ops", "argmax_verify", "--quick"]
+    assert main(["tune", "--dry-run", *llama, "--json-model-override-args", '{"vocab_size": 131072}']) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "N 4 draft tokens over target vocab 131072" in out and "vocab=131072" in out, out
+    # Kimi-K2.5's vocabulary sits in its text_config: a top-level key does not reach it (SGLang merges one level)
+    assert main(["tune", "--dry-run", "--quick", "--json-model-override-args", '{"vocab_size": 131072}']) == 0
+    assert "over target vocab 163840" in " ".join(capsys.readouterr().out.split())
+    for raw, words in (("{nope", "not valid JSON"), ("[1]", "expected a JSON object, got list")):
+        assert main(["tune", "--dry-run", "--json-model-override-args", raw]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and f"tune: --json-model-override-args: {words}" in err[0], err

@@ -13,6 +13,7 @@ machine without SGLang's server stack).
 
 from __future__ import annotations
 
+import json
 import logging
 import tempfile
 import warnings
@@ -115,7 +116,23 @@ def _parsed_by_sglang(argv: list[str]) -> dict | None:
     return {k: getattr(sa, k, None) for k in ("model_path", "speculative_draft_model_path", "tp_size",
                                                "speculative_eagle_topk", "speculative_num_steps",
                                                "speculative_num_draft_tokens", "cuda_graph_max_bs_decode",
-                                               "max_running_requests")}
+                                               "max_running_requests", "json_model_override_args")}
+
+
+def _overrides(raw) -> dict | None:
+    """--json-model-override-args as SGLang reads it (ModelConfig.from_server_args: json.loads, applied to the target's
+    and the draft's config alike); anything but a JSON object is refused here, before a GPU is touched."""
+    if raw is None or raw == "" or raw == {}:
+        return None
+    try:
+        value = json.loads(raw) if isinstance(raw, str) else raw
+    except ValueError as exc:
+        raise UserError(f"tune: --json-model-override-args: not valid JSON ({exc}); give a JSON object, e.g. "
+                        "'{\"max_position_embeddings\": 262144}'") from None
+    if not isinstance(value, dict):
+        raise UserError(f"tune: --json-model-override-args: expected a JSON object, got {type(value).__name__}; give "
+                        "an object, e.g. '{\"max_position_embeddings\": 262144}'")
+    return value or None
 
 
 def deployment_shapes(rest: list[str], quick: bool) -> tuple[TuneShapes, str, str]:
@@ -141,12 +158,14 @@ def deployment_shapes(rest: list[str], quick: bool) -> tuple[TuneShapes, str, st
                   "speculative_num_steps": int_flag_value(argv, "--speculative-num-steps"),
                   "speculative_num_draft_tokens": int_flag_value(argv, "--speculative-num-draft-tokens"),
                   "cuda_graph_max_bs_decode": int_flag_value(argv, "--cuda-graph-max-bs-decode", "--cuda-graph-max-bs"),
-                  "max_running_requests": int_flag_value(argv, "--max-running-requests")}
+                  "max_running_requests": int_flag_value(argv, "--max-running-requests"),
+                  "json_model_override_args": flag_value(argv, "--json-model-override-args")}
     if not parsed["model_path"]:
         raise UserError("tune: --model-path is not set; give the target model (or no flags for the embedded default)")
-    target = read_config(parsed["model_path"])
+    overrides = _overrides(parsed["json_model_override_args"])  # SGLang applies them to the target and the draft
+    target = read_config(parsed["model_path"], overrides=overrides)
     dpath = parsed["speculative_draft_model_path"]
-    draft = read_config(dpath) if dpath else None
+    draft = read_config(dpath, overrides=overrides) if dpath else None
     tp = int(parsed["tp_size"] or 1)
     for role, m in (("target", target), ("draft", draft)):
         if m is not None and m.num_attention_heads % tp:  # as `check` refuses it: SGLang cannot shard these heads
