@@ -103,6 +103,9 @@ def test_an_out_that_cannot_be_written_is_one_line_exit_2(tmp_path, capsys, monk
 @pytest.mark.parametrize("argv,want", [(["--bogus"], "unrecognized arguments: --bogus"),
                                        (["{tmp}/o", "--bogus"], "unrecognized arguments: --bogus"),
                                        ([], "OUT is required"), (["{tmp}/o", "--seed", "x"], "argument --seed"),
+                                       (["{tmp}/o", "--seed", "99999999999999999999"], "argument --seed"),
+                                       (["{tmp}/o", "--seed", "100000000000000", "--draft-agreement", "0.5"],
+                                        "argument --seed"),
                                        (["{tmp}/o", "--draft-agreement", "1.5"], "[0, 1]"),
                                        (["{tmp}/o", "--preset", "huge"], "argument --preset")])
 def test_a_bad_argument_is_one_line_exit_2(tmp_path, capsys, argv, want):

@@ -30,6 +30,19 @@ def _fraction(text: str) -> float:
     return q
 
 
+MAX_SEED = 2**32 - 1  # weights.draft_proposals seeds a generator with 1_000_003 * seed + 7: torch takes < 2**64
+
+
+def _seed(text: str) -> int:
+    try:
+        seed = int(text)
+    except ValueError:
+        seed = -1
+    if not 0 <= seed <= MAX_SEED:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected an integer in [0, {MAX_SEED}], e.g. 0")
+    return seed
+
+
 class _BadArgument(Exception):
     pass
 
@@ -52,7 +65,7 @@ def _main(argv: list[str] | None) -> int:
 
     ap = _Parser(prog="python -m sglang_kimi_eagle3.tiny", description=__doc__, formatter_class=HelpFormatter)
     ap.add_argument("out", nargs="?", help="folder to write target/ and draft/ into")
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seed", type=_seed, default=0, help=f"an integer in [0, {MAX_SEED}] (default 0)")
     ap.add_argument("--int4", action="store_true", help="routed experts as compressed-tensors pack-quantized int4")
     ap.add_argument("--text-only", action="store_true", help="serve DeepseekV3ForCausalLM instead of the Kimi-K2.5 wrapper")
     ap.add_argument("--draft-agreement", type=_fraction, default=1.0, metavar="Q",
