@@ -39,6 +39,8 @@ def test_the_embedded_default_predicts_its_speedup_as_an_upper_bound(checks):
     assert all(f"c {c} " in f["found"] for c in (1, 16, 64, 128))
     assert "planner profile kimi-k2.5_8xrtxpro6000_tp8" in f["expected"] and "upper bound" in f["expected"]
     assert checks["default"]["errors"] == 0 and checks["default"]["rc"] == 0  # a prediction never refuses a launch
+    # the launch step made this chain launch adaptive (up to bs 128 within the memory budget): the recommendation says so
+    assert "this plugin serves the launch with adaptive steps [0, 3] up to batch 128" in f["found"], f["found"]
 
 
 def test_an_h200_with_a_k25_drafter_uses_the_h200_profile(checks):

@@ -90,3 +90,33 @@ def test_a_full_vocabulary_drafter_costs_more_per_draft_step():
 
 def test_a_bad_steps_value_is_left_to_spec_params():
     assert check_expected_speedup(dep(steps=0)) == []
+
+
+@pytest.mark.parametrize("tau,want,fix", [
+    (1.3, "adaptive steps with no drafting at c 16, as this launch is served: adaptive steps [0, 3]", ""),
+    (2.0, "fixed steps 3, this launch's (within 3 % of the best at every level); this plugin serves the launch with "
+          "adaptive steps [0, 3], dropping to SGLang's off-state where drafting does not pay", ""),
+    (1.05, "no speculation (no setting beats plain decoding at any concurrency) (this plugin's adaptive default would "
+           "hold SGLang's off-state", "drop --speculative-algorithm"),
+])
+def test_a_launch_this_plugin_serves_adaptively_is_not_sent_to_an_adaptive_file(monkeypatch, tau, want, fix):
+    """Where the plugin's adaptive default serves the launch, `plan -o adaptive.json` would replace its table and
+    controller with SGLang's own slot logic: the recommendation says how the launch is served instead (it sent every
+    such launch to `plan`). An operator's own adaptive table (no controller marks) keeps the `plan` advice."""
+    import dataclasses
+
+    from sglang_kimi_eagle3.planner import costs, profiles
+    from sglang_kimi_eagle3.planner.adaptive_table import table
+
+    monkeypatch.setitem(sources.PRESETS, "aq-medai-k25-gsm8k", (tau, 3, "test acceptance"))
+    ours = table(costs.from_profile(profiles.load("kimi-k2.5_8xh200_tp8")), [1, 8, 64], operator_steps=3, max_states=2)
+    d = dataclasses.replace(dep(), adaptive=True, adaptive_table=ours)
+    f = one(d)
+    assert f"recommended: {want}" in f.found and fix in f.fix and (fix or f.fix == ""), f.one_line()
+    capped = one(dataclasses.replace(d, adaptive_capped={"top": 128, "found": "", "fix": ""}))
+    assert "adaptive steps [0, 3] up to batch 128" in capped.found or tau == 1.05, capped.one_line()
+    theirs = {k: {"candidate_steps": v["candidate_steps"]} if k.isdigit() else v for k, v in ours.items()}
+    plain = one(dataclasses.replace(d, adaptive_table=theirs))
+    assert "this plugin" not in plain.found, plain.one_line()
+    if tau == 1.3:
+        assert "an adaptive file with no drafting at c 16" in plain.found and "plan --profile" in plain.fix

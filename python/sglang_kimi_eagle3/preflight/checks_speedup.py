@@ -113,7 +113,7 @@ def check_expected_speedup(d: Deployment | None) -> list[Finding]:
     low = min(accs, key=lambda p: sources.PRESETS[p][0])  # the lowest published acceptance
     depth = len(accs[low].chain)  # steps the preset measured: deeper settings would be extrapolated (optimistic)
     plan, _ = search(accs[low], cost, list(LEVELS), settings(list(range(1, depth + 1)), [1], None))
-    rec, fix, sev = _recommend(plan, steps, name, low, depth)
+    rec, fix, sev = _recommend(plan, steps, name, low, depth, _ours(d))
     if any(hi < 1.0 for _, hi in per_c.values()):
         sev = "warning"  # slower than plain decoding at some level whatever the traffic
     setting = f"steps {steps} / topk 1 / {steps + 1} tokens" + (" (SGLang's default)" if d.steps is None else "")
@@ -135,26 +135,49 @@ def check_expected_speedup(d: Deployment | None) -> list[Finding]:
     return [Finding(sev, CHECK, found, source, fix)]
 
 
-def _recommend(plan, steps: int, profile: str, preset: str, depth: int) -> tuple[str, str, str]:
+def _ours(d: Deployment) -> str | None:
+    """How this plugin's adaptive default serves the launch ("adaptive steps [0, 3] up to batch 128"), None where it
+    does not (SGLANG_KIMI_EAGLE3_ADAPTIVE=off, an operator's adaptive flags, a tree, refused for memory)."""
+    from ..planner.adaptive_table import KEY
+
+    table = d.adaptive_table or {}
+    if not d.adaptive or not any(isinstance(v, dict) and KEY in v for v in table.values()):
+        return None
+    states = sorted({s for k, v in table.items() if k.isdigit() for s in v.get("candidate_steps", ())})
+    top = (d.adaptive_capped or {}).get("top")
+    return f"adaptive steps {states}" + (f" up to batch {top}" if top else "")
+
+
+def _recommend(plan, steps: int, profile: str, preset: str, depth: int, ours: str | None = None) -> tuple[str, str, str]:
     """(recommendation, fix, severity) from the plan on the lowest-acceptance preset, steps 1..depth (its measured
-    depth)."""
+    depth). ours: how this plugin's adaptive default serves the launch (_ours), which already is the adaptive
+    recommendation: an adaptive file of `plan` would replace its table and controller with SGLang's own slot logic."""
     best = {c: b for c, (_, b) in plan.items()}
     planned = (f"sglang-kimi-eagle3 plan --profile {profile} --preset {preset} --steps 1-{depth} -o adaptive.json "
                "(then its launch flags)")
+    served = f"; this plugin serves the launch with {ours}, dropping to SGLang's off-state where drafting does not pay"
     if all(b.steps == 0 or b.speedup <= 1.0 for b in best.values()):
-        return ("no speculation (no setting beats plain decoding at any concurrency)",
+        why = (" (this plugin's adaptive default would hold SGLang's off-state, which costs more than plain decoding)"
+               if ours else "")
+        return (f"no speculation (no setting beats plain decoding at any concurrency){why}",
                 "drop --speculative-algorithm and the draft model", "warning")
     losing = [c for c, b in best.items() if b.steps == 0 or b.speedup <= 1.0]
     if losing:
+        if ours:
+            return (f"adaptive steps with no drafting at c {','.join(map(str, losing))}, as this launch is served: "
+                    f"{ours}", "", "info")
         return (f"an adaptive file with no drafting at c {','.join(map(str, losing))}", planned, "info")
     from ..planner.adaptive import fixed_chains  # the rule `plan` recommends a fixed chain by
 
     ok = [s for s in fixed_chains(plan, TOLERANCE) if s <= depth]
     if steps in ok:
-        return f"fixed steps {steps}, this launch's (within 3 % of the best at every level)", "", "info"
+        return (f"fixed steps {steps}, this launch's (within 3 % of the best at every level){served if ours else ''}",
+                "", "info")
     if ok:
         s = min(ok, key=lambda s: abs(s - steps))
-        return (f"fixed steps {s} (within 3 % of the best at every level)",
+        return (f"fixed steps {s} (within 3 % of the best at every level){served if ours else ''}",
                 f"--speculative-num-steps {s} --speculative-eagle-topk 1 --speculative-num-draft-tokens {s + 1}", "info")
     by_c = ", ".join(f"c {c}: {b.steps}" for c, b in best.items())
+    if ours:
+        return f"adaptive steps (the best steps vary: {by_c}), as this launch is served: {ours}", "", "info"
     return f"an adaptive file (the best steps vary: {by_c})", planned, "info"
