@@ -68,3 +68,15 @@ def test_overrides_merge_into_sub_configs_and_rope_and_replace_everything_else()
     assert got == {"text_config": {"a": 1, "b": 5}, "rope_scaling": {"factor": 4, "type": "yarn"}, "eagle_config": {"y": 2},
                    "n": 7}
     assert outer["text_config"] == {"a": 1, "b": 2}  # the file's dict is not changed
+
+
+def test_a_config_file_is_read_as_launch_server_reads_it(tmp_path):
+    """SGLang's `--config FILE` (YAML) merges its options before the command line's; check ignored it and checked the
+    embedded default (TP 8) instead of the file's launch."""
+    cfg = tmp_path / "launch.yaml"
+    cfg.write_text("model-path: kimi-k2.5\ntrust-remote-code: true\ntp-size: 3\nspeculative-algorithm: EAGLE3\n"
+                   "speculative-draft-model-path: aq-medai/kimi-k2-eagle3\n")
+    cp = run_check("--config", str(cfg), "--for-gpu", "sm90", "--json")
+    assert cp.returncode == 1, cp.stdout[-2000:] + cp.stderr[-2000:]
+    errs = [f["found"] for f in check_findings(cp) if f["severity"] == "error" and f["check"] == "tensor_parallel"]
+    assert "target has 64 attention heads, tp 3" in errs, check_findings(cp)

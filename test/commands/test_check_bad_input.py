@@ -59,3 +59,31 @@ def test_broken_draft_config_is_exit_2_naming_file_and_field(tmp_path):
         last = cp.stderr.strip().splitlines()[-1]
         assert last.startswith(f"sglang-kimi-eagle3: error: {folder / 'config.json'}: field") and want in last
         assert "Traceback" not in cp.stderr
+
+
+@pytest.mark.parametrize("name,content,extra,want", [
+    ("launch.json", "tp-size: 4\n", [], "--config {f}: Config file must be YAML format, got: .json"),
+    ("missing.yaml", None, [], "--config {f}: Config file not found"),
+    ("folder.yaml", "dir", [], "--config {f}: not a config file: it is a folder"),
+    ("list.yaml", "- 1\n- 2\n", [], "--config {f}: Config file must contain a dictionary"),
+    ("bad.yaml", "a: [1\n", [], "--config {f}: "),
+    ("latin.yaml", b"tp-size: \xe9\n", [], "--config {f}: "),
+    ("ok.yaml", "tp-size: 4\n", ["--config", "{f}"], "--config: Multiple config files"),
+    ("ok.yaml", "tp-size: 4\n", ["--config"], "--config: "),
+    ("ok.yaml", "tp-size: 4\n", ["={f}"], "--config={f}: launch_server reads a config file only as --config FILE"),
+])
+def test_a_bad_config_file_is_one_line_naming_it(tmp_path, capsys, name, content, extra, want):
+    """SGLang's config merger raised ValueError (exit 3, 'internal error') for a config file it refuses."""
+    from sglang_kimi_eagle3.cli import main as cli_main
+
+    f = tmp_path / name
+    if content == "dir":
+        f.mkdir()
+    elif content is not None:
+        f.write_bytes(content if isinstance(content, bytes) else content.encode())
+    first = ["--config" + extra[0].replace("{f}", str(f))] if extra[:1] == ["={f}"] else ["--config", str(f)]
+    rest = [a.replace("{f}", str(f)) for a in extra if a != "={f}"]
+    assert cli_main(["check", *first, *rest]) == 2
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip() and "CUDA architecture" not in ln]
+    assert len(lines) == 1 and lines[0].startswith("sglang-kimi-eagle3: error: "), lines
+    assert want.replace("{f}", str(f)) in lines[0], lines

@@ -17,7 +17,7 @@ import time
 import warnings
 
 from ..errors import UserError
-from ..integration.launch_flags import parse_with_sglang, refuse_nonpositive
+from ..integration.launch_flags import merge_config_file, parse_with_sglang, refuse_nonpositive
 from ..preflight import GpuTarget, has_errors, run_checks
 from ..profiles import DEFAULT_ARGV, DEFAULT_DEPLOYMENT_NAME, DEFAULT_GPU, profile_path
 
@@ -201,12 +201,14 @@ def overlay_default(flags: list[str]) -> list[str]:
 
 def run(argv: list[str]) -> dict:
     """Check a launch; returns {"title", "gpu", "findings", "hooks", "table", "timing"} (no printing)."""
-    ours, rest = _split(argv)
+    ours, typed = _split(argv)
+    rest = merge_config_file(typed)  # --config FILE: its options, as launch_server reads them
+    refuse_nonpositive(rest)
     # no model path: the embedded default, with any flags given replacing its own (`check --tp-size 4`)
     embedded = not any(a in ("--model-path", "--model") or a.startswith(("--model-path=", "--model=")) for a in rest)
-    title = f"the embedded default: {DEFAULT_DEPLOYMENT_NAME}" if embedded else "launch_server " + " ".join(rest)
-    if embedded and rest:
-        title += " - with " + " ".join(rest)
+    title = f"the embedded default: {DEFAULT_DEPLOYMENT_NAME}" if embedded else "launch_server " + " ".join(typed)
+    if embedded and typed:
+        title += " - with " + " ".join(typed)
     if embedded:
         rest = overlay_default(rest)
     gpu = parse_gpu(ours["for_gpu"] or (DEFAULT_GPU if embedded else None),

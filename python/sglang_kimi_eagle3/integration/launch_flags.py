@@ -3,6 +3,7 @@
 - `flag_value(argv, *names)`: the value of the first `--name VALUE` / `--name=VALUE` (None when absent);
 - `refuse_nonpositive(argv)`: GPU and token counts SGLang's parser accepts but a launch cannot use (0, -1), and
   memory fractions outside (0, 1] (nan, 2, -0.5);
+- `merge_config_file(argv)`: `--config FILE` replaced by the file's options as SGLang merges them;
 - `parse_with_sglang(argv)`: SGLang's own `prepare_server_args`, its refusal as one UserError line.
 """
 
@@ -10,7 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import re
+import stat
 
 from ..errors import UserError
 
@@ -55,10 +58,49 @@ def refuse_nonpositive(argv: list[str]) -> None:
             raise UserError(f"{flag} {val.strip()}: expected a number in (0, 1] ({FRACTIONS[flag]})")
 
 
+def merge_config_file(argv: list[str]) -> list[str]:
+    """`argv` with `--config FILE` replaced by the YAML file's options, merged by SGLang's own ConfigArgumentMerger as
+    prepare_server_args merges them (before the other flags, which win), so that whatever reads the flags (the
+    embedded default, the model paths) sees the launch the file describes. A file SGLang refuses (not .yaml, missing,
+    malformed, not a mapping) is one UserError naming --config; so is `--config=FILE`, which launch_server ignores."""
+    for a in argv:
+        if a.startswith("--config="):
+            raise UserError(f"{a}: launch_server reads a config file only as --config FILE (given as --config=FILE it "
+                            f"ignores the file); write --config {a.split('=', 1)[1]}")
+    if "--config" not in argv:
+        return argv
+    import argparse
+
+    import yaml
+    from sglang.srt.server_args import ServerArgs
+    from sglang.srt.utils.server_args_config_parser import ConfigArgumentMerger
+
+    i = argv.index("--config")
+    path = argv[i + 1] if i + 1 < len(argv) and argv.count("--config") == 1 else None
+    where = f"--config {path}" if path is not None else "--config"
+    fix = "give one YAML file of launch_server options (key: value per line)"
+    if path is not None:
+        try:
+            mode = os.stat(path).st_mode
+        except OSError:
+            mode = None  # missing or unreadable: SGLang's merger names it
+        if mode is not None and not stat.S_ISREG(mode):  # a folder fails to open, a FIFO would block
+            kind = "a folder" if stat.S_ISDIR(mode) else "not a regular file"
+            raise UserError(f"{where}: not a config file: it is {kind}; {fix}")
+    parser = argparse.ArgumentParser(prog="sglang serve")
+    ServerArgs.add_cli_args(parser)
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):  # the merger logs its refusal before raising it
+            return ConfigArgumentMerger(parser).merge_config_with_args(list(argv))
+    except (ValueError, OSError, yaml.YAMLError) as exc:
+        raise UserError(f"{where}: {str(exc).rstrip('.!')}; {fix}") from None
+
+
 def parse_with_sglang(argv: list[str]):
     """SGLang's launch_server parser over `argv` (plugins loaded first, so our flag is known)."""
     from sglang.srt.server_args import prepare_server_args
 
+    argv = merge_config_file(argv)  # a file SGLang's merger refuses: one line, not its ValueError
     err = io.StringIO()
     try:
         with contextlib.redirect_stderr(err):
