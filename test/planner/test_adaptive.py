@@ -130,3 +130,24 @@ def test_plan_prints_and_records_the_fixed_recommendation(tmp_path, capsys):
     assert "recommended: fixed steps" in printed and "the adaptive file instead: " in printed
     assert next(ln for ln in printed.splitlines() if ln.startswith("launch flags: ")).startswith(
         f"launch flags: --speculative-algorithm EAGLE3 --speculative-num-steps {rec['steps']}")
+
+
+def test_an_adaptive_recommendation_is_the_chain_this_plugin_serves_adaptively(tmp_path, capsys):
+    """With the plugin a chain launch is served with adaptive steps by default; the written file, passed as
+    --speculative-adaptive-config, would replace that table and controller with SGLang's own slot logic. So the
+    recommended launch flags are the chain's (the file's follow as the alternative), and an `off` slot is said not to
+    be free (SGLang's steps-0 off-state, not plain decoding)."""
+    out, full = tmp_path / "a.json", tmp_path / "p.json"
+    assert cli_main(["plan", "--alpha", "0.3", "-o", str(out), "--json", str(full), "--no-sglang-check"]) == 0
+    printed = " ".join(capsys.readouterr().out.split())
+    rec = json.loads(full.read_text())["recommendation"]
+    chain = "--speculative-algorithm EAGLE3 --speculative-num-steps 1 --speculative-eagle-topk 1 --speculative-num-draft-tokens 2"
+    assert (rec["kind"], rec["steps"], rec["launch_flags"]) == ("adaptive", 1, chain), rec
+    assert rec["file_flags"].endswith(f"--speculative-adaptive-config {out} --speculative-num-steps 1"), rec
+    assert "launch the chain: launch flags: --speculative-algorithm EAGLE3 --speculative-num-steps 1" in printed, printed
+    assert "the file instead (SGLang's own slot logic): " in printed and "steps-0 off-state there, which is not free" in printed
+    # a fixed recommendation says that the plugin serves the chain adaptively, and how to keep it fixed
+    assert cli_main(["plan", "--alpha", "0.9", "-o", str(out), "--no-sglang-check"]) == 0
+    printed = " ".join(capsys.readouterr().out.split())
+    assert "recommended: fixed steps" in printed and "SGLANG_KIMI_EAGLE3_ADAPTIVE=off keeps it fixed" in printed
+    assert "not free" not in printed  # no slot is off

@@ -37,6 +37,18 @@ The model and its assumptions: docs/planner.md."""
 # most ops/_tree.py MAX_DRAFT_TOKENS = 64 draft tokens per request.
 MAX_STEPS, MAX_TOPK, MAX_DRAFT_TOKENS_FLAG, MAX_BS = 64, 64, 1024, 1 << 20
 MAX_BATCH_SIZES = 1024  # adaptive-config slots
+# With this plugin, a chain launch (topk 1) is served with adaptive steps by default (integration/adaptive_default.py):
+# the written file, passed as --speculative-adaptive-config, would replace that table and its controller with SGLang's
+# own slot logic, which on an H200 sat in its off-state at 0.41x of plain and switched 532 times in 3 minutes.
+PLUGIN_ADAPTIVE = ("recommended: adaptive steps (the best steps differ by batch size, or drafting loses at some). With "
+                   "this plugin a chain launch is served that way by default: a table of candidate steps for the "
+                   "launch and a controller that measures each state's cost, dropping to SGLang's off-state where "
+                   "drafting does not pay (docs/adaptive.md); launch the chain:")
+PLUGIN_FIXED = ("(with this plugin the chain is served with adaptive steps around it by default, which keep it where it "
+                "pays; SGLANG_KIMI_EAGLE3_ADAPTIVE=off keeps it fixed)")
+OFF_NOTE = ("off: no speculation, priced at 1.00. An adaptive server runs SGLang's steps-0 off-state there, which is "
+            "not free: on an H200 its decode step measured 0.95-1.15x of a plain one with this plugin's off-state hook "
+            "(1.24-3.0x without). Where off holds at the load you serve, a launch without EAGLE is the faster one.")
 MAX_EVALUATIONS = 2_000_000  # batch sizes x settings
 
 
@@ -263,9 +275,18 @@ def main(argv: list[str]) -> int:
                   f"{rec['worst_vs_best']:.3f} of it): an adaptive file would gain less than SGLang's adaptive mode "
                   "costs per round (docs/planner.md)"))
         print(shell("launch flags: ", adaptive.fixed_flags(rec["steps"])))
+        echo(fill(PLUGIN_FIXED))
         print(shell("the adaptive file instead: ", flags))
+    elif rec["kind"] == "adaptive" and flags.startswith("--"):
+        rec["steps"] = adaptive.start_steps(cfg)
+        echo(fill(PLUGIN_ADAPTIVE))
+        print(shell("launch flags: ", adaptive.fixed_flags(rec["steps"])))
+        print(shell("the file instead (SGLang's own slot logic): ", flags))
+        rec["file_flags"] = flags
     else:
         print(shell("launch flags: ", flags) if flags.startswith("--") else fill(f"launch flags: {flags}"))
+    if any(best.steps == 0 for _, best in plan.values()) and rec["kind"] != "none":
+        echo(fill(OFF_NOTE))
     rec["launch_flags"] = adaptive.recommended_flags(rec, cfg, path)
     if a.json:
         doc = {**prov, "batch_sizes": {str(bs): {"best": best.as_dict(), "all": [p.as_dict() for p in preds],

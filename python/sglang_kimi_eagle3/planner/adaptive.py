@@ -82,15 +82,26 @@ def fixed_flags(steps: int) -> str:
 
 
 def recommended_flags(rec: dict, cfg: dict, path: str) -> str:
-    """The launch flags of the recommendation (a fixed chain, the adaptive file, or the no-speculation line)."""
-    return fixed_flags(rec["steps"]) if rec.get("kind") == "fixed" else launch_flags(cfg, path)
+    """The launch flags of the recommendation: a fixed chain, or for an adaptive one the chain this plugin serves
+    adaptively by default (`steps` set: commands/plan.py; the file's flags are then `file_flags`), else the adaptive
+    file's flags or the no-speculation line."""
+    if rec.get("kind") == "fixed" or (rec.get("kind") == "adaptive" and rec.get("steps")):
+        return fixed_flags(rec["steps"])
+    return launch_flags(cfg, path)
+
+
+def start_steps(cfg: dict) -> int:
+    """The steps a launch of `cfg` starts at (one of the candidates' union): the small-batch slot's longest draft
+    (SGLang's default: the union's middle); 0 when no slot drafts."""
+    union = sorted({s for k, v in cfg.items() if k.isdigit() for s in v["candidate_steps"]})
+    first = cfg[min((k for k in cfg if k.isdigit()), key=int)]["candidate_steps"]
+    return max(first) or max(union)
 
 
 def launch_flags(cfg: dict, path: str) -> str:
     """The launch_server flags that load `cfg`; the start value must be one of the candidates' union."""
     union = sorted({s for k, v in cfg.items() if k.isdigit() for s in v["candidate_steps"]})
-    first = cfg[min((k for k in cfg if k.isdigit()), key=int)]["candidate_steps"]
-    start = max(first) or max(union)  # the small-batch slot's longest draft (SGLang's default: the union's middle)
+    start = start_steps(cfg)
     if start == 0:
         return f"(no batch size gains from speculation: launch without --speculative-algorithm; union {union})"
     return (f"--speculative-algorithm EAGLE3 --speculative-eagle-topk 1 --speculative-adaptive "
