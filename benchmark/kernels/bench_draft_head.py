@@ -3,7 +3,7 @@
 Shapes: Kimi drafter lm_head shard R 4000 (TP 8) and 32000 (TP 1), H 7168; bs 1, 8, 32, 64, 128; k 1, 4.
 Providers per draft step (hidden [bs, H] bf16 -> draft tokens, d2t remap included):
   sglang       bf16 matmul, .float(), k=1: SGLang's Triton draft_topk1_postprocess / k=4: softmax +
-               torch.topk, then hot_token_id[...] (as ../shared/tools/baseline_sglang_spec_ops.py)
+               torch.topk, then hot_token_id[...] (as SGLang's eagle_worker_v2 runs them)
   ours_fused   ops.lm_head_topk: one launch, logits never written, d2t and positions folded in
   ours_hooked  what SGLang runs with our hooks: lm_head_gemv (fp32 out) + draft_topk1 / torch.softmax +
                topk_rows, then SGLang's own d2t gather

@@ -1,6 +1,6 @@
 """How much of the measured time is the benchmark's own L2 flush? Same kernels, two timing methods, one run.
 
-`harness.graph_time_us` (like the baseline in ../shared/reference/baseline-h200.md) uses
+`harness.graph_time_us` (like the usual CUDA-graph baselines of SGLang's kernels) uses
 `triton.testing.do_bench`, which zero-fills a 256 MB buffer before every replay. That leaves the
 50 MB L2 full of *dirty* lines, which the next kernel must write back to HBM while it streams its
 own data - on the order of 50 MB / 4 TB/s = 12 µs, charged to whichever call comes first.

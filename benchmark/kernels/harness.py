@@ -9,7 +9,7 @@ command, to `$OUT/<bench>-<device>.json` (benchmark/results/ without $OUT), afte
 Timing is `sglang_kimi_eagle3.tuning.timing` (the one implementation `tune` uses too: CUDA-graph
 replays, L2 rotation, fixed counts); SGLang's own kernels come from
 `integration.upstream_kernels.sglang_module` (without sglang/__init__ where that cannot import, as
-on the lent H200 with the wheels of ../shared/tools/device-wheels.sh in $SITE). Exactness against
+on a bare GPU box with only SGLang's wheels unpacked in $SITE). Exactness against
 SGLang's kernels is asserted in test/gpu_kernels/, not here.
 """
 

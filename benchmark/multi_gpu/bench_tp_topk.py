@@ -11,7 +11,7 @@ Per bs (1, 8, 32, 64, 128) and k (1, 4):
                vs ours: lm_head_topk (shard mode, logits never written), exchange, `combine`, d2t
   exactness    rank 0: the combined ids equal the single-GPU fused kernel's on the whole W (ids exact),
                probabilities within fp32 rounding
-Timing follows ../../../shared/tools/README.md's pitfalls: every op is CUDA-graph captured, all ranks
+Timing avoids the usual multi-GPU pitfalls: every op is CUDA-graph captured, all ranks
 replay it a FIXED number of times between CUDA events (do_bench picks its count from timing, so ranks
 would disagree and deadlock), medians over 30 rounds; rank 0 writes $OUT/tp_topk_x<world>.json before
 teardown (a hang after graph-captured NCCL calls was seen at exit: run under `timeout`).

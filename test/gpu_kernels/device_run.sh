@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One call on the lent H200 (docs/gpu-ci.md, "Kernel tests on the H200"): install SGLang
-# 0.5.23's wheel and its few dependencies (from ../shared/tools/device-wheels.sh, carried in $1,
+# 0.5.23's wheel and its few dependencies (downloaded beforehand on a networked box, carried in $1,
 # default .whl/sgl) into /tmp/site, then run the kernel tests compiled and the exactness tests against
 # SGLang's own kernels; logs under $OUT. Then two deliberate breakages on the device's copy of the
 # tree, each of which a test must catch (shown red in mutation.log), the tree is not restored: the
