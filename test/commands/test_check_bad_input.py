@@ -87,3 +87,14 @@ def test_a_bad_config_file_is_one_line_naming_it(tmp_path, capsys, name, content
     lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip() and "CUDA architecture" not in ln]
     assert len(lines) == 1 and lines[0].startswith("sglang-kimi-eagle3: error: "), lines
     assert want.replace("{f}", str(f)) in lines[0], lines
+
+
+@pytest.mark.parametrize("args,want", [(["--mem-fraction", "nan"], "--mem-fraction-static nan: expected a number in (0, 1]"),
+                                       (["--tp", "0"], "--tp-size 0: expected a positive integer")])
+def test_a_flag_spelled_as_an_abbreviation_sglang_takes_is_held_to_the_same_bounds(args, want):
+    """SGLang's parser takes a unique prefix (--mem-fraction for --mem-fraction-static): nan was exit 3 (the memory
+    check), --tp 0 a memory error at 'tp 1' instead of the refusal the full spelling gets."""
+    cp = run_check("--model-path", "kimi-k2.5", "--trust-remote-code", *args)
+    assert cp.returncode == 2, cp.stdout[-2000:] + cp.stderr[-2000:]
+    last = cp.stderr.strip().splitlines()[-1]
+    assert last.startswith("sglang-kimi-eagle3: error:") and want in last and "Traceback" not in cp.stderr, last

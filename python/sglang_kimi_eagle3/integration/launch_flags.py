@@ -4,7 +4,8 @@
 - `refuse_nonpositive(argv)`: GPU and token counts SGLang's parser accepts but a launch cannot use (0, -1), and
   memory fractions outside (0, 1] (nan, 2, -0.5);
 - `merge_config_file(argv)`: `--config FILE` replaced by the file's options as SGLang merges them;
-- `parse_with_sglang(argv)`: SGLang's own `prepare_server_args`, its refusal as one UserError line.
+- `parse_with_sglang(argv)`: SGLang's own `prepare_server_args`, its refusal as one UserError line; the parsed
+  values held to refuse_nonpositive's bounds (however the flag was spelled).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from ..errors import UserError
 
 POSITIVE = {"--tp-size": "GPUs", "--tensor-parallel-size": "GPUs", "--context-length": "tokens"}
 FRACTIONS = {"--mem-fraction-static": "the share of GPU memory for the weights and the KV pool, e.g. 0.85"}
+PARSED = {"tp_size": "--tp-size", "context_length": "--context-length", "mem_fraction_static": "--mem-fraction-static"}
 
 
 def flag_values(argv: list[str], *names: str):
@@ -104,8 +106,12 @@ def parse_with_sglang(argv: list[str]):
     err = io.StringIO()
     try:
         with contextlib.redirect_stderr(err):
-            return prepare_server_args(argv)
+            server_args = prepare_server_args(argv)
     except SystemExit:
         lines = [ln for ln in err.getvalue().splitlines() if ln.strip()]
         msg = next((ln for ln in reversed(lines) if "error:" in ln), lines[-1] if lines else "invalid arguments")
         raise UserError(f"launch_server flags rejected by SGLang's parser: {msg.split('error:', 1)[-1].strip()}") from None
+    # the same bounds on the parsed values: a spelling argparse takes for the flag (a prefix: --mem-fraction, --tp) too
+    refuse_nonpositive([x for dest, flag in PARSED.items() if getattr(server_args, dest, None) is not None
+                        for x in (flag, str(getattr(server_args, dest)))])
+    return server_args
