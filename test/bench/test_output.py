@@ -85,3 +85,17 @@ def test_without_a_baseline_one_tau_axis(bench_run):
         assert len(fig.axes) == 1 and "τ" in fig.axes[0].get_ylabel()
     finally:
         plt.close(fig)
+
+
+def test_one_line_says_whether_speculation_was_ever_slower_than_the_baseline(bench_run):
+    from sglang_kimi_eagle3.bench.report import speedup_line
+
+    _, out, doc = bench_run
+    assert "aggregate tok/s over the baseline: " in " ".join(out.split()), out
+    lv = lambda c, x: {"concurrency": c, "speedup": None if x is None else {"aggregate": x}}  # noqa: E731
+    assert speedup_line({"levels": [lv(1, 1.5), lv(8, 0.95), lv(32, 1.04)]}) == (
+        "aggregate tok/s over the baseline: 0.95x (c 8) to 1.50x (c 1); below 1.00 at c 8 (0.95x): speculation is "
+        "slower than the baseline there")
+    assert speedup_line({"levels": [lv(1, 1.2), lv(4, 1.1)]}).endswith("never below the baseline at the levels measured")
+    assert speedup_line({"levels": [lv(1, 0.9)]}).startswith("aggregate tok/s over the baseline: 0.90x (c 1); below")
+    assert speedup_line({"levels": [lv(1, None)]}) is None

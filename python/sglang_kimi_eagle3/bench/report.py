@@ -46,6 +46,9 @@ def print_report(doc: dict, console: Console | None = None) -> None:
                     _f(sp and sp["aggregate"]), _f(sp and sp["per_request"])]
         t.add_row(*row)
     print_table(con, t, keep=1)
+    verdict = speedup_line(doc)
+    if verdict:
+        con.print(verdict, style="yellow" if "below 1.00" in verdict else None)
     for lv in doc["levels"]:
         for role in ("spec", "baseline"):
             s = lv.get(role)
@@ -60,6 +63,22 @@ def print_report(doc: dict, console: Console | None = None) -> None:
     if o and o.get("tau") is not None:
         con.print(f"overall: τ {o['tau']:.2f} over {o['ok'] - o['no_spec']} requests, acceptance {100 * (o['accept_rate'] or 0):.1f}%, "
                   f"per position {', '.join(_f(a) for a in o['alpha'])}")
+
+
+def speedup_line(doc: dict) -> str | None:
+    """One line for the operator's question, is speculation ever slower than the baseline here: the range of the
+    aggregate speedup over the levels measured against a baseline, and every level below 1.00 (None without one)."""
+    sp = [(lv["concurrency"], (lv.get("speedup") or {}).get("aggregate")) for lv in doc["levels"]]
+    sp = [(c, x) for c, x in sp if isinstance(x, (int, float))]
+    if not sp:
+        return None
+    lo, hi = min(sp, key=lambda cx: cx[1]), max(sp, key=lambda cx: cx[1])
+    line = (f"aggregate tok/s over the baseline: {lo[1]:.2f}x (c {lo[0]}) to {hi[1]:.2f}x (c {hi[0]})" if len(sp) > 1
+            else f"aggregate tok/s over the baseline: {lo[1]:.2f}x (c {lo[0]})")
+    slower = [f"c {c} ({x:.2f}x)" for c, x in sp if x < 1.0]
+    if slower:
+        return f"{line}; below 1.00 at {', '.join(slower)}: speculation is slower than the baseline there"
+    return f"{line}; never below the baseline at the levels measured"
 
 
 def _ms(block: dict | None, q: str) -> str:
