@@ -36,6 +36,8 @@ def test_unusable_input_exits_2_with_one_line(tmp_path, case):
     (["--for-gpu", ""], "--for-gpu is empty"), (["--for-gpu", "sm999"], "compute capability 999"),
     (["--json=yes"], "--json takes no value"), (["--tp-size", "0"], "--tp-size 0"),
     (["--context-length", "-5"], "--context-length -5"),
+    (["--nnodes", "0"], "--nnodes 0: expected a positive integer"),  # SGLang: ZeroDivisionError launching schedulers
+    (["--pp-size", "0"], "--pp-size 0: expected a positive integer"),
 ])
 def test_nonsense_check_flags_exit_2_before_sglang_parses(args, want):
     cp = run_check("--model-path", "kimi-k2.5", "--trust-remote-code", *args)

@@ -18,9 +18,11 @@ import stat
 
 from ..errors import UserError
 
-POSITIVE = {"--tp-size": "GPUs", "--tensor-parallel-size": "GPUs", "--context-length": "tokens"}
+POSITIVE = {"--tp-size": "GPUs", "--tensor-parallel-size": "GPUs", "--context-length": "tokens",
+            "--pp-size": "pipeline stages", "--pipeline-parallel-size": "pipeline stages", "--nnodes": "nodes"}
 FRACTIONS = {"--mem-fraction-static": "the share of GPU memory for the weights and the KV pool, e.g. 0.85"}
-PARSED = {"tp_size": "--tp-size", "context_length": "--context-length", "mem_fraction_static": "--mem-fraction-static"}
+PARSED = {"tp_size": "--tp-size", "context_length": "--context-length", "mem_fraction_static": "--mem-fraction-static",
+          "pp_size": "--pp-size", "nnodes": "--nnodes"}
 
 
 def flag_values(argv: list[str], *names: str):
