@@ -356,10 +356,16 @@ def plan_cases(root, kimi) -> dict:
         with contextlib.redirect_stdout(buf):
             rc = cli_main(["plan", *args, "-o", str(root / f"{name}.json"), "--no-sglang-check"])
         assert rc == 0, buf.getvalue()[-2000:]
-        line = next(ln for ln in buf.getvalue().splitlines() if ln.startswith("launch flags: "))
-        flags = shlex.split(line.removeprefix("launch flags: "))
-        assert "--speculative-algorithm" in flags, line  # every preset gains somewhere
-        out[name] = (kimi(spec=()) + [f for f in flags if f not in ("--speculative-algorithm", "EAGLE3")], {})
+        printed = buf.getvalue().replace(" \\\n", " ")  # shell() continues a long command on the next line
+        for key, prefix in ((name, "launch flags: "), (f"{name}_file", "the ")):
+            # the recommended launch, then the written file's flags (SGLang's own slot logic), printed after it
+            line = next(ln for ln in printed.splitlines() if ln.startswith(prefix) and "--speculative-" in ln
+                        and (key == name or "file instead" in ln))
+            flags = shlex.split(line.split(": ", 1)[1])
+            assert "--speculative-algorithm" in flags, line  # every preset gains somewhere
+            if key != name:
+                assert "--speculative-adaptive-config" in flags, line
+            out[key] = (kimi(spec=()) + [f for f in flags if f not in ("--speculative-algorithm", "EAGLE3")], {})
     return out
 
 
@@ -377,7 +383,8 @@ NAMES = ("default", "class_qwen3_eagle3", "class_eagle3_llama", "class_mla", "au
          "draft_is_target", "draft_is_target_via_link", "path_tilde", "path_home_spelled_out", "tree_5_8_64",
          "tree_3_4_16", "tree_3_4_37", "tree_3_4_38", "tree_2_2_7", "tree_2_2_8", "tree_no_draft_tokens", "ctx_300000",
          "ctx_300000_escape", "ctx_262144", "plan_adaptive_flags", "plan_adaptive_steps_not_a_candidate",
-         "spec_topk1_no_draft_tokens", "spec_steps_only", "spec_none_given", "llama_default") + tuple(PLAN_RUNS)
+         "spec_topk1_no_draft_tokens", "spec_steps_only", "spec_none_given", "llama_default") + tuple(PLAN_RUNS) + \
+    tuple(f"{n}_file" for n in PLAN_RUNS)
 
 
 def test_the_table_is_the_one_parametrized(table):
