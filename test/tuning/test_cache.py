@@ -57,6 +57,9 @@ def test_bundled_only_origin(tune_dir):
     assert "NVIDIA_H200" not in h100["origin"] and not any(s.get("wins") for s in h100["ops"].values())
     sm120 = tables.load_table("NVIDIA RTX PRO 6000 Blackwell Workstation Edition", (12, 0))
     assert "compile-verified only, no measured wins" in sm120["origin"]
+    # compile-verified tables only: the line says what measures this GPU (a table measured somewhere does not)
+    hint = "; `sglang-kimi-eagle3 tune` on this GPU measures where ours win"
+    assert sm120["origin"].endswith(hint) and h100["origin"].endswith(hint) and "tune" not in t["origin"]
     assert "no bundled table" in tables.load_table(None, None)["origin"]
 
 

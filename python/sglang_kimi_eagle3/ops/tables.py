@@ -213,7 +213,7 @@ def _load(device_name, cc, user_dir, bundled, _env) -> dict:
     if device_name:
         stems.append(device_file_name(device_name))
     table: dict = {}
-    used = []
+    used, measured = [], False
     folder = bundled_dir()
     for stem in dict.fromkeys(stems) if bundled else ():  # lowest priority first; later files override per op
         plain = folder / f"{stem}.json"
@@ -223,6 +223,7 @@ def _load(device_name, cc, user_dir, bundled, _env) -> dict:
             table.update({k: v for k, v in data.items() if k != "ops"})
             ops.update(data.get("ops", {}))
             used.append(describe_bundled(path, data))
+            measured = measured or bool(data.get("device"))
     user, path, note = user_table(device_name, cc, user_dir)
     origin = ("bundled " + ", ".join(used)) if used else "no bundled table for this GPU"
     if user is not None:
@@ -230,6 +231,8 @@ def _load(device_name, cc, user_dir, bundled, _env) -> dict:
         origin = f"{describe_user(path, user)} over {origin}"
     elif not used:
         origin += " and no user-tuned one: SGLang's kernels under auto"
+    elif not measured:  # compile-verified tables only (SM120): nothing says where ours win on this GPU
+        origin += "; `sglang-kimi-eagle3 tune` on this GPU measures where ours win"
     table["origin"] = origin + (f"; note: {note}" if note else "")
     return table
 
