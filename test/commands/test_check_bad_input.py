@@ -100,3 +100,15 @@ def test_a_flag_spelled_as_an_abbreviation_sglang_takes_is_held_to_the_same_boun
     assert cp.returncode == 2, cp.stdout[-2000:] + cp.stderr[-2000:]
     last = cp.stderr.strip().splitlines()[-1]
     assert last.startswith("sglang-kimi-eagle3: error:") and want in last and "Traceback" not in cp.stderr, last
+
+
+def test_a_refused_config_file_is_said_once_not_logged_first(tmp_path, caplog):
+    """`tune --config bad.yaml` (logging set up by then) printed SGLang's merger's multi-line log before the one line."""
+    from sglang_kimi_eagle3.errors import UserError
+    from sglang_kimi_eagle3.integration.launch_flags import merge_config_file
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("a: [1\n")
+    with pytest.raises(UserError, match=r"^--config .*bad\.yaml: while parsing"):
+        merge_config_file(["--config", str(bad)])
+    assert not caplog.records, [r.getMessage() for r in caplog.records]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import logging
 import os
 import re
 import stat
@@ -93,11 +94,14 @@ def merge_config_file(argv: list[str]) -> list[str]:
             raise UserError(f"{where}: not a config file: it is {kind}; {fix}")
     parser = argparse.ArgumentParser(prog="sglang serve")
     ServerArgs.add_cli_args(parser)
+    log = logging.getLogger(ConfigArgumentMerger.__module__)  # it logs its refusal before raising it: said once, below
+    was, log.disabled = log.disabled, True
     try:
-        with contextlib.redirect_stderr(io.StringIO()):  # the merger logs its refusal before raising it
-            return ConfigArgumentMerger(parser).merge_config_with_args(list(argv))
+        return ConfigArgumentMerger(parser).merge_config_with_args(list(argv))
     except (ValueError, OSError, yaml.YAMLError) as exc:
         raise UserError(f"{where}: {str(exc).rstrip('.!')}; {fix}") from None
+    finally:
+        log.disabled = was
 
 
 def parse_with_sglang(argv: list[str]):
