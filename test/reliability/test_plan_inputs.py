@@ -67,6 +67,8 @@ CASES = [
     ("ratio_nan", ["--draft-cost-ratio", "nan", "--alpha", "0.7"], "--draft-cost-ratio 'nan'"),
     ("ratio_inf", ["--draft-cost-ratio", "inf", "--alpha", "0.7"], "--draft-cost-ratio 'inf'"),
     ("ratio_text", ["--draft-cost-ratio", "cheap", "--alpha", "0.7"], "--draft-cost-ratio 'cheap'"),
+    ("ratio_overflow", ["--draft-cost-ratio", "1e308", "--alpha", "0.7"], "inf us for a speculation round at batch size 1, "
+     "steps 2; expected a finite time > 0 - check --draft-cost-ratio, the cost table or the profile"),
     ("context_negative", ["--context", "-1"], "--context '-1'"), ("context_text", ["--context", "long"], "--context"),
     ("profile_bandwidth_nan", ["--profile", "{p:hardware.mem_GBps=nan}"], "'hardware.mem_GBps.value'"),
     ("profile_bandwidth_negative", ["--profile", "{p:hardware.mem_GBps=-5}"], "finite number > 0"),
@@ -88,6 +90,8 @@ CASES = [
     ("costs_zero_target", ["--costs", "{f:c.json={'target_us': {'1': 0}, 'draft_us': {'1': 1}}}"], "0 us"),
     ("costs_negative", ["--costs", "{f:c.json={'target_us': {'1': 10}, 'draft_us': {'1': -1}}}"], "'draft_us.1'"),
     ("costs_nan", ["--costs", "{f:c.json=b'{\"target_us\": {\"1\": NaN}, \"draft_us\": {\"1\": 1}}'}"], "'target_us.1'"),
+    ("costs_overflow", ["--costs", "{f:c.json={'target_us': {'1': 1e308}, 'draft_us': {'1': 1e308}}}"],
+     "expected a finite time > 0 - check --draft-cost-ratio, the cost table or the profile"),
     ("costs_bad_key", ["--costs", "{f:c.json={'target_us': {'one': 10}, 'draft_us': {'1': 1}}}"], "key 'one'"),
     ("costs_list", ["--costs", "{f:c.json=[1]}"], "not a cost table file: expected a JSON object, found [1]"),
     ("costs_table_list", ["--costs", "{f:c.json={'target_us': [1], 'draft_us': {'1': 1}}}"], "'target_us'"),

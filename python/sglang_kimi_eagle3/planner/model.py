@@ -78,7 +78,8 @@ def predict(alphas: list[float], steps: int, cost: CostModel, bs: int, topk: int
     spec = round_us(cost, bs, steps, topk, n)
     if not spec > 0 or spec == float("inf"):
         raise UserError(f"costs ({cost.name}) give {spec!r} us for a speculation round at batch size {bs}, "
-                        f"steps {steps}; expected a finite time > 0")
+                        f"steps {steps}; expected a finite time > 0 - check --draft-cost-ratio, the cost table or "
+                        "the profile")
     return Prediction(bs, steps, topk, n, tau, base, spec, tau * base / spec, extrapolated)
 
 
