@@ -86,7 +86,8 @@ def launches(tmp_path_factory):
              ("few_requests", big + ["--max-running-requests", "128"], {}), ("off", chain, {"SGLANG_KIMI_EAGLE3_ADAPTIVE": "off"}),
              ("unhooked", chain, {"SGLANG_KIMI_EAGLE3_OFFSTATE": "off"}),
              ("tree", eagle3, {}), ("operator_flag", chain + ["--speculative-adaptive"], {}),
-             ("operator_file", chain + ["--speculative-adaptive", "--speculative-adaptive-config", str(theirs)], {})]
+             ("operator_file", chain + ["--speculative-adaptive", "--speculative-adaptive-config", str(theirs)], {}),
+             ("operator_flag_big", big + ["--speculative-adaptive"], {})]
     return run_json(f"CASES = {cases!r}\n" + CODE, timeout=600, HF_HUB_OFFLINE="1", XDG_CACHE_HOME=str(tmp / "cache"),
                     SGLANG_KIMI_EAGLE3_STATUS_DIR=str(tmp / "status")), theirs
 
@@ -117,6 +118,10 @@ def test_the_operators_choice_the_switch_topk2_and_plain_keep_sglangs(launches):
     assert not any(out["operator_flag"]["ours"])  # SGLang's default table: SGLang's slot logic
     assert out["operator_file"]["speculative_adaptive_config"] == str(theirs) and not any(out["operator_file"]["ours"])
     assert "operator's --speculative-adaptive" in out["operator_file"]["launch_step"]
+    # SGLang's default table is held to the budget our own keeps (a warning: the operator's choice is served): with
+    # graphs to bs 512 its extra states model over 8 GB at Llama's vocabulary; to bs 64, and the small file, within it
+    assert out["operator_flag_big"]["preflight"] == [["info", "memory"], ["warning", "adaptive"]], out["operator_flag_big"]
+    assert out["operator_flag"]["preflight"] == [["info", "memory"]] and out["operator_file"]["preflight"] == [["info", "memory"]]
     for name, why in (("off", "SGLANG_KIMI_EAGLE3_ADAPTIVE=off"), ("tree", "--speculative-eagle-topk 2")):
         assert not out[name]["speculative_adaptive"] and out[name]["speculative_num_draft_tokens"] == 4, name
         assert why in out[name]["launch_step"], out[name]["launch_step"]

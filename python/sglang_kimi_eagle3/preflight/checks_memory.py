@@ -227,4 +227,42 @@ def adaptive_states(d: Deployment) -> list[Finding]:
     graph_bs = captured_graph_bs(graph_bs, d.max_running_requests)
     lines = memory_lines(d.adaptive_table, d.target.vocab_size, graph_bs, d.steps)
     return capped + [Finding("info", "memory", f"adaptive speculation builds {len(states(d.adaptive_table))} runtime "
-                             f"states (one per candidate step), modelled: " + "; ".join(lines))]
+                             f"states (one per candidate step), modelled: " + "; ".join(lines))] + _over_budget(d, graph_bs)
+
+
+def _over_budget(d: Deployment, graph_bs: list[int]) -> list[Finding]:
+    """A table that is not this plugin's (SGLang's default under a bare --speculative-adaptive, or an operator's file)
+    held to the budget this plugin's own table keeps: its states are built after every weight has loaded, and SGLang's
+    default table at Kimi's vocabulary models at tens of GB. A warning: the operator's choice is served as asked."""
+    from ..base import ENV_ADAPTIVE_MAX_GB, adaptive_max_gb
+    from ..errors import UserError
+    from ..planner.adaptive_table import KEY
+    from .memory import adaptive_extra_gb, captured_graph_bs
+
+    cfg, vocab = d.adaptive_table, d.target.vocab_size
+    if any(isinstance(v, dict) and KEY in v for v in cfg.values()):
+        return []  # this plugin's table: already within the budget, or capped (the warning above)
+    try:
+        budget = adaptive_max_gb()
+    except UserError:
+        return []  # the variable itself is refused before this runs
+    extra = adaptive_extra_gb(cfg, vocab, graph_bs, d.steps)
+    if extra <= budget:
+        return []
+    fit = ""
+    for top in sorted((b for b in graph_bs if b < max(graph_bs)), reverse=True):
+        smaller = captured_graph_bs([b for b in graph_bs if b <= top], d.max_running_requests)
+        gb = adaptive_extra_gb(cfg, vocab, smaller, d.steps)
+        if gb <= budget:
+            fit = (f", or --cuda-graph-max-bs-decode {top} (these states then model at {gb:.1f} GB; batches above {top} "
+                   "run without CUDA graphs)")
+            break
+    return [Finding("warning", "adaptive", f"this launch's adaptive table (not this plugin's: SGLang's default under "
+                    f"--speculative-adaptive, or --speculative-adaptive-config) builds runtime states modelled at "
+                    f"{extra:.1f} GB per GPU beside the launch's own, at vocab {vocab} and CUDA-graph batches up to "
+                    f"{max(graph_bs)}: SGLang builds them after every weight has loaded, and a GPU beside a large "
+                    "target's weights and KV pool has a few GB left there",
+                    f"the extra runtime states within {ENV_ADAPTIVE_MAX_GB} ({budget:g} GB)",
+                    "leave out --speculative-adaptive and --speculative-adaptive-config: this plugin then serves the "
+                    "chain launch with its own adaptive table, within the budget" + fit
+                    + f", or {ENV_ADAPTIVE_MAX_GB} set to the GB the GPU can spare")]
