@@ -158,3 +158,16 @@ def test_json_model_override_args_reach_the_shapes_as_sglang_applies_them(capsys
         assert main(["tune", "--dry-run", "--json-model-override-args", raw]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and f"tune: --json-model-override-args: {words}" in err[0], err
+
+
+def test_a_config_file_is_read_as_launch_server_reads_it(tmp_path, capsys):
+    """`--config FILE` was ignored: tune measured the embedded default's shapes (as `check` did before it merged it)."""
+    cfg = tmp_path / "launch.yaml"
+    cfg.write_text("model-path: llama-3.1-8b-instruct\nspeculative-algorithm: EAGLE3\n"
+                   "speculative-draft-model-path: llama-3.1-8b-eagle3\ntp-size: 2\n")
+    assert main(["tune", "--dry-run", "--quick", "--ops", "argmax_verify", "--config", str(cfg)]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "TP 2); top-k 1; N 4 draft tokens over target vocab 128256" in out and "embedded default" not in out, out
+    assert main(["tune", "--dry-run", "--config", str(tmp_path / "missing.yaml")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--config" in err[0], err

@@ -135,12 +135,27 @@ def _overrides(raw) -> dict | None:
     return value or None
 
 
+def _merged(rest: list[str]) -> list[str]:
+    """`rest` with --config FILE merged by SGLang's own merger (integration/launch_flags.merge_config_file); where
+    SGLang's server stack does not import (a bare GPU box), a --config is refused rather than ignored."""
+    if "--config" not in rest and not any(a.startswith("--config=") for a in rest):
+        return rest
+    from ..integration.launch_flags import merge_config_file
+
+    try:
+        return merge_config_file(rest)
+    except ImportError as exc:
+        raise UserError(f"tune: --config needs SGLang's server stack to read the file ({exc}); give the launch's "
+                        "flags on the command line instead") from None
+
+
 def deployment_shapes(rest: list[str], quick: bool) -> tuple[TuneShapes, str, str]:
     """(shapes, title, how the flags were read) for launch_server flags (none: the embedded default)."""
     from ..configs import read_config
     from ..profiles import DEFAULT_DEPLOYMENT_NAME
     from .check import overlay_default, resolve_model_paths
 
+    rest = _merged(rest)  # --config FILE: its options, as launch_server reads them (as `check`)
     # no model path: the embedded default, with any flags given replacing its own (as `check --tp-size 4`)
     embedded = not any(a in ("--model-path", "--model") or a.startswith(("--model-path=", "--model=")) for a in rest)
     title = f"the embedded default: {DEFAULT_DEPLOYMENT_NAME}" if embedded else "launch_server " + " ".join(rest)
