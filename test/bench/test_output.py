@@ -99,3 +99,4 @@ def test_one_line_says_whether_speculation_was_ever_slower_than_the_baseline(ben
     assert speedup_line({"levels": [lv(1, 1.2), lv(4, 1.1)]}).endswith("never below the baseline at the levels measured")
     assert speedup_line({"levels": [lv(1, 0.9)]}).startswith("aggregate tok/s over the baseline: 0.90x (c 1); below")
     assert speedup_line({"levels": [lv(1, None)]}) is None
+    assert speedup_line({"levels": [lv(1, 1.5), lv(8, 0.996)]}).endswith("never below the baseline at the levels measured")
