@@ -38,7 +38,9 @@ for name, argv, env in CASES:
     from sglang_kimi_eagle3.integration.preflight.inputs import build_deployment
     from sglang_kimi_eagle3.preflight.checks_memory import adaptive_states
     from sglang_kimi_eagle3.commands.check import parse_gpu
-    r["preflight"] = [[f.severity, f.check] for f in adaptive_states(build_deployment(sa, parse_gpu("h200", "test")))]
+    found = adaptive_states(build_deployment(sa, parse_gpu("h200", "test")))
+    r["preflight"] = [[f.severity, f.check] for f in found]
+    r["fixes"] = [f.fix for f in found if f.check == "adaptive"]
     if r["speculative_adaptive"]:
         params = AdaptiveSpeculativeParams(r["speculative_num_steps"], r["speculative_adaptive_config"])
         # SGLang's own pruning: per state, the decode CUDA-graph sizes (here every size to 512) whose slot lists it
@@ -71,6 +73,12 @@ def launches(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("adaptive")
     theirs = tmp / "theirs.json"
     theirs.write_text(json.dumps({"1": {"candidate_steps": [2, 3]}}))
+    from sglang_kimi_eagle3.planner import costs, profiles
+    from sglang_kimi_eagle3.planner.adaptive_table import table
+
+    marked = tmp / "marked.json"  # a table this plugin writes (controller marks), reused by hand in another launch
+    marked.write_text(json.dumps(table(costs.from_profile(profiles.load(profiles.DEFAULT_PROFILE)), [1, 8, 64, 512],
+                                       operator_steps=3, max_states=3)))
     eagle3 = llama_eagle3_argv(31981)
     chain = eagle3[:]
     chain[chain.index("--speculative-eagle-topk") + 1] = "1"
@@ -87,7 +95,9 @@ def launches(tmp_path_factory):
              ("unhooked", chain, {"SGLANG_KIMI_EAGLE3_OFFSTATE": "off"}),
              ("tree", eagle3, {}), ("operator_flag", chain + ["--speculative-adaptive"], {}),
              ("operator_file", chain + ["--speculative-adaptive", "--speculative-adaptive-config", str(theirs)], {}),
-             ("operator_flag_big", big + ["--speculative-adaptive"], {})]
+             ("operator_flag_big", big + ["--speculative-adaptive"], {}),
+             ("operator_flag_big_off", big + ["--speculative-adaptive"], {"SGLANG_KIMI_EAGLE3_ADAPTIVE": "off"}),
+             ("operator_marked_big", big + ["--speculative-adaptive", "--speculative-adaptive-config", str(marked)], {})]
     return run_json(f"CASES = {cases!r}\n" + CODE, timeout=600, HF_HUB_OFFLINE="1", XDG_CACHE_HOME=str(tmp / "cache"),
                     SGLANG_KIMI_EAGLE3_STATUS_DIR=str(tmp / "status")), theirs
 
@@ -122,6 +132,12 @@ def test_the_operators_choice_the_switch_topk2_and_plain_keep_sglangs(launches):
     # graphs to bs 512 its extra states model over 8 GB at Llama's vocabulary; to bs 64, and the small file, within it
     assert out["operator_flag_big"]["preflight"] == [["info", "memory"], ["warning", "adaptive"]], out["operator_flag_big"]
     assert out["operator_flag"]["preflight"] == [["info", "memory"]] and out["operator_file"]["preflight"] == [["info", "memory"]]
+    assert out["operator_flag_big"]["fixes"][0].startswith("leave out --speculative-adaptive")
+    # with the plugin's default off, leaving the flags out gives a fixed chain: the fix does not promise our table
+    off = out["operator_flag_big_off"]
+    assert off["preflight"] == [["info", "memory"], ["warning", "adaptive"]] and "leave out" not in off["fixes"][0], off
+    # a table of ours reused by hand is the operator's: held to the budget too (it was skipped for its marks)
+    assert out["operator_marked_big"]["preflight"] == [["info", "memory"], ["warning", "adaptive"]], out["operator_marked_big"]
     for name, why in (("off", "SGLANG_KIMI_EAGLE3_ADAPTIVE=off"), ("tree", "--speculative-eagle-topk 2")):
         assert not out[name]["speculative_adaptive"] and out[name]["speculative_num_draft_tokens"] == 4, name
         assert why in out[name]["launch_step"], out[name]["launch_step"]

@@ -120,3 +120,18 @@ def test_a_launch_this_plugin_serves_adaptively_is_not_sent_to_an_adaptive_file(
     assert "this plugin" not in plain.found, plain.one_line()
     if tau == 1.3:
         assert "an adaptive file with no drafting at c 16" in plain.found and "plan --profile" in plain.fix
+
+
+def test_a_tree_or_sglangs_adaptive_slots_are_not_this_launchs_fixed_chain(monkeypatch):
+    """A topk-2 tree, or a launch SGLang's own adaptive slots serve, was told "fixed steps 3, this launch's" with no
+    fix: neither runs that chain."""
+    import dataclasses
+
+    monkeypatch.setitem(sources.PRESETS, "aq-medai-k25-gsm8k", (2.0, 3, "test acceptance"))
+    chain = "--speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4"
+    assert "recommended: fixed steps 3, this launch's" in one(dep()).found
+    tree = one(dataclasses.replace(dep(), topk=2, draft_tokens=6))
+    assert "recommended: fixed steps 3 (within 3 %" in tree.found and tree.fix == chain, tree.one_line()
+    theirs = one(dataclasses.replace(dep(), adaptive=True, adaptive_table={"1": {"candidate_steps": [0, 1, 3]}}))
+    assert "this launch's" not in theirs.found and theirs.fix.startswith(chain), theirs.one_line()
+    assert "without --speculative-adaptive and --speculative-adaptive-config" in theirs.fix

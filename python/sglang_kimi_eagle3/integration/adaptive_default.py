@@ -43,11 +43,13 @@ MAX_STATES = 3
 SOURCE = "sglang-kimi-eagle3.adaptive_default"
 
 
-def decide(server_args) -> str | None:
-    """Why this launch keeps SGLang's own choice (None: ours applies)."""
+def decide(server_args, operator_flags: bool = True) -> str | None:
+    """Why this launch keeps SGLang's own choice (None: ours applies). operator_flags=False: as if the operator's
+    --speculative-adaptive / --speculative-adaptive-config were left out (preflight: would ours serve it then?)."""
     if env_choice(ENV_ADAPTIVE) == "off":
         return f"{ENV_ADAPTIVE}=off"
-    if raw_input(server_args, "speculative_adaptive") or raw_input(server_args, "speculative_adaptive_config"):
+    if operator_flags and (raw_input(server_args, "speculative_adaptive")
+                           or raw_input(server_args, "speculative_adaptive_config")):
         return "the operator's --speculative-adaptive / --speculative-adaptive-config"
     topk = raw_input(server_args, "speculative_eagle_topk")
     if topk is None or int(topk) != 1:

@@ -236,12 +236,11 @@ def _over_budget(d: Deployment, graph_bs: list[int]) -> list[Finding]:
     default table at Kimi's vocabulary models at tens of GB. A warning: the operator's choice is served as asked."""
     from ..base import ENV_ADAPTIVE_MAX_GB, adaptive_max_gb
     from ..errors import UserError
-    from ..planner.adaptive_table import KEY
     from .memory import adaptive_extra_gb, captured_graph_bs
 
     cfg, vocab = d.adaptive_table, d.target.vocab_size
-    if any(isinstance(v, dict) and KEY in v for v in cfg.values()):
-        return []  # this plugin's table: already within the budget, or capped (the warning above)
+    if d.adaptive_ours:
+        return []  # the table the launch step wrote for this launch: within the budget, or capped (the warning above)
     try:
         budget = adaptive_max_gb()
     except UserError:
@@ -263,6 +262,7 @@ def _over_budget(d: Deployment, graph_bs: list[int]) -> list[Finding]:
                     f"{max(graph_bs)}: SGLang builds them after every weight has loaded, and a GPU beside a large "
                     "target's weights and KV pool has a few GB left there",
                     f"the extra runtime states within {ENV_ADAPTIVE_MAX_GB} ({budget:g} GB)",
-                    "leave out --speculative-adaptive and --speculative-adaptive-config: this plugin then serves the "
-                    "chain launch with its own adaptive table, within the budget" + fit
-                    + f", or {ENV_ADAPTIVE_MAX_GB} set to the GB the GPU can spare")]
+                    ("" if d.adaptive_default_off else "leave out --speculative-adaptive and "
+                     "--speculative-adaptive-config: this plugin then serves the chain launch with its own adaptive "
+                     "table, within the budget, or ") + fit.removeprefix(", or ")
+                    + (", or " if fit else "") + f"{ENV_ADAPTIVE_MAX_GB} set to the GB the GPU can spare")]

@@ -113,7 +113,14 @@ def check_expected_speedup(d: Deployment | None) -> list[Finding]:
     low = min(accs, key=lambda p: sources.PRESETS[p][0])  # the lowest published acceptance
     depth = len(accs[low].chain)  # steps the preset measured: deeper settings would be extrapolated (optimistic)
     plan, _ = search(accs[low], cost, list(LEVELS), settings(list(range(1, depth + 1)), [1], None))
-    rec, fix, sev = _recommend(plan, steps, name, low, depth, _ours(d))
+    ours = _ours(d)
+    # the launch runs its chain as typed (fixed, or served by this plugin's controller); a tree, or SGLang's own
+    # adaptive slots, do not run "this launch's" chain: their recommendation names the flags
+    theirs = d.adaptive and ours is None  # SGLang's default table or an operator's file: SGLang's own slot logic
+    as_typed = (d.topk or 1) == 1 and not theirs
+    rec, fix, sev = _recommend(plan, steps, name, low, depth, ours, as_typed)
+    if theirs and fix.startswith("--speculative-num-steps"):
+        fix += " without --speculative-adaptive and --speculative-adaptive-config (SGLang's adaptive slots run otherwise)"
     if any(hi < 1.0 for _, hi in per_c.values()):
         sev = "warning"  # slower than plain decoding at some level whatever the traffic
     setting = f"steps {steps} / topk 1 / {steps + 1} tokens" + (" (SGLang's default)" if d.steps is None else "")
@@ -148,7 +155,8 @@ def _ours(d: Deployment) -> str | None:
     return f"adaptive steps {states}" + (f" up to batch {top}" if top else "")
 
 
-def _recommend(plan, steps: int, profile: str, preset: str, depth: int, ours: str | None = None) -> tuple[str, str, str]:
+def _recommend(plan, steps: int, profile: str, preset: str, depth: int, ours: str | None = None,
+               as_typed: bool = True) -> tuple[str, str, str]:
     """(recommendation, fix, severity) from the plan on the lowest-acceptance preset, steps 1..depth (its measured
     depth). ours: how this plugin's adaptive default serves the launch (_ours), which already is the adaptive
     recommendation: an adaptive file of `plan` would replace its table and controller with SGLang's own slot logic."""
@@ -170,7 +178,7 @@ def _recommend(plan, steps: int, profile: str, preset: str, depth: int, ours: st
     from ..planner.adaptive import fixed_chains  # the rule `plan` recommends a fixed chain by
 
     ok = [s for s in fixed_chains(plan, TOLERANCE) if s <= depth]
-    if steps in ok:
+    if steps in ok and as_typed:
         return (f"fixed steps {steps}, this launch's (within 3 % of the best at every level){served if ours else ''}",
                 "", "info")
     if ok:

@@ -118,5 +118,8 @@ class Deployment:
     adaptive_table: dict | None = None  # the adaptive config SGLang will load (its default table when no file)
     adaptive_kept: dict | None = None  # our adaptive default refused for memory: {"found", "fix"} (integration/adaptive_default.py)
     adaptive_capped: dict | None = None  # our adaptive default only up to a batch, for memory: {"found", "fix", "top"}
+    adaptive_ours: bool = False  # the adaptive table in effect is the one this plugin's launch step wrote for this launch
+    adaptive_default_off: str | None = None  # why this plugin's adaptive default would not serve this launch even
+    #   without the operator's adaptive flags (None: it would; adaptive_default.decide less those flags)
     cuda_graph_bs: list[int] | None = None  # the decode CUDA-graph batch sizes, where resolved
     same_model_folder: bool = False  # the draft path names the target's own folder

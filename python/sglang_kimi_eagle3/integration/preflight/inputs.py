@@ -89,6 +89,24 @@ def index_total_size(folder: Path) -> int | None:
     return int(size) if isinstance(size, (int, float)) and size > 0 else None
 
 
+def _adaptive_ours(server_args, cfg) -> bool:
+    """The adaptive table in effect is the one this plugin's launch step declared (the operator typed neither
+    --speculative-adaptive nor --speculative-adaptive-config), not a file of the operator's, marked or not."""
+    return bool(getattr(cfg, "speculative_adaptive", False)) and not (
+        raw_input(server_args, "speculative_adaptive") or raw_input(server_args, "speculative_adaptive_config"))
+
+
+def _adaptive_default_off(server_args) -> str | None:
+    """Why this plugin's adaptive default would not serve the launch even with the operator's adaptive flags left out
+    (None: it would)."""
+    from ..adaptive_default import decide
+
+    try:
+        return decide(server_args, operator_flags=False)
+    except Exception as exc:  # a value the launch's own checks report
+        return f"{type(exc).__name__}: {exc}"
+
+
 def adaptive_table(cfg) -> dict | None:
     """The adaptive config an adaptive launch's workers will load (SGLang's own loader); None otherwise or unreadable."""
     if not getattr(cfg, "speculative_adaptive", False):
@@ -173,6 +191,8 @@ def build_deployment(server_args, gpu: GpuTarget, *, sglang_error: str | None = 
         adaptive_table=adaptive_table(cfg),
         adaptive_kept=getattr(server_args, KEPT_ATTR, None),
         adaptive_capped=getattr(server_args, CAPPED_ATTR, None),
+        adaptive_ours=_adaptive_ours(server_args, cfg),
+        adaptive_default_off=_adaptive_default_off(server_args),
         sglang=facts, draft_weights=weights,
         same_model_folder=bool(draft_path) and os.path.realpath(target_dir) == os.path.realpath(draft_dir),
         tp=int(raw_input(server_args, "tp_size") or 1),
