@@ -151,3 +151,20 @@ def test_an_adaptive_recommendation_is_the_chain_this_plugin_serves_adaptively(t
     printed = " ".join(capsys.readouterr().out.split())
     assert "recommended: fixed steps" in printed and "SGLANG_KIMI_EAGLE3_ADAPTIVE=off keeps it fixed" in printed
     assert "not free" not in printed  # no slot is off
+
+
+def test_with_the_plugins_adaptive_default_off_the_file_is_the_adaptive_launch(tmp_path, capsys, monkeypatch):
+    """SGLANG_KIMI_EAGLE3_ADAPTIVE=off keeps a chain launch fixed: an adaptive recommendation is then the file's flags
+    again, and a fixed one says nothing of adaptive serving (it said "with this plugin ... served that way")."""
+    monkeypatch.setenv("SGLANG_KIMI_EAGLE3_ADAPTIVE", "off")
+    out, full = tmp_path / "a.json", tmp_path / "p.json"
+    assert cli_main(["plan", "--alpha", "0.3", "-o", str(out), "--json", str(full), "--no-sglang-check"]) == 0
+    printed = " ".join(capsys.readouterr().out.split())
+    rec = json.loads(full.read_text())["recommendation"]
+    assert rec["kind"] == "adaptive" and f"--speculative-adaptive-config {out}" in rec["launch_flags"], rec
+    assert "With this plugin" not in printed and "launch flags: --speculative-algorithm EAGLE3 --speculative-eagle-topk 1" in printed
+    assert cli_main(["plan", "--alpha", "0.9", "-o", str(out), "--json", str(full), "--no-sglang-check"]) == 0
+    printed = " ".join(capsys.readouterr().out.split())
+    rec = json.loads(full.read_text())["recommendation"]
+    assert "served with adaptive steps" not in printed and rec["kind"] == "fixed"
+    assert rec["file_flags"].endswith(f"--speculative-adaptive-config {out} --speculative-num-steps {rec['steps']}"), rec

@@ -267,6 +267,9 @@ def main(argv: list[str]) -> int:
     checked = "SGLang's own _load_adaptive_config accepts it" if loader else "checked against SGLang's rules"
     flags = adaptive.launch_flags(cfg, path)
     rec = adaptive.recommend(plan, tolerance, _measured_chain(bench_doc))
+    from ..base import ENV_ADAPTIVE, env_choice
+
+    plugin_default = env_choice(ENV_ADAPTIVE) != "off"  # off: a chain launch stays fixed, the file is the adaptive way
     echo(f"\nwrote {path} ({checked})")
     if rec["kind"] == "fixed":
         what = "the chain the bench measured, " if rec.get("measured") else ""
@@ -275,9 +278,11 @@ def main(argv: list[str]) -> int:
                   f"{rec['worst_vs_best']:.3f} of it): an adaptive file would gain less than SGLang's adaptive mode "
                   "costs per round (docs/planner.md)"))
         print(shell("launch flags: ", adaptive.fixed_flags(rec["steps"])))
-        echo(fill(PLUGIN_FIXED))
+        if plugin_default:
+            echo(fill(PLUGIN_FIXED))
         print(shell("the adaptive file instead: ", flags))
-    elif rec["kind"] == "adaptive" and flags.startswith("--"):
+        rec["file_flags"] = flags
+    elif rec["kind"] == "adaptive" and flags.startswith("--") and plugin_default:
         rec["steps"] = adaptive.start_steps(cfg)
         echo(fill(PLUGIN_ADAPTIVE))
         print(shell("launch flags: ", adaptive.fixed_flags(rec["steps"])))
