@@ -222,6 +222,12 @@ def test_a_tree_bench_plans_its_measured_setting_as_measured(tmp_path, capsys):
     best = json.loads(js.read_text())["batch_sizes"]["1"]["best"]
     assert best["steps"] == 3 and best["speedup"] > 1  # 2.8 x 110 / 144: speculation on
     assert "scaled down to the measured round" in text
+    # no chain is searched here, and the tree gains at every batch size: it is the recommendation (it was "launch
+    # without --speculative-algorithm", the all-off adaptive file's line)
+    rec = json.loads(js.read_text())["recommendation"]
+    flags = "--speculative-algorithm EAGLE3 --speculative-num-steps 3 --speculative-eagle-topk 4 --speculative-num-draft-tokens 8"
+    assert (rec["kind"], rec["launch_flags"]) == ("tree", flags), rec
+    assert "recommended: the tree steps 3 / topk 4 / 8 draft tokens" in text and "launch without" not in text
 
 
 def test_past_the_measured_concurrency_every_cost_is_held(tmp_path, capsys):

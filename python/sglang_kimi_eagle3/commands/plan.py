@@ -282,6 +282,12 @@ def main(argv: list[str]) -> int:
             echo(fill(PLUGIN_FIXED))
         print(shell("the adaptive file instead: ", flags))
         rec["file_flags"] = flags
+    elif rec["kind"] == "tree":
+        echo(fill(f"recommended: the tree steps {rec['steps']} / topk {rec['topk']} / {rec['draft_tokens']} draft "
+                  f"tokens, predicted above plain decoding at every batch size and within {100 * (1 - tolerance):.0f} % "
+                  f"of the best tree (worst {rec['worst_vs_best']:.3f} of it), where no chain beats plain decoding "
+                  "anywhere (adaptive steps are chain-only, so the written file turns speculation off)"))
+        print(shell("launch flags: ", adaptive.tree_flags(rec["steps"], rec["topk"], rec["draft_tokens"])))
     elif rec["kind"] == "adaptive" and flags.startswith("--") and plugin_default:
         rec["steps"] = adaptive.start_steps(cfg)
         echo(fill(PLUGIN_ADAPTIVE))

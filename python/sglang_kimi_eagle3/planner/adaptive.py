@@ -53,7 +53,8 @@ def recommend(plan: dict[int, tuple[list[Prediction], Prediction]], tolerance: f
     be as good: on the H200 (2026-12-01) the tiny pair's predicted-equal 2/1/3 ran 0.60-0.93x of the measured 3/1/4."""
     chains = {bs: [p for p in preds if p.topk == 1] for bs, (preds, _) in plan.items()}
     if not any(chains.values()) or all(not max(p.speedup for p in c) > 1.0 for c in chains.values() if c):
-        return {"kind": "none"}
+        tree = fixed_tree(plan, tolerance)  # no chain gains anywhere; a tree may (`plan --bench` of a tree server)
+        return tree or {"kind": "none"}
     ok = fixed_chains(plan, tolerance)
     if ok:
         if measured_steps in ok:  # a measured setting over a predicted one the model cannot tell apart from it
@@ -62,6 +63,23 @@ def recommend(plan: dict[int, tuple[list[Prediction], Prediction]], tolerance: f
         s = max(ok, key=lambda s: (ok[s], -s))  # the closest to the best everywhere; the shorter draft on a tie
         return {"kind": "fixed", "steps": s, "draft_tokens": s + 1, "worst_vs_best": ok[s], "measured": False}
     return {"kind": "adaptive"}
+
+
+def fixed_tree(plan: dict[int, tuple[list[Prediction], Prediction]], tolerance: float) -> dict | None:
+    """Where no chain beats plain decoding: the tree setting (topk > 1) above 1.0 at every planned batch size and
+    within `tolerance` of the best tree there, the closest to the best everywhere ({"kind": "tree", ...}); None when
+    none is (adaptive steps are chain-only, so a tree that wins at some batch sizes only has no setting to name)."""
+    trees = {bs: {(p.steps, p.topk, p.draft_tokens): p for p in preds if p.topk > 1} for bs, (preds, _) in plan.items()}
+    if not trees or not all(trees.values()):
+        return None
+    best = {bs: max(p.speedup for p in t.values()) for bs, t in trees.items()}
+    common = set.intersection(*(set(t) for t in trees.values()))
+    ok = {k: min(trees[bs][k].speedup / best[bs] for bs in trees) for k in sorted(common)
+          if all(trees[bs][k].speedup > 1.0 and trees[bs][k].speedup >= tolerance * best[bs] for bs in trees)}
+    if not ok:
+        return None
+    s, k, n = max(ok, key=lambda key: (ok[key], -key[2]))
+    return {"kind": "tree", "steps": s, "topk": k, "draft_tokens": n, "worst_vs_best": ok[(s, k, n)]}
 
 
 def fixed_chains(plan: dict[int, tuple[list[Prediction], Prediction]], tolerance: float) -> dict[int, float]:
@@ -76,6 +94,11 @@ def fixed_chains(plan: dict[int, tuple[list[Prediction], Prediction]], tolerance
             if all(chains[bs][s].speedup > 1.0 and chains[bs][s].speedup >= tolerance * best[bs] for bs in chains)}
 
 
+def tree_flags(steps: int, topk: int, draft_tokens: int) -> str:
+    return (f"--speculative-algorithm EAGLE3 --speculative-num-steps {steps} --speculative-eagle-topk {topk} "
+            f"--speculative-num-draft-tokens {draft_tokens}")
+
+
 def fixed_flags(steps: int) -> str:
     return (f"--speculative-algorithm EAGLE3 --speculative-num-steps {steps} --speculative-eagle-topk 1 "
             f"--speculative-num-draft-tokens {steps + 1}")
@@ -85,6 +108,8 @@ def recommended_flags(rec: dict, cfg: dict, path: str) -> str:
     """The launch flags of the recommendation: a fixed chain, or for an adaptive one the chain this plugin serves
     adaptively by default (`steps` set: commands/plan.py; the file's flags are then `file_flags`), else the adaptive
     file's flags or the no-speculation line."""
+    if rec.get("kind") == "tree":
+        return tree_flags(rec["steps"], rec["topk"], rec["draft_tokens"])
     if rec.get("kind") == "fixed" or (rec.get("kind") == "adaptive" and rec.get("steps")):
         return fixed_flags(rec["steps"])
     return launch_flags(cfg, path)
