@@ -154,7 +154,9 @@ def test_json_model_override_args_reach_the_shapes_as_sglang_applies_them(capsys
     # Kimi-K2.5's vocabulary sits in its text_config: a top-level key does not reach it (SGLang merges one level)
     assert main(["tune", "--dry-run", "--quick", "--json-model-override-args", '{"vocab_size": 131072}']) == 0
     assert "over target vocab 163840" in " ".join(capsys.readouterr().out.split())
-    for raw, words in (("{nope", "not valid JSON"), ("[1]", "expected a JSON object, got list")):
+    assert main(["tune", "--dry-run", "--quick", "--json-model-override-args", "null"]) == 0  # SGLang: no overrides
+    capsys.readouterr()
+    for raw, words in (("{nope", "not valid JSON"), ("[1]", "expected a JSON object, got list"), ("", "not valid JSON")):
         assert main(["tune", "--dry-run", "--json-model-override-args", raw]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and f"tune: --json-model-override-args: {words}" in err[0], err

@@ -122,13 +122,15 @@ def _parsed_by_sglang(argv: list[str]) -> dict | None:
 def _overrides(raw) -> dict | None:
     """--json-model-override-args as SGLang reads it (ModelConfig.from_server_args: json.loads, applied to the target's
     and the draft's config alike); anything but a JSON object is refused here, before a GPU is touched."""
-    if raw is None or raw == "" or raw == {}:
+    if raw is None or raw == {}:
         return None
     try:
         value = json.loads(raw) if isinstance(raw, str) else raw
     except ValueError as exc:
         raise UserError(f"tune: --json-model-override-args: not valid JSON ({exc}); give a JSON object, e.g. "
                         "'{\"max_position_embeddings\": 262144}'") from None
+    if value is None:  # JSON null: SGLang's get_config applies no overrides (`if model_override_args:`)
+        return None
     if not isinstance(value, dict):
         raise UserError(f"tune: --json-model-override-args: expected a JSON object, got {type(value).__name__}; give "
                         "an object, e.g. '{\"max_position_embeddings\": 262144}'")
