@@ -43,7 +43,8 @@ MAX_BATCH_SIZES = 1024  # adaptive-config slots
 PLUGIN_ADAPTIVE = ("recommended: adaptive steps (the best steps differ by batch size, or drafting loses at some). With "
                    "this plugin a chain launch is served that way by default: a table of candidate steps for the "
                    "launch and a controller that measures each state's cost, dropping to SGLang's off-state where "
-                   "drafting does not pay (docs/adaptive.md); launch the chain:")
+                   "drafting does not pay (docs/adaptive.md; `check` on the launch says whether that table fits its "
+                   "memory budget); launch the chain:")
 PLUGIN_FIXED = ("(with this plugin the chain is served with adaptive steps around it by default, which keep it where it "
                 "pays; SGLANG_KIMI_EAGLE3_ADAPTIVE=off keeps it fixed)")
 OFF_NOTE = ("off: no speculation, priced at 1.00. An adaptive server runs SGLang's steps-0 off-state there, which is "
