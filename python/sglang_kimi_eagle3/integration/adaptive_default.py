@@ -34,7 +34,7 @@ from ..base import (
     offstate_min_bs,
     user_cache_dir,
 )
-from .launch_record import CAPPED_ATTR, KEPT_ATTR, raw_input
+from .launch_record import CAPPED_ATTR, DEFAULT_OFF_ATTR, KEPT_ATTR, raw_input
 
 ENV_PROFILE = "SGLANG_KIMI_EAGLE3_ADAPTIVE_PROFILE"
 GRAPH_BS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)  # SGLang's largest default decode CUDA-graph batch: 512
@@ -134,6 +134,8 @@ def apply(server_args) -> str:
     """Main process, before SGLang's step. Returns one phrase for the launch step's detail."""
     from sglang.srt.arg_groups.overrides import declare_resolution
 
+    # for preflight: would our default serve this launch without the operator's adaptive flags (the fix it may name)
+    setattr(server_args, DEFAULT_OFF_ATTR, {"why": decide(server_args, operator_flags=False)})
     why = decide(server_args)
     if why is not None:
         return f"adaptive steps: SGLang's choice kept ({why})"

@@ -18,6 +18,8 @@ UPSTREAM_POLICY_FIELD = "speculative_draft_context_policy"  # SGLang's own field
 MARK = "_kimi_eagle3_launch_step"  # likewise: what the main-process launch step did for this launch
 KEPT_ATTR = "_kimi_eagle3_adaptive_kept"  # likewise: the adaptive default refused for memory, {"found", "fix"}
 CAPPED_ATTR = "_kimi_eagle3_adaptive_capped"  # likewise: the adaptive default only up to a batch, {"found", "fix", "top"}
+DEFAULT_OFF_ATTR = "_kimi_eagle3_adaptive_default_off"  # likewise: {"why": why the adaptive default would not serve the
+#   launch even without the operator's adaptive flags, None where it would}
 _OURS: list = [None]  # our_launch() once SGLang published the spec config of this process
 
 

@@ -20,7 +20,7 @@ from ...preflight.checkpoint import read_draft_weights
 from ...status import hookstatus
 from ...validate import expand_path
 from .. import upstream_has
-from ..launch_record import CAPPED_ATTR, KEPT_ATTR, UPSTREAM_POLICY_FIELD, policy_of, raw_input
+from ..launch_record import CAPPED_ATTR, DEFAULT_OFF_ATTR, KEPT_ATTR, UPSTREAM_POLICY_FIELD, policy_of, raw_input
 
 
 def local_config_dir(path: str | None, flag: str) -> Path:
@@ -98,13 +98,9 @@ def _adaptive_ours(server_args, cfg) -> bool:
 
 def _adaptive_default_off(server_args) -> str | None:
     """Why this plugin's adaptive default would not serve the launch even with the operator's adaptive flags left out
-    (None: it would)."""
-    from ..adaptive_default import decide
-
-    try:
-        return decide(server_args, operator_flags=False)
-    except Exception as exc:  # a value the launch's own checks report
-        return f"{type(exc).__name__}: {exc}"
+    (None: it would), as the launch step recorded it (adaptive_default.apply)."""
+    rec = getattr(server_args, DEFAULT_OFF_ATTR, None)
+    return rec.get("why") if isinstance(rec, dict) else "this plugin's launch step did not decide it for this launch"
 
 
 def adaptive_table(cfg) -> dict | None:
