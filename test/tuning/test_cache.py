@@ -61,6 +61,22 @@ def test_bundled_only_origin(tune_dir):
     hint = "; `sglang-kimi-eagle3 tune` on this GPU measures where ours win"
     assert sm120["origin"].endswith(hint) and h100["origin"].endswith(hint) and "tune" not in t["origin"]
     assert "no bundled table" in tables.load_table(None, None)["origin"]
+    b200 = tables.load_table("NVIDIA B200", (10, 0))["origin"]  # no table of any kind: the same hint
+    assert b200.startswith("no bundled table for this GPU") and b200.endswith(hint), b200
+    assert not tables.load_table(None, None)["origin"].endswith(hint)  # no GPU: nothing to tune
+
+
+def test_the_tune_hint_only_where_the_table_decides(tune_dir, monkeypatch):
+    """Under SGLANG_KIMI_EAGLE3_KERNELS=ours / upstream no table is read, so the line does not send the operator to
+    `tune` (it did)."""
+    from sglang_kimi_eagle3.integration.hooks.runtime_status import table_in_effect
+
+    sm120 = ("NVIDIA RTX PRO 6000 Blackwell Workstation Edition", (12, 0))
+    assert table_in_effect(sm120).endswith(tables.TUNE_HINT)
+    for mode in ("ours", "upstream"):
+        monkeypatch.setenv("SGLANG_KIMI_EAGLE3_KERNELS", mode)
+        line = table_in_effect(sm120)
+        assert line.startswith(f"SGLANG_KIMI_EAGLE3_KERNELS={mode}; bundled sm120") and "tune" not in line, line
 
 
 def _bundled_with_graph_wins(folder):

@@ -196,6 +196,11 @@ def describe_user(path: Path, table: dict) -> str:
             f"driver {table.get('driver') or '?'}, triton {table.get('triton') or '?'})")
 
 
+# appended to the origin line where nothing measured says where ours win on this GPU (runtime_status.table_in_effect
+# drops it under SGLANG_KIMI_EAGLE3_KERNELS=ours / upstream, where no table is read)
+TUNE_HINT = "; `sglang-kimi-eagle3 tune` on this GPU measures where ours win"
+
+
 def load_table(device_name: str | None, cc: tuple[int, int] | None, user_dir: str | None = None,
                bundled: bool = True) -> dict:
     """The launch table in effect for a device: the user-tuned table for this exact GPU (from `user_dir`,
@@ -230,9 +235,9 @@ def _load(device_name, cc, user_dir, bundled, _env) -> dict:
         table = merge(table, user)
         origin = f"{describe_user(path, user)} over {origin}"
     elif not used:
-        origin += " and no user-tuned one: SGLang's kernels under auto"
+        origin += " and no user-tuned one: SGLang's kernels under auto" + (TUNE_HINT if device_name or cc else "")
     elif not measured:  # compile-verified tables only (SM120): nothing says where ours win on this GPU
-        origin += "; `sglang-kimi-eagle3 tune` on this GPU measures where ours win"
+        origin += TUNE_HINT
     table["origin"] = origin + (f"; note: {note}" if note else "")
     return table
 

@@ -179,6 +179,8 @@ def table_in_effect(device: tuple | None = None) -> str:
     origin = table.get("origin") or table.get("source")
     if isinstance(origin, dict):
         origin = ", ".join(f"{k} {v}" for k, v in origin.items())
+    if mode != "auto" and isinstance(origin, str):
+        origin = origin.replace(tables.TUNE_HINT, "")  # the switch, not a table, decides: nothing to tune for
     return f"{arch.ENV_KERNELS}={mode}; " + (str(origin) if origin else "no launch table for this device")
 
 
