@@ -112,3 +112,14 @@ def test_a_refused_config_file_is_said_once_not_logged_first(tmp_path, caplog):
     with pytest.raises(UserError, match=r"^--config .*bad\.yaml: while parsing"):
         merge_config_file(["--config", str(bad)])
     assert not caplog.records, [r.getMessage() for r in caplog.records]
+
+
+def test_canonical_flags_spells_out_only_what_sglangs_parser_resolves():
+    """A unique prefix becomes its flag (with `=VALUE` too); exact names, ambiguous prefixes (SGLang's parser refuses
+    them) and values are left as given."""
+    from sglang_kimi_eagle3.integration.launch_flags import canonical_flags
+
+    got = canonical_flags(["--model-p", "m", "--tp-size=2", "--speculative-draft-model-p=d", "--mem-fraction", "0.5",
+                           "--json-model-override-args", "--not-a-flag", "--speculative", "x"])
+    assert got == ["--model-path", "m", "--tp-size=2", "--speculative-draft-model-path=d", "--mem-fraction-static", "0.5",
+                   "--json-model-override-args", "--not-a-flag", "--speculative", "x"], got

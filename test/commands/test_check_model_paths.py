@@ -1,10 +1,11 @@
 """Model-path forms `check` accepts: a folder, a Hugging Face repo id in the local cache (offline), a
 bundled profile name; and SGLang's own refusal reported as one finding among the others."""
 
+import json
 import shutil
 
 import pytest
-from helpers import AQ_K2_DRAFT, KIMI_K25
+from helpers import AQ_K2_DRAFT, KIMI_K25, run_check
 
 from sglang_kimi_eagle3.configs import read_config
 from sglang_kimi_eagle3.errors import UserError
@@ -52,3 +53,14 @@ def test_sglangs_own_refusal_is_one_error_finding_among_the_others():
     assert len(f) == 1 and f[0].severity == "error" and "trtllm_mha" in f[0].found
     d.sglang_error = None
     assert check_sglang_error(d) == []
+
+
+def test_model_paths_spelled_as_prefixes_sglang_takes_are_the_model_paths():
+    """`--model-p NAME` is `--model-path NAME` to SGLang's parser (a unique prefix). check read it as no model path: it
+    overlaid the embedded default, left the profile name unresolved and refused it as not downloaded (exit 2)."""
+    cp = run_check("--model-p", "kimi-k2.5", "--speculative-algo", "EAGLE3", "--speculative-draft-model-p",
+                   "aq-medai/kimi-k25-eagle3", "--trust-remote-code", "--tp", "8", "--json")
+    assert cp.returncode == 0, cp.stdout[-2000:] + cp.stderr[-2000:]
+    out = json.loads(cp.stdout)
+    assert out["title"].startswith("launch_server --model-p kimi-k2.5"), out["title"]
+    assert out["errors"] == 0, out["findings"]

@@ -17,7 +17,7 @@ import time
 import warnings
 
 from ..errors import UserError
-from ..integration.launch_flags import merge_config_file, parse_with_sglang, refuse_nonpositive
+from ..integration.launch_flags import canonical_flags, merge_config_file, parse_with_sglang, refuse_nonpositive
 from ..preflight import GpuTarget, has_errors, run_checks
 from ..profiles import DEFAULT_ARGV, DEFAULT_DEPLOYMENT_NAME, DEFAULT_GPU, profile_path
 
@@ -203,6 +203,7 @@ def run(argv: list[str]) -> dict:
     """Check a launch; returns {"title", "gpu", "findings", "hooks", "table", "timing"} (no printing)."""
     ours, typed = _split(argv)
     rest = merge_config_file(typed)  # --config FILE: its options, as launch_server reads them
+    rest = canonical_flags(rest)  # a prefix SGLang's parser takes (--model-p): read as the flag it is
     refuse_nonpositive(rest)
     # no model path: the embedded default, with any flags given replacing its own (`check --tp-size 4`)
     embedded = not any(a in ("--model-path", "--model") or a.startswith(("--model-path=", "--model=")) for a in rest)

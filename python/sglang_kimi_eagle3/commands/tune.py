@@ -20,7 +20,7 @@ import warnings
 from pathlib import Path
 
 from ..errors import UserError
-from ..integration.launch_flags import flag_value, int_flag_value, parse_with_sglang, refuse_nonpositive
+from ..integration.launch_flags import canonical_flags, flag_value, int_flag_value, parse_with_sglang, refuse_nonpositive
 from ..ops import tables
 from ..terminal import echo
 from ..tuning import run as tune_run
@@ -158,6 +158,7 @@ def deployment_shapes(rest: list[str], quick: bool) -> tuple[TuneShapes, str, st
     from .check import overlay_default, resolve_model_paths
 
     rest = _merged(rest)  # --config FILE: its options, as launch_server reads them (as `check`)
+    rest = canonical_flags(rest)  # a prefix SGLang's parser takes (--model-p): read as the flag it is (as `check`)
     # no model path: the embedded default, with any flags given replacing its own (as `check --tp-size 4`)
     embedded = not any(a in ("--model-path", "--model") or a.startswith(("--model-path=", "--model=")) for a in rest)
     title = f"the embedded default: {DEFAULT_DEPLOYMENT_NAME}" if embedded else "launch_server " + " ".join(rest)

@@ -4,6 +4,7 @@
 - `refuse_nonpositive(argv)`: GPU and token counts SGLang's parser accepts but a launch cannot use (0, -1), and
   memory fractions outside (0, 1] (nan, 2, -0.5);
 - `merge_config_file(argv)`: `--config FILE` replaced by the file's options as SGLang merges them;
+- `canonical_flags(argv)`: every flag spelled as a prefix SGLang's parser takes (`--model-p`) written out in full;
 - `parse_with_sglang(argv)`: SGLang's own `prepare_server_args`, its refusal as one UserError line; the parsed
   values held to refuse_nonpositive's bounds (however the flag was spelled).
 """
@@ -102,6 +103,42 @@ def merge_config_file(argv: list[str]) -> list[str]:
         raise UserError(f"{where}: {str(exc).rstrip('.!')}; {fix}") from None
     finally:
         log.disabled = was
+
+
+def canonical_flags(argv: list[str]) -> list[str]:
+    """`argv` with each `--prefix` / `--prefix=VALUE` that SGLang's launch_server parser resolves to exactly one
+    option (argparse takes a unique prefix: `--model-p` for `--model-path`) spelled as that option, so that what reads
+    the flags before SGLang's parser (the embedded default, the model paths, the bounds) sees what the launch sees.
+    Exact names, ambiguous prefixes (SGLang's parser refuses those) and values are left as given; without SGLang's
+    server stack nothing changes."""
+    try:
+        import argparse
+
+        from sglang.srt.server_args import ServerArgs
+
+        from .hooks.context_policy import add_flag
+    except Exception:  # noqa: BLE001 - tune reads the flags directly where SGLang's stack does not import
+        return list(argv)
+    parser = argparse.ArgumentParser(prog="sglang serve")
+    ServerArgs.add_cli_args(parser)
+    add_flag(parser)  # our flag, as the plugin adds it to SGLang's parser
+    known = parser._option_string_actions
+    out, i = [], 0
+    while i < len(argv):
+        a = argv[i]
+        flag, eq, val = a.partition("=")
+        if a.startswith("--") and len(flag) > 2 and flag not in known:
+            hits = [o for o in known if o.startswith(flag)]
+            if len(hits) == 1:
+                a = hits[0] + eq + val
+        out.append(a)
+        if flag in known or (a != argv[i]):  # a flag taking a value: its value is never read as a flag here
+            action = known[a.partition("=")[0]]
+            if not eq and action.nargs not in (0, "?", "*") and i + 1 < len(argv):
+                out.append(argv[i + 1])
+                i += 1
+        i += 1
+    return out
 
 
 def parse_with_sglang(argv: list[str]):
