@@ -38,6 +38,8 @@ def test_unusable_input_exits_2_with_one_line(tmp_path, case):
     (["--context-length", "-5"], "--context-length -5"),
     (["--nnodes", "0"], "--nnodes 0: expected a positive integer"),  # SGLang: ZeroDivisionError launching schedulers
     (["--pp-size", "0"], "--pp-size 0: expected a positive integer"),
+    (["--dp-size", "0"], "--dp-size 0: expected a positive integer"),  # SGLang: a data-parallel launch of no replica
+    (["--cuda-graph-max-bs-decode", "-5"], "--cuda-graph-max-bs-decode -5: expected a positive integer"),  # captures bs -5
 ])
 def test_nonsense_check_flags_exit_2_before_sglang_parses(args, want):
     cp = run_check("--model-path", "kimi-k2.5", "--trust-remote-code", *args)
