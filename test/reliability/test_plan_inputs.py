@@ -122,6 +122,10 @@ CASES = [
     ("all_skipped", ["--topk", "2", "--bench", "{f:b.json={'levels': [GOOD_LEVEL], 'servers': {'spec': {"
                      "'speculative_num_steps': 2, 'speculative_eagle_topk': 4, 'speculative_num_draft_tokens': 8}}}}"],
      "nothing could be evaluated"),
+    ("all_skipped_tree_past_the_search", ["--topk", "2", "--bench", "{f:b.json={'levels': [GOOD_LEVEL], 'servers': {'spec': {"
+                                          "'speculative_num_steps': 2, 'speculative_eagle_topk': 100, "
+                                          "'speculative_num_draft_tokens': 8}}}}"],
+     "plan searches steps <= 64, topk <= 64"),  # it suggested --topk 100, which plan refuses
     ("out_is_json", ["-o", "{tmp}/x.json", "--json", "{tmp}/x.json"], "--json {tmp}/x.json is the -o file"),
     ("plot_is_json", ["--json", "{tmp}/x.json", "--plot", "{tmp}/x.json"], "--plot {tmp}/x.json is the --json file"),
     ("json_is_bench", ["--bench", "{f:b.json={'levels': [GOOD_LEVEL]}}", "--json", "{tmp}/b.json"],

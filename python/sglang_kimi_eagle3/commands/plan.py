@@ -242,11 +242,16 @@ def main(argv: list[str]) -> int:
     if not any(p.steps for preds, _ in plan.values() for p in preds):
         have = (f"a chain (topk 1) up to {len(acc.chain)} steps" if acc.chain else
                 "the trees " + ", ".join(f"steps {s}/topk {k}/{n} tokens" for s, k, n in sorted(acc.trees)))
-        want = next(iter(sorted(acc.trees)), None)
-        fix = (f"--steps {want[0]} --topk {want[1]} --draft-tokens {want[2]}" if want else "--topk 1")
+        # a tree plan can search (a bench of topk 100 has acceptance plan's own bounds refuse to search)
+        want = next((t for t in sorted(acc.trees) if t[0] <= MAX_STEPS and t[1] <= MAX_TOPK
+                     and 2 <= t[2] <= MAX_DRAFT_TOKENS_FLAG), None)
+        fix = (f"search that with --steps {want[0]} --topk {want[1]} --draft-tokens {want[2]}" if want else
+               "search that with --topk 1" if acc.chain else
+               f"plan searches steps <= {MAX_STEPS}, topk <= {MAX_TOPK} and draft tokens <= {MAX_DRAFT_TOKENS_FLAG}: "
+               "bench a chain (topk 1) or a tree within those")
         raise UserError(f"nothing could be evaluated: no setting searched ({len(skipped)}, e.g. steps {skipped[0][0]}/"
                         f"topk {skipped[0][1]}/{skipped[0][2]} tokens) has acceptance; the acceptance covers {have}; "
-                        f"search that with {fix}")
+                        f"{fix}")
     note = costs.clamped_note(cost, bss)
     if note:
         cost.notes.append(note)
