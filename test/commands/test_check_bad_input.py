@@ -40,6 +40,10 @@ def test_unusable_input_exits_2_with_one_line(tmp_path, case):
     (["--pp-size", "0"], "--pp-size 0: expected a positive integer"),
     (["--dp-size", "0"], "--dp-size 0: expected a positive integer"),  # SGLang: a data-parallel launch of no replica
     (["--cuda-graph-max-bs-decode", "-5"], "--cuda-graph-max-bs-decode -5: expected a positive integer"),  # captures bs -5
+    # SGLang resolves both, then divides by them deriving the MoE / attention widths: ZeroDivisionError at spawn
+    (["--ep-size", "0"], "--ep-size 0: expected a positive integer"),
+    (["--ep", "0"], "--ep 0: expected a positive integer"),  # SGLang's alias
+    (["--attn-cp-size", "0"], "--attn-cp-size 0: expected a positive integer"),
 ])
 def test_nonsense_check_flags_exit_2_before_sglang_parses(args, want):
     cp = run_check("--model-path", "kimi-k2.5", "--trust-remote-code", *args)

@@ -23,11 +23,15 @@ from ..errors import UserError
 POSITIVE = {"--tp-size": "GPUs", "--tensor-parallel-size": "GPUs", "--context-length": "tokens",
             "--pp-size": "pipeline stages", "--pipeline-parallel-size": "pipeline stages", "--nnodes": "nodes",
             "--dp-size": "data-parallel replicas", "--data-parallel-size": "data-parallel replicas",
-            "--cuda-graph-max-bs-decode": "the largest decode batch captured in a CUDA graph"}
+            "--cuda-graph-max-bs-decode": "the largest decode batch captured in a CUDA graph",
+            "--ep-size": "expert-parallel GPUs", "--expert-parallel-size": "expert-parallel GPUs",
+            "--ep": "expert-parallel GPUs", "--attn-cp-size": "attention context-parallel GPUs",
+            "--attention-context-parallel-size": "attention context-parallel GPUs"}
 FRACTIONS = {"--mem-fraction-static": "the share of GPU memory for the weights and the KV pool, e.g. 0.85"}
 PARSED = {"tp_size": "--tp-size", "context_length": "--context-length", "mem_fraction_static": "--mem-fraction-static",
           "pp_size": "--pp-size", "nnodes": "--nnodes", "dp_size": "--dp-size",
-          "cuda_graph_max_bs_decode": "--cuda-graph-max-bs-decode"}
+          "cuda_graph_max_bs_decode": "--cuda-graph-max-bs-decode", "ep_size": "--ep-size",
+          "attn_cp_size": "--attn-cp-size"}
 
 
 def flag_values(argv: list[str], *names: str):
