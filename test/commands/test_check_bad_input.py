@@ -44,6 +44,8 @@ def test_unusable_input_exits_2_with_one_line(tmp_path, case):
     (["--ep-size", "0"], "--ep-size 0: expected a positive integer"),
     (["--ep", "0"], "--ep 0: expected a positive integer"),  # SGLang's alias
     (["--attn-cp-size", "0"], "--attn-cp-size 0: expected a positive integer"),
+    # SGLang caps the profiled KV pool at it: a pool of 0 tokens, 'Not enough memory' after the weights load
+    (["--max-total-tokens", "0"], "--max-total-tokens 0: expected a positive integer"),
 ])
 def test_nonsense_check_flags_exit_2_before_sglang_parses(args, want):
     cp = run_check("--model-path", "kimi-k2.5", "--trust-remote-code", *args)

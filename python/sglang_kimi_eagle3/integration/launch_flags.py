@@ -26,12 +26,13 @@ POSITIVE = {"--tp-size": "GPUs", "--tensor-parallel-size": "GPUs", "--context-le
             "--cuda-graph-max-bs-decode": "the largest decode batch captured in a CUDA graph",
             "--ep-size": "expert-parallel GPUs", "--expert-parallel-size": "expert-parallel GPUs",
             "--ep": "expert-parallel GPUs", "--attn-cp-size": "attention context-parallel GPUs",
-            "--attention-context-parallel-size": "attention context-parallel GPUs"}
+            "--attention-context-parallel-size": "attention context-parallel GPUs",
+            "--max-total-tokens": "tokens in the KV pool"}
 FRACTIONS = {"--mem-fraction-static": "the share of GPU memory for the weights and the KV pool, e.g. 0.85"}
 PARSED = {"tp_size": "--tp-size", "context_length": "--context-length", "mem_fraction_static": "--mem-fraction-static",
           "pp_size": "--pp-size", "nnodes": "--nnodes", "dp_size": "--dp-size",
           "cuda_graph_max_bs_decode": "--cuda-graph-max-bs-decode", "ep_size": "--ep-size",
-          "attn_cp_size": "--attn-cp-size"}
+          "attn_cp_size": "--attn-cp-size", "max_total_tokens": "--max-total-tokens"}
 
 
 def flag_values(argv: list[str], *names: str):
