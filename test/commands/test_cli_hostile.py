@@ -156,3 +156,12 @@ def test_status_running_refuses_optional_fields_of_the_wrong_type(tmp_path, caps
     (doc if where is None else doc["hooks"][where])[field] = None  # null reads as absent
     f.write_text(json.dumps(doc))
     assert cli_main(["status", "--running", str(f)]) == 0, capsys.readouterr().err
+
+
+def test_status_running_refuses_an_empty_port_or_file(tmp_path, monkeypatch, capsys):
+    """`status --running "$PORT"` with PORT unset read '' as the file '.' ('.: not a status file: it is a folder')."""
+    monkeypatch.setenv("SGLANG_KIMI_EAGLE3_STATUS_DIR", str(tmp_path))
+    for value in ("", " "):
+        assert cli_main(["status", "--running", value]) == 2, value
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and f"status --running {value!r} is empty; give a PORT or FILE, or leave it out" in err[0], err

@@ -124,6 +124,9 @@ def show_running(argv: list[str]) -> int:
         raise UserError(f"status --running takes one PORT or FILE, got {' '.join(args)}")
     where = status_dir()
     hint = f"`sglang-kimi-eagle3 status --running` reads the newest in {where}"
+    if args and not args[0].strip():  # `--running "$PORT"` with PORT unset: not the folder '.'
+        raise UserError(f"status --running {args[0]!r} is empty; give a PORT or FILE, or leave it out for the newest "
+                        f"in {where}")
     if not args:
         path = _newest_status_file(where)
     elif args[0].isdigit():
