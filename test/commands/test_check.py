@@ -70,6 +70,17 @@ def test_overrides_merge_into_sub_configs_and_rope_and_replace_everything_else()
     assert outer["text_config"] == {"a": 1, "b": 2}  # the file's dict is not changed
 
 
+@pytest.mark.parametrize("flag", ["--ep-size", "--dcp-size"])
+def test_an_expert_or_decode_context_width_that_does_not_divide_tp_is_refused(flag):
+    """SGLang resolves --ep-size 3 / --dcp-size 3 at TP 8 and then fails as the ranks start: the MoE EP groups it builds
+    from tp // ep leave ranks 6 and 7 in none (an assertion), and initialize_model_parallel raises for a DCP width
+    that does not divide TP. check said 'would start'."""
+    cp = run_check("--model-path", "kimi-k2.5", "--trust-remote-code", "--tp-size", "8", flag, "3", "--json")
+    assert cp.returncode == 1, cp.stdout[-2000:] + cp.stderr[-2000:]
+    errs = [f["found"] for f in check_findings(cp) if f["severity"] == "error" and f["check"] == "tensor_parallel"]
+    assert f"{flag} 3 with --tp-size 8" in errs, check_findings(cp)
+
+
 def test_a_config_file_is_read_as_launch_server_reads_it(tmp_path):
     """SGLang's `--config FILE` (YAML) merges its options before the command line's; check ignored it and checked the
     embedded default (TP 8) instead of the file's launch."""

@@ -190,6 +190,10 @@ def test_tensor_parallel(tmp_path):
     assert "error" not in sev(check_tensor_parallel(llama), "tensor_parallel")  # 8 KV heads replicated over 16
     llama = kimi(target=read_config(LLAMA_8B), draft=read_config(LLAMA_8B_DRAFT), tp=3)
     assert "error" in sev(check_tensor_parallel(llama), "tensor_parallel")
+    for kw in (dict(ep_size=8), dict(ep_size=4), dict(dcp_size=2), dict(ep_size=1, dcp_size=8)):
+        assert "error" not in sev(check_tensor_parallel(kimi(**kw)), "tensor_parallel"), kw
+    for kw in (dict(ep_size=3), dict(ep_size=16), dict(dcp_size=3)):  # ranks outside every group; SGLang's RuntimeError
+        assert "error" in sev(check_tensor_parallel(kimi(**kw)), "tensor_parallel"), kw
 
 
 # --- attention backends ---

@@ -240,6 +240,15 @@ def check_tensor_parallel(d: Deployment) -> list[Finding]:
         if not m.is_mla and kv % tp and tp % kv:
             out.append(Finding("error", "tensor_parallel", f"{role} has {kv} KV heads, tp {tp}",
                                "KV heads divisible by tp, or tp divisible by KV heads (replicated)", f"--tp-size dividing {kv}"))
+    # SGLang resolves both, then fails as the ranks start: its MoE EP groups (tp // ep ranks apart) leave ranks in
+    # none (an assertion in GroupCoordinator), and initialize_model_parallel raises for a DCP width not dividing tp
+    for flag, width, what in (("--ep-size", d.ep_size, "expert-parallel"), ("--dcp-size", d.dcp_size,
+                                                                          "decode context-parallel")):
+        if width > 1 and tp % width:
+            fits = [w for w in range(1, tp + 1) if tp % w == 0]
+            out.append(Finding("error", "tensor_parallel", f"{flag} {width} with --tp-size {tp}",
+                               f"a {what} width dividing --tp-size (SGLang accepts the flag, then fails as the "
+                               "ranks start)", f"{flag} one of {', '.join(map(str, fits))}"))
     dr = d.draft
     if dr is not None and tp > 1:
         rows = dr.draft_vocab_size or dr.vocab_size

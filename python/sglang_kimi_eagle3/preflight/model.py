@@ -76,6 +76,8 @@ class Deployment:
     topk: int | None
     draft_tokens: int | None
     tp: int = 1
+    ep_size: int = 1  # --ep-size after SGLang's resolution
+    dcp_size: int = 1  # --dcp-size
     context_length: int | None = None  # --context-length
     context_policy: str = "auto"
     gpu: GpuTarget | None = None

@@ -192,6 +192,7 @@ def build_deployment(server_args, gpu: GpuTarget, *, sglang_error: str | None = 
         sglang=facts, draft_weights=weights,
         same_model_folder=bool(draft_path) and os.path.realpath(target_dir) == os.path.realpath(draft_dir),
         tp=int(raw_input(server_args, "tp_size") or 1),
+        ep_size=_width(getattr(cfg, "ep_size", None)), dcp_size=_width(getattr(cfg, "dcp_size", None)),
         context_length=raw_input(server_args, "context_length"),
         context_policy=resolve_policy(policy_of(server_args)),
         gpu=gpu,
@@ -219,6 +220,10 @@ def build_deployment(server_args, gpu: GpuTarget, *, sglang_error: str | None = 
                                      getattr(cfg, "speculative_num_draft_tokens", None)),
         **memory_fields(server_args, cfg, gpu, target_dir, target),
     )
+
+
+def _width(value) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 1
 
 
 def _spec_params(server_args, cfg, sglang_error) -> tuple:
