@@ -81,6 +81,16 @@ def test_an_expert_or_decode_context_width_that_does_not_divide_tp_is_refused(fl
     assert f"{flag} 3 with --tp-size 8" in errs, check_findings(cp)
 
 
+def test_a_bare_assertion_of_sglangs_resolution_is_shown_with_the_condition_it_checks():
+    """SGLang's resolution refuses --attn-dp-size 3 at TP 8 with a bare `assert cfg.tp_size % cfg.attn_dp_size == 0`:
+    the finding read 'AssertionError:' and named nothing to fix."""
+    cp = run_check("--model-path", "kimi-k2.5", "--trust-remote-code", "--tp-size", "8", "--attn-dp-size", "3", "--json")
+    assert cp.returncode == 1, cp.stdout[-2000:] + cp.stderr[-2000:]
+    errs = [f["found"] for f in check_findings(cp) if f["severity"] == "error" and f["check"] == "sglang"]
+    assert len(errs) == 1 and "assert cfg.tp_size % cfg.attn_dp_size == 0" in errs[0], errs
+    assert "parallel_hook.py" in errs[0], errs
+
+
 def test_a_config_file_is_read_as_launch_server_reads_it(tmp_path):
     """SGLang's `--config FILE` (YAML) merges its options before the command line's; check ignored it and checked the
     embedded default (TP 8) instead of the file's launch."""

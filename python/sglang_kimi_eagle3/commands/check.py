@@ -155,7 +155,7 @@ def check_launch(argv: list[str], gpu: GpuTarget, labels: dict[str, str] | None 
 
     from ..integration.preflight.gpu_memory import gpu_memory, sglang_sees_gpu_memory
     from ..integration.preflight.inputs import build_deployment
-    from ..integration.preflight.launch import collecting
+    from ..integration.preflight.launch import collecting, describe_error
 
     server_args = parse_with_sglang(argv)
     sglang_error = None
@@ -170,7 +170,7 @@ def check_launch(argv: list[str], gpu: GpuTarget, labels: dict[str, str] | None 
             sglang_error = exc
     findings, dep = box.get("findings"), box.get("deployment")
     if findings is None:  # our step did not check (SGLang stopped before it, or the plugin is off)
-        why = f"{type(sglang_error).__name__}: {sglang_error}" if sglang_error is not None else None
+        why = describe_error(sglang_error) if sglang_error is not None else None
         dep = build_deployment(server_args, gpu, sglang_error=why, labels=labels)
         findings = run_checks(dep)
     return {"findings": findings, "deployment": dep, "server_args": server_args, "sglang_error": sglang_error}

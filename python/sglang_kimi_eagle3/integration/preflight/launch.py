@@ -12,6 +12,8 @@ box it yields (state in a ContextVar, reset on every exit path) instead of logge
 from __future__ import annotations
 
 import contextlib
+import os
+import traceback
 from contextvars import ContextVar
 
 from ...base import ENV_PREFLIGHT, env_choice, logger
@@ -24,6 +26,19 @@ _COLLECT: ContextVar[dict | None] = ContextVar("sglang_kimi_eagle3_collect", def
 
 class PreflightFailed(ValueError):
     """Raised from SGLang's argument resolution: the launch stops before any weight loads."""
+
+
+def describe_error(exc: BaseException) -> str:
+    """`Type: message`; a bare one (SGLang's resolution asserts with no message: `assert tp % attn_dp == 0`) gets the
+    failing source line and where it is, so the finding names the condition to meet."""
+    text = f"{type(exc).__name__}: {exc}"
+    frames = traceback.extract_tb(exc.__traceback__) if not str(exc).strip() else None
+    if not frames:
+        return text
+    last = frames[-1]
+    i = last.filename.replace("\\", "/").rfind("sglang/")
+    where = f"{last.filename[i:] if i >= 0 else os.path.basename(last.filename)}:{last.lineno} ({last.name})"
+    return f"{type(exc).__name__} at {where}" + (f": {last.line.strip()}" if (last.line or "").strip() else "")
 
 
 def preflight_mode() -> str:
@@ -88,7 +103,7 @@ def report(server_args, sglang_error: Exception | None) -> str:
 
     gpu = box["gpu"] if box is not None else local_gpu()
     labels = box["labels"] if box is not None else {}
-    err = f"{type(sglang_error).__name__}: {sglang_error}" if sglang_error is not None else None
+    err = describe_error(sglang_error) if sglang_error is not None else None
     try:
         dep = build_deployment(server_args, gpu, sglang_error=err, labels=labels)
         findings = run_checks(dep) + runtime_findings(server_args)
