@@ -49,3 +49,12 @@ def test_ratios_only_prints_both_and_builds_nothing(tmp_path):
     cp = subprocess.run([sys.executable, "-m", "sglang_kimi_eagle3.tiny", str(tmp_path / "p"), "--preset", "deploy",
                          "--kimi-width"], capture_output=True, text=True, timeout=120, env=clean_env(), cwd=str(ROOT))
     assert cp.returncode == 2 and "--preset deploy" in cp.stderr
+
+
+def test_ratios_only_needs_no_out_folder(tmp_path):
+    """`--ratios-only` builds nothing, yet without OUT it was refused as 'OUT is required: the folder to write
+    target/ and draft/ into'."""
+    cp = subprocess.run([sys.executable, "-m", "sglang_kimi_eagle3.tiny", "--preset", "deploy", "--int4",
+                         "--ratios-only"], capture_output=True, text=True, timeout=120, env=clean_env(), cwd=str(tmp_path))
+    assert cp.returncode == 0, cp.stderr
+    assert "seed deployment: planner model" in cp.stderr and not list(tmp_path.iterdir())

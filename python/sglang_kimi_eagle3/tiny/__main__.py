@@ -79,7 +79,7 @@ def _main(argv: list[str] | None) -> int:
     a, unknown = ap.parse_known_args(argv)
     if unknown:  # named before a missing OUT: `--bogus` alone is about --bogus
         ap.error(f"unrecognized arguments: {' '.join(unknown)}")
-    if a.out is None:
+    if a.out is None and not a.ratios_only:  # --ratios-only prints and builds nothing
         ap.error("OUT is required: the folder to write target/ and draft/ into")
     if a.kimi_width and a.preset not in (None, "kimi-width"):
         print(f"error: --kimi-width and --preset {a.preset} name two presets; give one", file=sys.stderr)
