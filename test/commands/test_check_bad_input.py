@@ -34,6 +34,7 @@ def test_unusable_input_exits_2_with_one_line(tmp_path, case):
 
 @pytest.mark.parametrize("args,want", [
     (["--for-gpu", ""], "--for-gpu is empty"), (["--for-gpu", "sm999"], "compute capability 999"),
+    (["--for-gpu", "H200 sm120"], "names more than one GPU (h200, sm120)"),  # was read as the H200
     (["--json=yes"], "--json takes no value"), (["--tp-size", "0"], "--tp-size 0"),
     (["--context-length", "-5"], "--context-length -5"),
     (["--nnodes", "0"], "--nnodes 0: expected a positive integer"),  # SGLang: ZeroDivisionError launching schedulers

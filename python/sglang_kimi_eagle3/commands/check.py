@@ -65,6 +65,14 @@ def parse_gpu(value: str | None, how: str) -> GpuTarget:
             raise UserError(f"--for-gpu {value!r}: no GPU has compute capability {m.group(1)}; use one of "
                             f"{', '.join(f'sm{k}' for k in known)} or a device name such as H200")
         return GpuTarget(f"sm{m.group(1)}", int(m.group(1)), how)
+    # every GPU the value names ("H200 sm120", "H100 or H200": more than one, refused rather than read as the first)
+    named = {re.sub(r"\s+", "", hit.group(0)): sm for pat, sm in GPU_NAMES for hit in re.finditer(pat, v)}
+    if len(named) > 1:
+        named.pop("blackwellworkstation", None)  # a descriptor of the RTX PRO name beside it, not a second GPU
+    archs = {int(a) for a in re.findall(r"\bsm_?(\d{2,3})[af]?\b", v)}
+    if len(named) > 1 or (named and archs - set(named.values())):
+        raise UserError(f"--for-gpu {value!r}: names more than one GPU ({', '.join(list(named) + [f'sm{a}' for a in sorted(archs)])}); "
+                        "give the one the deployment runs on, e.g. H200 or 'RTX PRO 6000'")
     for pat, sm in GPU_NAMES:
         if re.search(pat, v):
             return GpuTarget(value, sm, how)
