@@ -58,3 +58,13 @@ def test_ratios_only_needs_no_out_folder(tmp_path):
                          "--ratios-only"], capture_output=True, text=True, timeout=120, env=clean_env(), cwd=str(tmp_path))
     assert cp.returncode == 0, cp.stderr
     assert "seed deployment: planner model" in cp.stderr and not list(tmp_path.iterdir())
+
+
+def test_a_refused_device_is_one_line_not_the_ratio_report_first(tmp_path):
+    """`--preset deploy --device meta` printed the whole modelled-ratio report, then its refusal: not one line."""
+    cp = subprocess.run([sys.executable, "-m", "sglang_kimi_eagle3.tiny", str(tmp_path / "out"), "--preset", "deploy",
+                         "--device", "meta"], capture_output=True, text=True, timeout=120, env=clean_env(), cwd=str(ROOT))
+    assert cp.returncode == 2, cp.stderr[-2000:]
+    lines = [ln for ln in cp.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "--device meta" in lines[0], lines
+    assert not (tmp_path / "out").exists()

@@ -85,17 +85,17 @@ def _main(argv: list[str] | None) -> int:
         print(f"error: --kimi-width and --preset {a.preset} name two presets; give one", file=sys.stderr)
         return 2
     name = "kimi-width" if a.kimi_width else a.preset or "tiny"
-    if name == "deploy" or a.ratios_only:
+    if a.ratios_only:  # prints the modelled ratios and builds nothing
         from .ratio import report
 
         print(report(PRESETS[name], int4=a.int4), file=sys.stderr)
-        if a.ratios_only:
-            return 0
+        return 0
     import torch
 
     from ..validate import expand_path
     from . import build, preset
 
+    # the device before the deploy preset's ratio report: a refusal is one line, not a report and then a line
     if a.device == "meta":
         print("error: --device meta makes shapes only and writes nothing; use --device cpu or cuda", file=sys.stderr)
         return 2
@@ -105,6 +105,10 @@ def _main(argv: list[str] | None) -> int:
         except (RuntimeError, AssertionError) as exc:
             print(f"error: --device {a.device}: {str(exc).splitlines()[0]}; use --device cpu", file=sys.stderr)
             return 2
+    if name == "deploy":
+        from .ratio import report
+
+        print(report(PRESETS[name], int4=a.int4), file=sys.stderr)
     spec = preset(name)
     t0 = time.monotonic()
     try:
