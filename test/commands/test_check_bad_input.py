@@ -39,6 +39,7 @@ def test_unusable_input_exits_2_with_one_line(tmp_path, case):
     (["--context-length", "-5"], "--context-length -5"),
     (["--nnodes", "0"], "--nnodes 0: expected a positive integer"),  # SGLang: ZeroDivisionError launching schedulers
     (["--pp-size", "0"], "--pp-size 0: expected a positive integer"),
+    (["--nnodes", "2", "--node-rank", "5"], "--node-rank 5: expected 0 to 1"),  # SGLang: ranks past the world
     (["--dp-size", "0"], "--dp-size 0: expected a positive integer"),  # SGLang: a data-parallel launch of no replica
     (["--cuda-graph-max-bs-decode", "-5"], "--cuda-graph-max-bs-decode -5: expected a positive integer"),  # captures bs -5
     # SGLang resolves both, then divides by them deriving the MoE / attention widths: ZeroDivisionError at spawn

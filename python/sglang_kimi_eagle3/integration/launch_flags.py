@@ -165,4 +165,9 @@ def parse_with_sglang(argv: list[str]):
     # the same bounds on the parsed values: a spelling argparse takes for the flag (a prefix: --mem-fraction, --tp) too
     refuse_nonpositive([x for dest, flag in PARSED.items() if getattr(server_args, dest, None) is not None
                         for x in (flag, str(getattr(server_args, dest)))])
+    nnodes, rank = getattr(server_args, "nnodes", None), getattr(server_args, "node_rank", None)
+    if isinstance(nnodes, int) and isinstance(rank, int) and not 0 <= rank < nnodes:
+        # SGLang starts it: its ranks lie past the world (pipeline rank >= --pp-size, or another node's TP ranks)
+        raise UserError(f"--node-rank {rank}: expected 0 to {nnodes - 1} (one rank per node of --nnodes {nnodes}); "
+                        "give this node's rank")
     return server_args
