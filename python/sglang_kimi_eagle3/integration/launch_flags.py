@@ -5,6 +5,7 @@
   memory fractions outside (0, 1] (nan, 2, -0.5);
 - `merge_config_file(argv)`: `--config FILE` replaced by the file's options as SGLang merges them;
 - `canonical_flags(argv)`: every flag spelled as a prefix SGLang's parser takes (`--model-p`) written out in full;
+- `sglang_parser()`: launch_server's own argparse parser (with this plugin's flag), for the two above;
 - `parse_with_sglang(argv)`: SGLang's own `prepare_server_args`, its refusal as one UserError line; the parsed
   values held to refuse_nonpositive's bounds (however the flag was spelled).
 """
@@ -72,6 +73,21 @@ def refuse_nonpositive(argv: list[str]) -> None:
             raise UserError(f"{flag} {val.strip()}: expected a number in (0, 1] ({FRACTIONS[flag]})")
 
 
+def sglang_parser():
+    """launch_server's argparse parser as `prepare_server_args` builds it, with this plugin's flag (as the plugin adds
+    it to SGLang's parser)."""
+    import argparse
+
+    from sglang.srt.server_args import ServerArgs
+
+    from .hooks.context_policy import add_flag
+
+    parser = argparse.ArgumentParser(prog="sglang serve")
+    ServerArgs.add_cli_args(parser)
+    add_flag(parser)
+    return parser
+
+
 def merge_config_file(argv: list[str]) -> list[str]:
     """`argv` with `--config FILE` replaced by the YAML file's options, merged by SGLang's own ConfigArgumentMerger as
     prepare_server_args merges them (before the other flags, which win), so that whatever reads the flags (the
@@ -83,10 +99,8 @@ def merge_config_file(argv: list[str]) -> list[str]:
                             f"ignores the file); write --config {a.split('=', 1)[1]}")
     if "--config" not in argv:
         return argv
-    import argparse
 
     import yaml
-    from sglang.srt.server_args import ServerArgs
     from sglang.srt.utils.server_args_config_parser import ConfigArgumentMerger
 
     i = argv.index("--config")
@@ -101,8 +115,7 @@ def merge_config_file(argv: list[str]) -> list[str]:
         if mode is not None and not stat.S_ISREG(mode):  # a folder fails to open, a FIFO would block
             kind = "a folder" if stat.S_ISDIR(mode) else "not a regular file"
             raise UserError(f"{where}: not a config file: it is {kind}; {fix}")
-    parser = argparse.ArgumentParser(prog="sglang serve")
-    ServerArgs.add_cli_args(parser)
+    parser = sglang_parser()
     log = logging.getLogger(ConfigArgumentMerger.__module__)  # it logs its refusal before raising it: said once, below
     was, log.disabled = log.disabled, True
     try:
@@ -120,16 +133,9 @@ def canonical_flags(argv: list[str]) -> list[str]:
     Exact names, ambiguous prefixes (SGLang's parser refuses those) and values are left as given; without SGLang's
     server stack nothing changes."""
     try:
-        import argparse
-
-        from sglang.srt.server_args import ServerArgs
-
-        from .hooks.context_policy import add_flag
+        parser = sglang_parser()
     except Exception:  # noqa: BLE001 - tune reads the flags directly where SGLang's stack does not import
         return list(argv)
-    parser = argparse.ArgumentParser(prog="sglang serve")
-    ServerArgs.add_cli_args(parser)
-    add_flag(parser)  # our flag, as the plugin adds it to SGLang's parser
     known = parser._option_string_actions
     out, i = [], 0
     while i < len(argv):
