@@ -3,7 +3,7 @@ SM100's resolution, a drafter of the wrong algorithm). Other pairs: test_check_p
 test_check_bad_input.py (split so that the suite's workers share these slow files)."""
 
 import pytest
-from helpers import check_findings, run_check
+from helpers import check_findings, clean_env, python, run_check
 
 pytestmark = pytest.mark.slow
 
@@ -25,6 +25,15 @@ def test_embedded_default_says_so_first_and_reports_the_context_decision_without
     # test/integration/test_auto_gate.py has the per-device cases.
     assert "draft_worker_topk=skipped" in "".join(cp.stdout.split()), cp.stdout
     assert "Traceback" not in cp.stderr
+    # SGLang's import logs this on a box without a GPU, the README's first command included: check is about the
+    # target GPU, named by --for-gpu or the embedded default, so that line said nothing true
+    assert "Cannot detect CUDA architecture" not in cp.stderr, cp.stderr
+
+
+def test_status_on_a_box_without_a_gpu_prints_no_stray_line_of_sglangs_import():
+    cp = python(["-m", "sglang_kimi_eagle3.cli", "status"], env=clean_env(COLUMNS="200"))
+    assert cp.returncode == 0, cp.stdout[-2000:] + cp.stderr[-2000:]
+    assert "Cannot detect CUDA architecture" not in cp.stderr, cp.stderr  # its own line says what this GPU runs
 
 
 def test_sm100_resolution_catches_the_inherited_trtllm_mla_backend():
