@@ -60,6 +60,25 @@ def test_bench_never_replaces_a_json_file_it_did_not_write(tmp_path, capsys):
     assert cli_main([*argv[:-1], str(ours)]) == 1  # bench's own file: a rerun replaces it
 
 
+def test_bench_keeps_a_measured_result_when_the_rerun_measures_nothing(tmp_path, capsys):
+    """A typo in --url used to replace yesterday's measured bench.json with a run of failed requests."""
+    from sglang_kimi_eagle3.bench.document import SCHEMA
+
+    done = tmp_path / "bench.json"
+    earlier = {"schema": SCHEMA, "date": "2026-12-01T10:00:00+00:00", "status": "finished", "interrupted": None,
+               "levels": [{"concurrency": 1, "requests": 8, "spec": {"requests": 8, "ok": 8, "agg_tok_s": 120.0}}]}
+    done.write_text(json.dumps(earlier, indent=1))
+    before = done.read_bytes()
+    argv = ["bench", "--url", "http://127.0.0.1:9", "--concurrency", "1", "--min-requests", "1", "--rounds", "1",
+            "--warmup", "0", "--timeout", "2", "--no-progress", "--json", str(done)]
+    assert cli_main(argv) == 1  # nothing listens on port 9: every request fails
+    out, err = capsys.readouterr()
+    assert done.read_bytes() == before  # the earlier result, untouched, through the whole run
+    assert f"wrote {done}" not in out
+    assert f"kept the earlier result in {done} (1 measured level, 2026-12-01T10:00:00+00:00)" in err, err
+    assert not list(tmp_path.glob("*.tmp*"))
+
+
 def test_an_empty_flag_value_is_refused_not_read_as_absent(tmp_path, capsys):
     """`--bench "$RUN"` with RUN unset used to plan from the preset, `--prompts ''` to send the bundled prompts."""
     plan = ["plan", "--no-sglang-check", "-o", str(tmp_path / "cfg.json")]

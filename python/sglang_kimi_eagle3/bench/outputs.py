@@ -80,6 +80,27 @@ def check_json(json_path: str) -> None:
                         "away, or give another --json")
 
 
+def measured_levels(doc: dict) -> int:
+    """Levels of `doc` where at least one request to the speculative (--url) server succeeded."""
+    levels = doc.get("levels") if isinstance(doc, dict) else None
+    return sum(1 for lv in levels or [] if isinstance(lv, dict) and isinstance(lv.get("spec"), dict)
+               and isinstance(lv["spec"].get("ok"), int) and lv["spec"]["ok"] > 0)
+
+
+def earlier_result(json_path: str) -> tuple[int, str] | None:
+    """(measured levels, date) of a result bench wrote at --json earlier and that measured something; else None.
+    A rerun that measures nothing leaves such a file as it was (a typo in --url must not cost yesterday's run)."""
+    import json
+
+    try:
+        with open(expand_path(json_path, "--json"), encoding="utf-8") as fh:
+            doc = json.load(fh)
+    except (OSError, ValueError, UserError):
+        return None
+    n = measured_levels(doc)
+    return (n, str(doc.get("date") or "date unknown")) if n else None
+
+
 def _endpoint(url: str) -> tuple:
     u = urlsplit(url)
     host = (u.hostname or "").lower()

@@ -183,10 +183,21 @@ def main(argv: list[str]) -> int:
         print(f"note: --prompts {a.prompts}: {skipped} entries without a human turn skipped; {len(prompt_set)} prompts",
               file=sys.stderr)
 
+    earlier = outputs.earlier_result(a.json)  # a measured result already there: kept until this run measures
+    written = [False]
+
     def save(d: dict) -> None:
         if base_doc is not None:
             _merge_baseline(d, base_doc, a.baseline_json)
+        if earlier is not None and not outputs.measured_levels(d):
+            return
         document.write(d, a.json)
+        written[0] = True
+
+    def kept() -> str:
+        n, date = earlier
+        return (f"kept the earlier result in {a.json} ({n} measured level{'s' if n != 1 else ''}, {date}): this run "
+                "measured nothing, so it was not written")
 
     main_thread = threading.current_thread() is threading.main_thread()
     old_term = signal.signal(signal.SIGTERM, _on_sigterm) if main_thread else None
@@ -219,8 +230,9 @@ def main(argv: list[str]) -> int:
                                                              "finished_levels": len(doc["levels"])}
         doc["in_progress"] = None
         save(doc)
-        print(f"interrupted ({sig}) during {doc['interrupted']['during']}: kept {len(doc['levels'])} finished "
-              f"level(s) in {a.json}", file=sys.stderr)
+        print(f"interrupted ({sig}) during {doc['interrupted']['during']}: " + (
+            f"kept {len(doc['levels'])} finished level(s) in {a.json}" if written[0] or earlier is None else kept()),
+            file=sys.stderr)
         return 143 if sig == "SIGTERM" else 130
     except Exception as exc:  # a bug of ours: keep the finished levels, then let cli.py report it (exit 3)
         doc["status"], doc["interrupted"] = "failed", {"error": f"{type(exc).__name__}: {exc}"[:300],
@@ -236,7 +248,10 @@ def main(argv: list[str]) -> int:
     notes = outputs.after_run(doc, a.json)  # no request answered / a speculating baseline / no level to compare
     save(doc)
     print_report(doc)
-    print(f"wrote {a.json}")
+    if written[0]:
+        print(f"wrote {a.json}")
+    else:
+        notes.append(kept())
     for line in notes:
         print(line, file=sys.stderr)
     if doc["status"] == "failed":
