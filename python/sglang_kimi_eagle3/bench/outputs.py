@@ -184,8 +184,7 @@ def after_run(doc: dict, path: str = "bench.json") -> list[str]:
     """Set the run's verdict on `doc`; return the lines to print (stderr)."""
     notes = [f"warning: {n}" for n in (doc.get("setting") or {}).get("notes") or []]
     levels = doc.get("levels") or []
-    spec_ok = sum((lv.get("spec") or {}).get("ok", 0) for lv in levels)
-    if levels and not spec_ok:
+    if levels and not measured_levels(doc):
         first = next(((lv.get("spec") or {}).get("first_error") for lv in levels if (lv.get("spec") or {}).get("first_error")),
                      None)
         doc["status"] = "failed"

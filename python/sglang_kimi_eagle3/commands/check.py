@@ -232,9 +232,9 @@ def run(argv: list[str]) -> dict:
 
     if not ours["verbose"]:
         logging.getLogger("sglang_kimi_eagle3").setLevel(logging.WARNING)
-    # SGLang's import on a box without a GPU logs "Cannot detect CUDA architecture.": this check is about the target
-    # GPU (--for-gpu or the embedded default's), never this machine's
-    logging.getLogger("sglang.kernels.jit.utils.arch").setLevel(logging.ERROR)
+    from . import quiet_sglang_arch_warning
+
+    quiet_sglang_arch_warning()
     load_plugins()
     t_import = time.perf_counter() - t0
     if not ours["verbose"]:

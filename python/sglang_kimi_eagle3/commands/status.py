@@ -24,8 +24,9 @@ def collect(check_model_class: bool = True) -> list[hookstatus.HookStatus]:
     from ..integration.registry import refresh
 
     logging.getLogger("sglang_kimi_eagle3").setLevel(logging.WARNING)
-    # SGLang's import on a box without a GPU: "Cannot detect CUDA architecture." (the kernel-table line says it)
-    logging.getLogger("sglang.kernels.jit.utils.arch").setLevel(logging.ERROR)
+    from . import quiet_sglang_arch_warning
+
+    quiet_sglang_arch_warning()
     load_plugins()
     if check_model_class and enabled() and hookstatus.get("delegation") is not None:
         from ..integration.hooks.delegation import ensure_for_installed_sglang

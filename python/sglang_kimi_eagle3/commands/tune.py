@@ -26,6 +26,7 @@ from ..terminal import echo
 from ..tuning import run as tune_run
 from ..tuning.shapes import ALL_OPS, OPS, TuneShapes, from_configs, measurements
 from ..validate import expand_path
+from . import quiet_sglang_arch_warning
 
 HELP = """usage: sglang-kimi-eagle3 tune [--dry-run] [--quick] [--cache-dir DIR] [--ignore-bundled] [--ops OP,...] \
 [launch_server flags ...]
@@ -207,8 +208,7 @@ def main(argv: list[str]) -> int:
         _default_cache_dir()
     warnings.filterwarnings("ignore")
     logging.getLogger("sglang_kimi_eagle3").setLevel(logging.WARNING)
-    # SGLang's import on a box without a GPU: "Cannot detect CUDA architecture." (our own line says what to do)
-    logging.getLogger("sglang.kernels.jit.utils.arch").setLevel(logging.ERROR)
+    quiet_sglang_arch_warning()
     shapes, title, how = deployment_shapes(rest, ours["quick"])  # the flags first: a typo is named, not the GPU
     if not ours["dry_run"]:
         _require_gpu()
