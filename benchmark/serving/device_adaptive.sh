@@ -57,8 +57,26 @@ PIDS=()
 STEP=${DA_STEP:-all}  # all | prep (the JIT prebuild and the pair only) | start (build and start the servers, leave them
 # running, then the step ratios if DA_START_END_S leaves time) | measure (the servers of start)
 case $STEP in all|prep|start|measure) ;; *) echo "device_adaptive.sh: DA_STEP=$STEP: expected all, prep, start or measure" >&2; exit 2;; esac
+# A measure call that measured nothing (no e2e row, no load step) while a server is still starting leaves every server
+# running whatever DA_KEEP says: on 2026-12-05 (H100, fresh box) ours and pinned were still starting (their adaptive
+# states built, the traffic warm-up ahead) when a call without DA_KEEP ran out of STARTUP_S, and its cleanup stopped them
+MEASURED=0
+still_starting() {  # the names of servers whose process group lives but whose /health does not answer 200
+  local n f
+  for n in ${NAMES:-}; do
+    f="$W/pid-q$Q-$n"
+    [ -f "$f" ] && kill -0 -- "-$(cat "$f")" 2>/dev/null && ! healthy "$(url_of "$n")" && printf '%s ' "$n"
+  done
+}
 cleanup() {
-  if [ "$STEP" = all ] || { [ "$STEP" = measure ] && [ "${DA_KEEP:-0}" != 1 ]; }; then
+  local stop=0 starting=
+  if [ "$STEP" = all ] || { [ "$STEP" = measure ] && [ "${DA_KEEP:-0}" != 1 ]; }; then stop=1; fi
+  [ $stop = 1 ] && [ "$STEP" = measure ] && [ "$MEASURED" != 1 ] && starting=$(still_starting)
+  if [ -n "${starting:-}" ]; then
+    say "kept every server running: this call measured nothing and ${starting}still starting (the next DA_STEP=measure call, with a longer STARTUP_S, finds them)"
+    stop=0
+  fi
+  if [ $stop = 1 ]; then
     for p in "${PIDS[@]}"; do kill -TERM -- "-$p" 2>/dev/null; done
     sleep 4
     for p in "${PIDS[@]}"; do kill -KILL -- "-$p" 2>/dev/null; done
@@ -104,7 +122,21 @@ else
   touch "$P/built"
   say "built"
 fi
-if [ "$STEP" = prep ]; then say "prep done (the JIT prebuild goes on: $W/prebuild-prep.log)"; PIDS=(); exit 0; fi
+# 1b. SGLang's speculative JIT modules (tree, tree sampling, FlashInfer sampling: what the plugin's kernel warm-up builds
+#     in every speculative server before it listens; 167-172 s of each server's start on a fresh H100, 2026-12-05),
+#     built while plain starts, into the caches every server shares (DA_PREBUILD=0: not)
+if [ "${DA_PREBUILD:-1}" = 1 ]; then
+  V=$(python3 -c "import json, sys; c = json.load(open(sys.argv[1])); print((c.get('text_config') or c)['vocab_size'])" \
+      "$P/target/config.json" 2>/dev/null)
+  if [ -n "$V" ]; then
+    setsid python3 benchmark/live/prebuild_jit.py --spec "$V" --cache "$W/cache/jit-shared" \
+      --flashinfer "$W/cache/flashinfer-shared" --timeout 600 > "$W/prebuild-spec.log" 2>&1 < /dev/null &
+    say "prebuilding SGLang's speculative JIT modules (vocab $V): $W/prebuild-spec.log"
+  else
+    say "no vocab_size in $P/target/config.json: SGLang's speculative JIT modules build in each server's warm-up"
+  fi
+fi
+if [ "$STEP" = prep ]; then say "prep done (the JIT prebuilds go on: $W/prebuild-prep.log, $W/prebuild-spec.log)"; PIDS=(); exit 0; fi
 if [ -n "${PREBUILD:-}" ]; then
   wait "$PREBUILD"; rc=$?
   [ -f "$W/prebuild-prep.log" ] && say "the prep call's JIT prebuild: $(tr '\n' ' ' < "$W/prebuild-prep.log" | cut -c1-300)"
@@ -195,7 +227,8 @@ for name, port, extra, env_extra in servers:
     triton = f"{cache}/triton" if os.environ.get("DA_OWN_TRITON") == "1" else f"{w}/cache/triton-shared"
     env = {"TRITON_CACHE_DIR": triton, "SGLANG_JIT_CACHE_DIR": f"{w}/cache/jit-shared",
            "TORCHINDUCTOR_CACHE_DIR": f"{cache}/inductor", "XDG_CACHE_HOME": f"{cache}/xdg",
-           "FLASHINFER_WORKSPACE_BASE": f"{cache}/flashinfer", "SGLANG_KIMI_EAGLE3_STATUS_DIR": f"{w}/status/{name}",
+           # FlashInfer's JIT modules shared too: the speculative prebuild (step 1b) fills it before they start
+           "FLASHINFER_WORKSPACE_BASE": f"{w}/cache/flashinfer-shared", "SGLANG_KIMI_EAGLE3_STATUS_DIR": f"{w}/status/{name}",
            # the plugin's kernel and traffic warm-ups as users get them (DA_WARMUP=on, the default since run 24: with
            # them off, ours compiled its verify kernels while serving, 0.1-1.4 s a stall for minutes, which cut its
            # first c-8 round to 0.49x of plain and fed the controller's step-time readings); off: kernels compile at
@@ -232,6 +265,7 @@ for n in $NAMES; do
     end=$(( $(date +%s) + ${DA_FIRST_S:-420} ))
     until curl -s -m 3 -o /dev/null -w '%{http_code}' "$u/health" | grep -q 200 || [ "$(date +%s)" -ge $end ]; do sleep 3; done
     say "$n: $(curl -s -m 3 -o /dev/null -w '%{http_code}' "$u/health") after the staged wait; starting the rest"
+    [ -f "$W/prebuild-spec.log" ] && say "speculative JIT prebuild so far: $(tr '\n' ' ' < "$W/prebuild-spec.log" | cut -c1-400)"
   fi
 done
 fi
@@ -317,6 +351,7 @@ if [ "${DA_LOADSTEP:-0}" = 1 ]; then
   timeout -s INT "${DA_LOADSTEP_S:-330}" python3 benchmark/serving/load_step.py "${LS[@]}" --baseline plain \
     --json "$OUT/load-step-q$Q.json" --schedule "${DA_LOADSTEP_SCHEDULE:-1:15,128:20,1:15}" --rounds "${DA_LOADSTEP_ROUNDS:-3}"
   say "load_step.py exit $?"
+  [ -s "$OUT/load-step-q$Q.json" ] && MEASURED=1
 fi
 # 3. the measured step ratio (plain vs the off-state): step_ratios below, run by DA_STEP=start when time is left
 # 4. rotated rounds on the chat workload (servers given by URL: the spec's started ones are ours to stop)
@@ -332,6 +367,8 @@ timeout -s INT $((DEADLINE + 20 - $(date +%s))) python3 benchmark/serving/e2e.py
   --temperatures 0 --rounds "${ROUNDS:-3}" --round-s 20 --max-new-tokens 128 --workload-cap "${CAP:-256}" \
   --cold-requests 1 --min-requests 4 --finish-by "$DEADLINE"
 say "e2e.py exit $?"
+python3 -c "import json, sys; sys.exit(0 if json.load(open(sys.argv[1])).get('rows') else 1)" "$OUT/e2e-q$Q.json" 2>/dev/null \
+  && MEASURED=1
 for n in $NAMES; do
   f=$(ls "$W/status/$n"/*.json 2>/dev/null | head -1)
   # per server: the controller's switches and pool, the off-state extend policy (skipped batches, primed step ups)

@@ -21,6 +21,16 @@ OUT=$S DA_STEP=start DA_START_END_S=${DA_START_END_S:-1} setsid bash benchmark/s
 log=$S/device_adaptive-q$Q.log
 until grep -q "JIT prebuild exit\|started plain\|did not build" "$log" 2>/dev/null \
   || [ $(( $(date +%s) - T0 )) -ge "${LAUNCH_WAIT_S:-480}" ]; do sleep 5; done
+# then every server's /health, until LAUNCH_HEALTHY_S (540) after this call's start: on a fresh H100 (2026-12-05) the
+# speculative servers listened about 8 minutes after they started, and a measure call that waits for them has that much
+# less of its own 600 s for rounds; waiting here costs the same device time
+spec="${DA_WORK:-/tmp/da}/spec-q$Q.json"
+if [ -f "$spec" ]; then
+  urls=$(python3 -c "import json, sys; print(' '.join(s['url'] for s in json.load(open(sys.argv[1]))['servers']))" "$spec")
+  up() { local u n=0; for u in $urls; do curl -s -m 3 -o /dev/null -w '%{http_code}' "$u/health" | grep -q 200 && n=$((n + 1)); done; echo $n; }
+  until [ "$(up)" -ge "$(echo $urls | wc -w)" ] || [ $(( $(date +%s) - T0 )) -ge "${LAUNCH_HEALTHY_S:-540}" ]; do sleep 5; done
+  echo "[launch $(( $(date +%s) - T0 )) s] $(up) of $(echo $urls | wc -w) servers answer /health"
+fi
 if [ -f "${JITPARTS:-/tmp/jitparts}/jit-marlin.md5" ]; then echo "Marlin builds carried in: not packed again"
 else bash benchmark/live/device.sh jit-pack "${DA_WORK:-/tmp/da}/cache/jit-shared"; fi
 sleep 2

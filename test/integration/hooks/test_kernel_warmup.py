@@ -299,3 +299,19 @@ def test_the_token_pool_warm_up_compiles_the_variants_the_h200_compiled_on_first
            for u, a in kw.token_pool_variants(64)}
     assert got == {_h200_line(u, a) for u in (1, 2, 4, 8, 16, 32, 64) for a in (True, False)}, sorted(got)
     assert kw.warm_token_pool(table, 64, torch.device("cpu")) == 0  # compiles on CUDA only
+
+
+def test_the_warm_up_line_says_how_long_sglangs_jit_modules_took():
+    """On a fresh H100 (2026-12-05) the warm-up line read "warmed in 172.3 s: 0 variants of ours": all of it SGLang's
+    JIT builds, which the line did not say. Off CUDA, neither of SGLang's two verify modules is built."""
+    from sglang_kimi_eagle3.integration.hooks import kernel_warmup as kw
+
+    s = W.LaunchShapes(max_bs=1, topk=1, num_steps=3, num_draft_tokens=4, target_vocab=20480, draft_vocab=4000)
+    assert kw.warm_sglang_tree(s, torch.device("cpu")) is None and kw.warm_sglang_sampling(s, torch.device("cpu")) is None
+    assert kw.warm_sglang(s, torch.device("cpu")) == []
+    ours = {"launches": 0, "compiled": 0, "by_op": {}, "guarded": 0, "skipped_memory": 0}
+    out = {"seconds": 172.3, "sglang_seconds": 168.04, "shapes": {k: getattr(s, k) for k in s.__slots__}, "ours": ours,
+           "sglang": ["tree (greedy verify, tree build)", "tree sampling (vec 4)"], "notes": []}
+    assert ("; SGLang's JIT modules (168.0 s of it): tree (greedy verify, tree build), tree sampling (vec 4)"
+            in kw.describe(out)), kw.describe(out)
+    assert "s of it" not in kw.describe({**out, "sglang": []})  # nothing built: no time claimed for it

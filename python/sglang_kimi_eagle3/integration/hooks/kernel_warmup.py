@@ -143,34 +143,52 @@ def _original(fn):
     return fn
 
 
-def warm_sglang(shapes, device) -> list[str]:
-    """SGLang's JIT CUDA modules on the verify path, built by one call each on a one-request tree."""
+def _verify_tree(torch, shapes, device):
+    """A one-request tree of this launch's shape and fresh outputs for SGLang's verify kernels."""
+    from ...ops.warmup import _trees
+
+    n, depth = shapes.num_draft_tokens, shapes.num_steps + 1
+    ridx, nxt, sib = _trees(torch, 1, shapes, device)
+    outs = (torch.zeros(n, dtype=torch.int32, device=device), torch.full((1, depth), -1, dtype=torch.int32, device=device),
+            torch.empty(1, dtype=torch.int32, device=device))
+    return outs, torch.zeros((1, n), dtype=torch.int64, device=device), ridx, nxt, sib
+
+
+def warm_sglang_tree(shapes, device) -> str | None:
+    """SGLang's tree JIT CUDA module (greedy verify, tree build), built by one call; None off CUDA."""
     import torch
 
     if device.type != "cuda":
-        return []
-    from sglang.kernels.ops.speculative import sampling, tree
+        return None
+    from sglang.kernels.ops.speculative import tree
 
-    from ...ops.warmup import _trees
+    outs, cand, ridx, nxt, sib = _verify_tree(torch, shapes, device)
+    _original(tree.verify_tree_greedy)(*outs, cand, ridx, nxt, sib, torch.zeros_like(cand))
+    torch.cuda.synchronize(device)
+    return "tree (greedy verify, tree build)"
 
-    n, depth, v = shapes.num_draft_tokens, shapes.num_steps + 1, shapes.target_vocab
-    ridx, nxt, sib = _trees(torch, 1, shapes, device)
-    cand = torch.zeros((1, n), dtype=torch.int64, device=device)
 
-    def outs():
-        return (torch.zeros(n, dtype=torch.int32, device=device), torch.full((1, depth), -1, dtype=torch.int32, device=device),
-                torch.empty(1, dtype=torch.int32, device=device))
+def warm_sglang_sampling(shapes, device) -> str | None:
+    """SGLang's tree-sampling JIT CUDA module (one per vector width: gcd(4, vocab)), built by one call; None off CUDA."""
+    import torch
 
-    done = []
-    _original(tree.verify_tree_greedy)(*outs(), cand, ridx, nxt, sib, torch.zeros((1, n), dtype=torch.int64, device=device))
-    done.append("tree (greedy verify, tree build)")
+    if device.type != "cuda":
+        return None
+    from sglang.kernels.ops.speculative import sampling
+
+    n, v = shapes.num_draft_tokens, shapes.target_vocab
+    outs, cand, ridx, nxt, sib = _verify_tree(torch, shapes, device)
     probs = torch.full((1, n, v), 1.0 / v, dtype=torch.float32, device=device)
     _original(sampling.tree_speculative_sampling_target_only)(
-        *outs(), cand, ridx, nxt, sib, torch.full((1, n), 0.5, device=device), torch.full((1,), 0.5, device=device),
+        *outs, cand, ridx, nxt, sib, torch.full((1, n), 0.5, device=device), torch.full((1,), 0.5, device=device),
         probs, torch.zeros_like(probs), 1.0, 1.0, True)
-    done.append(f"tree sampling (vec {math.gcd(4, v)})")
     torch.cuda.synchronize(device)
-    return done
+    return f"tree sampling (vec {math.gcd(4, v)})"
+
+
+def warm_sglang(shapes, device) -> list[str]:
+    """SGLang's JIT CUDA modules on the verify path, built by one call each on a one-request tree."""
+    return [b for b in (warm_sglang_tree(shapes, device), warm_sglang_sampling(shapes, device)) if b is not None]
 
 
 def warm_flashinfer_sampling(shapes, device) -> str | None:
@@ -258,6 +276,7 @@ def warm(worker) -> dict:
         budget = int(torch.cuda.mem_get_info(device)[0] * BUDGET_FRACTION)
     res = W.run(variants, shapes, device, weight=weight, budget_bytes=budget)
     sglang, sglang_error = [], ""
+    t_sglang = time.perf_counter()
     if not res.error:
         try:
             sglang = warm_sglang(shapes, device)
@@ -279,9 +298,11 @@ def warm(worker) -> dict:
                 sglang.append(f"assign_req_to_token_pool ({n} variants)")
         except Exception as exc:
             notes.append(f"SGLang's assign_req_to_token_pool not warmed ({type(exc).__name__}: {exc})"[:300])
+    sglang_seconds = time.perf_counter() - t_sglang
     if device.type == "cuda":
         torch.cuda.empty_cache()
-    out = {"seconds": time.perf_counter() - t0, "mode": mode, "shapes": {k: getattr(shapes, k) for k in shapes.__slots__},
+    out = {"seconds": time.perf_counter() - t0, "sglang_seconds": sglang_seconds, "mode": mode,
+           "shapes": {k: getattr(shapes, k) for k in shapes.__slots__},
            "variants": len(variants), "ours": res.as_dict(), "sglang": sglang, "error": res.error or sglang_error,
            "notes": notes}
     _LAST.clear()
@@ -295,7 +316,9 @@ def describe(out: dict) -> str:
     comp = f"{r['compiled']} compiled" if r["compiled"] is not None else "interpreted"
     text = (f"warmed in {out['seconds']:.1f} s: {r['launches']} variants of ours ({comp}; {ops}) for batches 1..{s['max_bs']}, "
             f"N {s['num_draft_tokens']}, topk {s['topk']}, vocab {s['target_vocab']}, draft vocab {s['draft_vocab']}, "
-            f"lm_head rows {s['lm_head_rows']}; SGLang's JIT modules: {', '.join(out['sglang']) or 'none (not CUDA)'}")
+            f"lm_head rows {s['lm_head_rows']}; SGLang's JIT modules"
+            + (f" ({out['sglang_seconds']:.1f} s of it)" if out["sglang"] and "sglang_seconds" in out else "")
+            + f": {', '.join(out['sglang']) or 'none (not CUDA)'}")
     if r["guarded"]:
         text += f"; {r['guarded']} refused by a guard (SGLang's kernel takes those)"
     if r["skipped_memory"]:

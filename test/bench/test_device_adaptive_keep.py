@@ -1,0 +1,123 @@
+"""device_adaptive.sh's measure step never stops a server that is still starting when the call measured nothing.
+
+On 2026-12-05 (H100, a fresh box) the spec servers were still starting when a measure call's STARTUP_S ran out; that
+call (DA_KEEP unset) stopped them, and the next call waited on nothing. Here the real script runs its measure step over a spec of two servers: one whose process group
+lives but never answers /health (a server still starting), one that is gone."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import ROOT, clean_env
+
+SHIM = """#!/bin/bash
+# no GPU here: nvidia-smi answers nothing; every python3 call is the real interpreter
+exec "{py}" "$@"
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _measure(tmp_path: Path, work: Path, **extra) -> subprocess.CompletedProcess:
+    out = tmp_path / "out"
+    out.mkdir(exist_ok=True)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / "python3").write_text(SHIM.format(py=sys.executable))
+    (bin_dir / "python3").chmod(0o755)
+    (bin_dir / "nvidia-smi").write_text("#!/bin/bash\nexit 0\n")
+    (bin_dir / "nvidia-smi").chmod(0o755)
+    env = clean_env(PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}", OUT=str(out), DA_WORK=str(work), DA_Q="0.3",
+                    DA_STEP="measure", STARTUP_S="1", BUDGET_S="3", CONC="8", ROUNDS="1",
+                    **{k: str(v) for k, v in extra.items()})
+    return subprocess.run(["bash", "benchmark/serving/device_adaptive.sh"], capture_output=True, text=True, timeout=120,
+                          env=env, cwd=str(ROOT))
+
+
+@pytest.fixture
+def work(tmp_path):
+    """A work folder as DA_STEP=start leaves it: the spec, and 'ours' a live process group that never listens."""
+    w = tmp_path / "da"
+    (w / "logs").mkdir(parents=True)
+    (w / "status").mkdir()
+    servers = [{"name": n, "url": f"http://127.0.0.1:{_free_port()}", "log": f"{w}/logs/{n}.log"} for n in ("plain", "ours")]
+    (w / "spec-q0.3.json").write_text(json.dumps({"servers": servers}))
+    starting = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    (w / "pid-q0.3-ours").write_text(f"{starting.pid}\n")
+    yield w, starting
+    try:
+        os.killpg(starting.pid, signal.SIGKILL)
+    except OSError:
+        pass
+    starting.wait()
+
+
+def test_a_measure_call_that_measured_nothing_keeps_a_starting_server(tmp_path, work):
+    w, starting = work
+    cp = _measure(tmp_path, w)
+    assert "ours NOT healthy after 1 s" in cp.stdout, cp.stdout[-3000:]
+    assert "kept every server running: this call measured nothing and ours still starting" in cp.stdout, cp.stdout[-3000:]
+    assert starting.poll() is None  # still alive: the next measure call finds it
+
+
+def test_with_no_server_starting_the_measure_call_stops_them_as_before(tmp_path, work):
+    w, starting = work
+    os.killpg(starting.pid, signal.SIGKILL)
+    starting.wait()
+    cp = _measure(tmp_path, w)
+    assert "kept every server running" not in cp.stdout, cp.stdout[-3000:]
+    assert "done; $OUT:" in cp.stdout
+
+
+def test_da_keep_keeps_them_without_the_line(tmp_path, work):
+    w, starting = work
+    cp = _measure(tmp_path, w, DA_KEEP=1)
+    assert "kept every server running" not in cp.stdout, cp.stdout[-3000:]
+    assert starting.poll() is None
+
+
+PREP_SHIM = """#!/bin/bash
+# the pair's build -> its target config.json only, as the builder writes it for --preset deploy --int4
+if [ "$1" = "-m" ] && [ "$2" = "sglang_kimi_eagle3.tiny" ]; then
+  mkdir -p "$3/target" "$3/draft"
+  exec "{py}" -c "import json, sys; from sglang_kimi_eagle3.tiny.spec import preset, wrapper_config; \\
+json.dump(wrapper_config(preset('deploy'), int4=True), open(sys.argv[1], 'w'))" "$3/target/config.json"
+fi
+exec "{py}" "$@"
+"""
+
+
+def test_the_start_prebuilds_sglangs_speculative_modules_for_the_pairs_vocabulary(tmp_path):
+    """Step 1b: after the pair is built, prebuild_jit.py --spec with the target's vocabulary (text_config, as the
+    Kimi-K2.5 wrapper stores it) into the JIT and FlashInfer caches every server is started with."""
+    bin_dir, w, out = tmp_path / "bin", tmp_path / "da", tmp_path / "out"
+    bin_dir.mkdir()
+    out.mkdir()
+    (bin_dir / "python3").write_text(PREP_SHIM.format(py=sys.executable))
+    (bin_dir / "python3").chmod(0o755)
+    (bin_dir / "nvidia-smi").write_text("#!/bin/bash\nexit 0\n")
+    (bin_dir / "nvidia-smi").chmod(0o755)
+    env = clean_env(PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}", OUT=str(out), DA_WORK=str(w), DA_Q="0.3",
+                    DA_STEP="prep", DA_MOE="triton", JITPARTS=str(tmp_path / "none"))
+    cp = subprocess.run(["bash", "benchmark/serving/device_adaptive.sh"], capture_output=True, text=True, timeout=300,
+                        env=env, cwd=str(ROOT))
+    assert cp.returncode == 0, cp.stdout[-3000:] + cp.stderr[-2000:]
+    assert "prebuilding SGLang's speculative JIT modules (vocab 20480)" in cp.stdout, cp.stdout[-3000:]
+    log = w / "prebuild-spec.log"
+    for _ in range(120):  # detached (setsid): it outlives the prep call, as on the GPU
+        if "nothing to build" in log.read_text():
+            break
+        time.sleep(0.5)
+    assert "prebuild_jit --spec: no CUDA device here: nothing to build" in log.read_text()
+    spec_start = (ROOT / "benchmark/serving/device_adaptive.sh").read_text()
+    assert '"FLASHINFER_WORKSPACE_BASE": f"{w}/cache/flashinfer-shared"' in spec_start  # the folder step 1b fills
