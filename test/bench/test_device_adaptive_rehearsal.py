@@ -63,6 +63,7 @@ def test_the_never_slower_lease_runs_end_to_end_with_stub_servers(tmp_path):
         assert c1.returncode == 0, c1.stdout[-3000:] + c1.stderr[-2000:]
         assert "started plain" in (tmp_path / "start" / "device_adaptive-q0.3.log").read_text()
         assert (tmp_path / "o1" / "start.tgz").is_file()
+        assert "4 of 4 servers answer /health" in c1.stdout, c1.stdout[-3000:]  # the launch call waited for them
         c2 = _call(env, tmp_path / "o2", "benchmark/serving/device_adaptive.sh", DA_STEP="measure", DA_KEEP=1,
                    STARTUP_S=120, DA_ANATOMY=1, DA_ANATOMY_SERVERS="ours plain", DA_ANATOMY_LEVELS=8, CONC="1,8",
                    ROUNDS=1, BUDGET_S=50)
