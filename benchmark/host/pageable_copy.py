@@ -9,6 +9,8 @@ This asks the driver directly, with no server: the stream is kept busy by a slee
 issued and its host time measured (time.perf_counter_ns around building the tensor and `.to(..., non_blocking=True)`).
   - pageable:        torch.tensor(...) then .to(cuda, non_blocking=True), as SGLang does;
   - pinned:          the same with .pin_memory() before the copy (PyTorch's cached pinned blocks; its cost included);
+  - pinned, reused:  the values copied into one pinned buffer allocated before the loop, its slice copied (the
+                     `pinned` server's ring: benchmark/serving/plain_clock);
   - pageable, idle:  as pageable with nothing in flight (the copy's own host cost).
 A host time near --busy-ms means the copy waited for the stream; a few µs means it did not.
 
@@ -45,6 +47,7 @@ def _cycles_per_ms(torch) -> float:
 def measure(torch, mode: str, bs: int, repeats: int, busy_cycles: int) -> list[float]:
     """Host µs of building one int32 tensor of `bs` lengths and issuing its non-blocking copy, per repeat."""
     values = list(range(100, 100 + bs))
+    ring = torch.empty(max(bs, 1024), dtype=torch.int32).pin_memory() if mode == "pinned, reused" else None
     out = []
     for _ in range(repeats + 2):  # the first two: warm-up (allocator, pinned cache)
         torch.cuda.synchronize()
@@ -54,6 +57,8 @@ def measure(torch, mode: str, bs: int, repeats: int, busy_cycles: int) -> list[f
         x = torch.tensor(values, dtype=torch.int32, device="cpu")
         if mode == "pinned":
             x = x.pin_memory()
+        elif ring is not None:
+            x = ring[:bs].copy_(x)
         y = x.to(device="cuda", non_blocking=True)
         t1 = time.perf_counter_ns()
         out.append((t1 - t0) / 1000.0)
@@ -80,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, CUDA {torch.version.cuda}; stream busy "
           f"{a.busy_ms:.0f} ms when the copy is issued; host µs per copy, median [min-max] of {a.repeats}")
-    for mode in ("pageable", "pinned", "pageable, idle"):
+    for mode in ("pageable", "pinned", "pinned, reused", "pageable, idle"):
         for bs in a.bs:
             us = measure(torch, mode, bs, a.repeats, busy)
             row = {"mode": mode, "bs": bs, "median_us": statistics.median(us), "min_us": min(us), "max_us": max(us)}

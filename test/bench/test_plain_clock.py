@@ -111,8 +111,16 @@ def test_pinned_lens_routes_sglangs_prepare_through_pinned_cpu_tensors(monkeypat
 
     real = eu.torch
     cur, other, dtype = site.pinned_prepare(sglang_prepare, [5, 7])
-    assert pinned == [[5, 7]] and cur.dtype == torch.int32 and dtype is torch.int32 and other.tolist() == [9]
+    assert cur.tolist() == [5, 7] and cur.dtype == torch.int32 and dtype is torch.int32 and other.tolist() == [9]
+    assert len(pinned) == 1 and len(pinned[0]) == 1024  # one ring slot, pinned once
     assert eu.torch is real  # restored after the call
+    # the ring: 8 slots, each pinned once and then reused (a later tensor of another length reads its own values)
+    for k in range(1, 9):
+        cur, _, _ = site.pinned_prepare(sglang_prepare, list(range(k)) or [0])
+        assert cur.tolist() == (list(range(k)) or [0])
+    assert len(pinned) == site.PinnedRing.RING and site._RING.next == 1
+    big = list(range(2000))  # larger than the slot: that slot grows
+    assert site.pinned_prepare(sglang_prepare, big)[0].tolist() == big and len(pinned[-1]) == 2000
     with pytest.raises(ZeroDivisionError):
         site.pinned_prepare(lambda b: 1 / 0, None)
     assert eu.torch is real  # and after a failing one

@@ -15,9 +15,13 @@ queues instead an experiment on speculative decoding's next-batch preparation: S
 `eagle_prepare_for_decode` builds two small CPU tensors (`torch.tensor(..., device="cpu")`) and copies them to the GPU
 with non_blocking=True on the schedule stream, which SGLang chains to the step in flight; from pageable memory CUDA
 may stage such a copy through a stream sync, blocking the host for the rest of that step. Around that one function the
-`torch` its module sees hands back those CPU tensors pinned (`pin_memory()`: PyTorch's cached pinned blocks), so the
-copies are truly asynchronous; nothing else changes (same values, same order). Measured side by side with `ours`, it
-says whether the step_clock's "preparing the next batch" time was that sync. Benchmark only: the plugin never does it.
+`torch` its module sees hands back those CPU tensors in pinned memory, so the copies are truly asynchronous; nothing
+else changes (same values, same order). The pinned memory is a ring of RING buffers allocated once and reused (each
+slot grown to the largest tensor asked of it; before a slot is refilled, the event recorded after the copy that last
+read it is waited for, in practice long done): on an H100 (2026-12-05, benchmark/host/pageable_copy.py) pinning each
+small tensor anew (`pin_memory()`) cost 191-207 µs of host time behind a busy stream, more than the pageable copy's
+135-155. Measured side by side with `ours`, it says whether the step_clock's "preparing the next batch" time was those
+copies. Benchmark only: the plugin never does it.
 """
 
 import importlib.util
@@ -56,8 +60,47 @@ def _writer(step_clock, folder: str, period: float) -> None:
             last = text
 
 
+class PinnedRing:
+    """RING reused pinned CPU buffers: take(t) copies t into the next slot and returns that view (t's shape and dtype)."""
+
+    RING = 8
+
+    def __init__(self):
+        self.slots = [None] * self.RING  # (pinned 1-D buffer, event recorded after its last copy or None)
+        self.next = 0
+        self.taken = []  # slot indices handed out in the current call
+
+    def take(self, torch, t):
+        i = self.next
+        self.next = (i + 1) % self.RING
+        buf, event = self.slots[i] or (None, None)
+        if event is not None:
+            event.synchronize()  # the copy that last read this slot (RING calls ago) is done
+        n = t.numel()
+        if buf is None or buf.dtype != t.dtype or buf.numel() < n:
+            buf = torch.empty(max(n, 1024), dtype=t.dtype).pin_memory()
+        self.slots[i] = (buf, None)
+        self.taken.append(i)
+        view = buf[:n].view(t.shape)
+        view.copy_(t)
+        return view
+
+    def record(self, torch):
+        """After the call: an event on the current stream for every slot handed out (the copies from them are queued)."""
+        if self.taken and torch.cuda.is_available():
+            for i in self.taken:
+                event = torch.cuda.Event()
+                event.record()
+                self.slots[i] = (self.slots[i][0], event)
+        self.taken = []
+
+
+_RING = PinnedRing()
+
+
 class PinnedTensors:
-    """`torch` as a module sees it: every attribute torch's own, except that torch.tensor(..., device="cpu") is pinned."""
+    """`torch` as a module sees it: every attribute torch's own, except that torch.tensor(..., device="cpu") comes back
+    in a slot of the pinned ring."""
 
     def __init__(self, torch):
         self._torch = torch
@@ -67,7 +110,7 @@ class PinnedTensors:
 
     def tensor(self, *args, **kwargs):
         t = self._torch.tensor(*args, **kwargs)
-        return t.pin_memory() if kwargs.get("device") == "cpu" else t
+        return _RING.take(self._torch, t) if kwargs.get("device") == "cpu" else t
 
 
 PREPARE = "sglang.srt.speculative.eagle_utils.eagle_prepare_for_decode"
@@ -84,6 +127,7 @@ def pinned_prepare(original, batch, *args, **kwargs):
         return original(batch, *args, **kwargs)
     finally:
         module.torch = real
+        _RING.record(real)
 
 
 def _install() -> None:
