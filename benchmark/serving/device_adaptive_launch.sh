@@ -6,7 +6,8 @@
 # (device.sh jit-pack: keep the pieces in .jit/ for the next lease; not when this lease unpacked carried ones), and
 # returns with start.tgz (install, build and suite logs so far) and the start log so far. The measure calls after it
 # (DA_STEP=measure, STARTUP_S long enough) wait for the servers; DA_STEP=measure's logs-q$Q.tgz holds every server log.
-# Knobs: LAUNCH_WAIT_S (480: the longest wait for the prebuild); the rest pass through to device_adaptive.sh (DA_Q,
+# Knobs: LAUNCH_WAIT_S (480: the longest wait for the prebuild), LAUNCH_HEALTHY_S (540: then every server's /health is
+# waited for until this long after the call's start); the rest pass through to device_adaptive.sh (DA_Q,
 # DA_OFF, DA_SUITE, ...; DA_START_END_S defaults to 1 here: the detached start stops after starting the servers, so it
 # never reads step ratios beside a measure call's rounds).
 set -uo pipefail
