@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 from helpers import ROOT, clean_env
 
+pytestmark = pytest.mark.slow  # bash and Python processes (the prep step's prebuild imports SGLang)
+
 SHIM = """#!/bin/bash
 # no GPU here: nvidia-smi answers nothing; every python3 call is the real interpreter
 exec "{py}" "$@"
