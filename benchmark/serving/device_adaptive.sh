@@ -57,21 +57,14 @@ PIDS=()
 STEP=${DA_STEP:-all}  # all | prep (the JIT prebuild and the pair only) | start (build and start the servers, leave them
 # running, then the step ratios if DA_START_END_S leaves time) | measure (the servers of start)
 case $STEP in all|prep|start|measure) ;; *) echo "device_adaptive.sh: DA_STEP=$STEP: expected all, prep, start or measure" >&2; exit 2;; esac
-# A measure call that measured nothing (no e2e row, no load step) while a server is still starting leaves every server
-# running whatever DA_KEEP says: on 2026-12-05 (H100, fresh box) ours and pinned were still starting (their adaptive
-# states built, the traffic warm-up ahead) when a call without DA_KEEP ran out of STARTUP_S, and its cleanup stopped them
+# A measure call that measured nothing (no e2e row, no load step) leaves servers still starting running whatever
+# DA_KEEP says (benchmark/serving/keep_starting.sh)
+source "$(dirname "$0")/keep_starting.sh"
 MEASURED=0
-still_starting() {  # the names of servers whose process group lives but whose /health does not answer 200
-  local n f
-  for n in ${NAMES:-}; do
-    f="$W/pid-q$Q-$n"
-    [ -f "$f" ] && kill -0 -- "-$(cat "$f")" 2>/dev/null && ! healthy "$(url_of "$n")" && printf '%s ' "$n"
-  done
-}
 cleanup() {
   local stop=0 starting=
   if [ "$STEP" = all ] || { [ "$STEP" = measure ] && [ "${DA_KEEP:-0}" != 1 ]; }; then stop=1; fi
-  [ $stop = 1 ] && [ "$STEP" = measure ] && [ "$MEASURED" != 1 ] && starting=$(still_starting)
+  [ $stop = 1 ] && [ "$STEP" = measure ] && [ "$MEASURED" != 1 ] && starting=$(still_starting "$W/spec-q$Q.json" "$W/pid-q$Q-")
   if [ -n "${starting:-}" ]; then
     say "kept every server running: this call measured nothing and ${starting}still starting (the next DA_STEP=measure call, with a longer STARTUP_S, finds them)"
     stop=0
@@ -367,8 +360,7 @@ timeout -s INT $((DEADLINE + 20 - $(date +%s))) python3 benchmark/serving/e2e.py
   --temperatures 0 --rounds "${ROUNDS:-3}" --round-s 20 --max-new-tokens 128 --workload-cap "${CAP:-256}" \
   --cold-requests 1 --min-requests 4 --finish-by "$DEADLINE"
 say "e2e.py exit $?"
-python3 -c "import json, sys; sys.exit(0 if json.load(open(sys.argv[1])).get('rows') else 1)" "$OUT/e2e-q$Q.json" 2>/dev/null \
-  && MEASURED=1
+measured_rows "$OUT/e2e-q$Q.json" && MEASURED=1
 for n in $NAMES; do
   f=$(ls "$W/status/$n"/*.json 2>/dev/null | head -1)
   # per server: the controller's switches and pool, the off-state extend policy (skipped batches, primed step ups)

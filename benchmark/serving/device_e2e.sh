@@ -48,8 +48,19 @@ exec > >(tee -a "$OUT/device_e2e-$STEP.log") 2>&1
 say() { echo "[device_e2e $(( $(date +%s) - T0 )) s] $*"; }
 PIDS=()
 stop_group() { kill -TERM -- "-$1" 2>/dev/null; }
+# a measure call that measured nothing (no e2e row) leaves servers still starting running whatever KEEP_SERVERS says
+# (benchmark/serving/keep_starting.sh)
+source "$(dirname "$0")/keep_starting.sh"
+MEASURED=0
 cleanup() {
-  if [ "$STEP" != start ] && [ "${KEEP_SERVERS:-0}" != 1 ]; then
+  local stop=0 starting=
+  [ "$STEP" != start ] && [ "${KEEP_SERVERS:-0}" != 1 ] && stop=1
+  [ $stop = 1 ] && [ "$STEP" = measure ] && [ "$MEASURED" != 1 ] && starting=$(still_starting "$W/spec.json" "$W/pid-")
+  if [ -n "${starting:-}" ]; then
+    say "kept every server running: this call measured nothing and ${starting}still starting (the next E2E_STEP=measure call finds them)"
+    stop=0
+  fi
+  if [ $stop = 1 ]; then
     for p in "${PIDS[@]}"; do stop_group "$p"; done
     sleep 5
     for p in "${PIDS[@]}"; do kill -KILL -- "-$p" 2>/dev/null; done
@@ -190,6 +201,7 @@ timeout -s INT $((DEADLINE - ANATOMY_S + 30 - $(date +%s))) python3 benchmark/se
   --concurrency "${CONC:-1,4,16,64}" --temperatures "${TEMPS:-0,0.7}" ${STEADY_TEMPS:+--steady-temperatures "$STEADY_TEMPS"} --rounds "${ROUNDS:-3}" --round-s "${ROUND_S:-20}" \
   --max-new-tokens 128 "${FITARGS[@]}" "${RESUMEARGS[@]}" --startup-timeout-s $STARTUP_S
 rc=$?
+measured_rows "$OUT/e2e.json" && MEASURED=1  # (with RESUME=1: rows of an earlier call count too)
 cp "$OUT/e2e.json" "$W/e2e.json" 2>/dev/null  # for RESUME=1 in the next call
 say "e2e.py exit $rc"
 grep -h "kernel warm-up\|traffic warm-up" "$W"/logs/*.log | cut -c1-400

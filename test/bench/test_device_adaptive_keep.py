@@ -1,4 +1,5 @@
-"""device_adaptive.sh's measure step never stops a server that is still starting when the call measured nothing.
+"""The lease's measure steps (device_adaptive.sh, device_e2e.sh) never stop a server that is still starting when the
+call measured nothing.
 
 On 2026-12-05 (H100, a fresh box) the spec servers were still starting when a measure call's STARTUP_S ran out; that
 call (DA_KEEP unset) stopped them, and the next call waited on nothing. Here the real script runs its measure step over a spec of two servers: one whose process group
@@ -123,3 +124,24 @@ def test_the_start_prebuilds_sglangs_speculative_modules_for_the_pairs_vocabular
     assert "prebuild_jit --spec: no CUDA device here: nothing to build" in log.read_text()
     spec_start = (ROOT / "benchmark/serving/device_adaptive.sh").read_text()
     assert '"FLASHINFER_WORKSPACE_BASE": f"{w}/cache/flashinfer-shared"' in spec_start  # the folder step 1b fills
+
+
+def test_device_e2e_keeps_a_starting_server_the_same_way(tmp_path, work):
+    """device_e2e.sh (the auto / upstream lease) shares the rule: its measure step, servers from spec.json and pid-NAME."""
+    w, starting = work
+    spec = json.loads((w / "spec-q0.3.json").read_text())
+    (w / "spec.json").write_text(json.dumps(spec))
+    (w / "pid-ours").write_text((w / "pid-q0.3-ours").read_text())
+    bin_dir, out = tmp_path / "bin", tmp_path / "out"
+    for d in (bin_dir, out):
+        d.mkdir()
+    (bin_dir / "python3").write_text(SHIM.format(py=sys.executable))
+    (bin_dir / "nvidia-smi").write_text("#!/bin/bash\nexit 0\n")
+    for f in bin_dir.iterdir():
+        f.chmod(0o755)
+    env = clean_env(PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}", OUT=str(out), E2E_WORK=str(w), E2E_STEP="measure",
+                    STARTUP_S="1", READY_S="0", BUDGET_S="3", CONC="1", TEMPS="0", ROUNDS="1")
+    cp = subprocess.run(["bash", "benchmark/serving/device_e2e.sh"], capture_output=True, text=True, timeout=180, env=env,
+                        cwd=str(ROOT))
+    assert "kept every server running: this call measured nothing and ours still starting" in cp.stdout, cp.stdout[-3000:]
+    assert starting.poll() is None
