@@ -364,23 +364,12 @@ measured_rows "$OUT/e2e-q$Q.json" && MEASURED=1
 for n in $NAMES; do
   f=$(ls "$W/status/$n"/*.json 2>/dev/null | head -1)
   # per server: the controller's switches and pool, the off-state extend policy (skipped batches, primed step ups)
-  [ -n "$f" ] && say "$n status: $(python3 -c "
-import json, sys
-rows = {r['name']: r for r in json.load(open(sys.argv[1]))['hooks']}
-for name in ('adaptive_control', 'offstate_extend'):
-    r = rows.get(name)
-    if r:
-        print(name, r['state'], (r.get('counters') or {}).get('ours'), '...' + r['detail'][-160:], end='; ')
-" "$f" 2>/dev/null | cut -c1-700)"
+  [ -n "$f" ] && say "$n status: $(python3 benchmark/serving/status_rows.py status "$f" | cut -c1-700)"
   # plain: the same medians from benchmark/serving/plain_clock (its scheduler's file)
   [ "$n" = plain ] && for c in "$W"/status/plain/clock/plain-pid*.txt; do
     [ -f "$c" ] && say "plain step_clock ($(basename "$c")): $(cut -c1-1200 "$c")"
   done
   # per server: the step_clock row (per runtime state: medians of wall, launch, GPU wait, the rest; host- or GPU-bound)
-  [ -n "$f" ] && say "$n step_clock: $(python3 -c "
-import json, sys
-r = {r['name']: r for r in json.load(open(sys.argv[1]))['hooks']}.get('step_clock')
-print(f"{r['state']}: {r['detail']}" if r else 'no row')
-" "$f" 2>/dev/null | cut -c1-1200)"
+  [ -n "$f" ] && say "$n step_clock: $(python3 benchmark/serving/status_rows.py step_clock "$f")"
 done
 exit 0  # (the loop's last test must not become the script's exit status: a server without a status file is no error)

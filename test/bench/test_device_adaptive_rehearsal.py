@@ -28,6 +28,8 @@ fi
 if [ "$1" = "-m" ] && [ "$2" = "sglang_kimi_eagle3.tiny" ]; then mkdir -p "$3/target" "$3/draft"; exit 0; fi
 exec "{py}" "$@"
 """
+STEP_CLOCK = ("steps 0: 1863 steps read; medians per step of the last 1863: wall 77.19 ms, launch 4.27 (verify 2.43, "
+              "draft extend 1.40; graph launches 0.14), waiting on the GPU 67.08: GPU-bound")
 PORTS = {"plain": 30501, "fixed": 30502, "ours": 30504, "pinned": 30510}
 
 
@@ -64,12 +66,20 @@ def test_the_never_slower_lease_runs_end_to_end_with_stub_servers(tmp_path):
         assert "started plain" in (tmp_path / "start" / "device_adaptive-q0.3.log").read_text()
         assert (tmp_path / "o1" / "start.tgz").is_file()
         assert "4 of 4 servers answer /health" in c1.stdout, c1.stdout[-3000:]  # the launch call waited for them
+        # ours' status file as a live server writes it (the stub writes none): the log must carry its rows
+        (work / "status" / "ours").mkdir(parents=True, exist_ok=True)
+        (work / "status" / "ours" / "port30504.json").write_text(json.dumps({"hooks": [
+            {"name": "adaptive_control", "state": "applied", "counters": {"ours": {"steps 3->0": 7}},
+             "detail": "measured step time / modelled: bs 8: steps 0 x4.05"},
+            {"name": "step_clock", "state": "applied", "detail": STEP_CLOCK}]}))
         c2 = _call(env, tmp_path / "o2", "benchmark/serving/device_adaptive.sh", DA_STEP="measure", DA_KEEP=1,
                    STARTUP_S=120, DA_ANATOMY=1, DA_ANATOMY_SERVERS="ours plain", DA_ANATOMY_LEVELS=8, CONC="1,8",
                    ROUNDS=1, BUDGET_S=50)
         assert c2.returncode == 0, c2.stdout[-3000:]
         for n in ("fixed", "ours", "pinned"):
             assert f"greedy check {n} vs plain: 8/8 prompts identical" in c2.stdout, n
+        assert f"ours step_clock: applied: {STEP_CLOCK}" in c2.stdout, c2.stdout[-3000:]
+        assert "ours status: adaptive_control applied {'steps 3->0': 7}" in c2.stdout, c2.stdout[-3000:]
         e2e = json.loads((tmp_path / "o2" / "e2e-q0.3.json").read_text())
         assert set(PORTS) <= set(e2e["servers"]) and e2e["rows"], list(e2e["servers"])
         assert all(_listening(p) for p in PORTS.values())  # DA_KEEP=1: still serving for the next call
