@@ -371,5 +371,10 @@ for n in $NAMES; do
   done
   # per server: the step_clock row (per runtime state: medians of wall, launch, GPU wait, the rest; host- or GPU-bound)
   [ -n "$f" ] && say "$n step_clock: $(python3 benchmark/serving/status_rows.py step_clock "$f")"
+  # its steps over plain decoding's at the same batch sizes (the like-for-like reading; both rows keep 16+ per bucket)
+  [ -n "$f" ] && [ "$n" != plain ] && for c in "$W"/status/plain/clock/plain-pid*.txt; do
+    [ -f "$c" ] && say "$n step_clock over plain's: $(python3 benchmark/serving/status_rows.py compare "$f" "$c")"
+    break
+  done
 done
 exit 0  # (the loop's last test must not become the script's exit status: a server without a status file is no error)

@@ -2,6 +2,7 @@
 
     python3 benchmark/serving/status_rows.py status FILE      # adaptive_control / offstate_extend: state, switches
     python3 benchmark/serving/status_rows.py step_clock FILE  # the step_clock row: per runtime state, medians
+    python3 benchmark/serving/status_rows.py compare FILE PLAIN_TXT  # its states' steps over plain's, per batch size
 
 A file that is missing or not a status file prints one line saying so (never a traceback, never an empty line: on
 2026-12-05 an inline `python3 -c` with nested double quotes printed nothing for every server, and the run's
@@ -10,7 +11,11 @@ step_clock reading had to be dug out of the packed status files)."""
 from __future__ import annotations
 
 import json
+import re
 import sys
+
+BY_BATCH = re.compile(r"; by batch size, wall / GPU wait ms \(steps\): (.*)$")
+ENTRY = re.compile(r"(\d+(?:-\d+)?): ([\d.]+) / ([\d.]+) \((\d+)\)")
 
 
 def _rows(path: str) -> dict:
@@ -33,16 +38,44 @@ def step_clock_line(path: str) -> str:
     return f"{r['state']}: {r.get('detail', '')}" if r else "no step_clock row"
 
 
+def by_batch(detail: str) -> dict[str, dict[str, tuple[float, float, int]]]:
+    """A step_clock detail (the row's, or plain_clock's file) -> {state label: {bucket: (wall ms, GPU wait ms, n)}}."""
+    out = {}
+    for part in detail.split(" | "):
+        label = part.split(":", 1)[0].strip()
+        m = BY_BATCH.search(part)
+        out[label] = {b: (float(w), float(g), int(n)) for b, w, g, n in ENTRY.findall(m.group(1))} if m else {}
+    return out
+
+
+def compare_line(path: str, plain_path: str) -> str:
+    """Each of the server's states over plain decoding, median wall per decode step, bucket by bucket."""
+    r = _rows(path).get("step_clock")
+    with open(plain_path) as f:
+        plain = by_batch(f.read().strip()).get("plain decoding", {})
+    if not r or not plain:
+        return "no per-batch-size readings to compare (" + ("plain's" if r else "this server's") + " are missing)"
+    parts = []
+    for label, buckets in by_batch(r.get("detail", "")).items():
+        common = [b for b in buckets if b in plain]
+        if common:
+            parts.append(f"{label} / plain decoding: " + ", ".join(
+                f"bs {b}: {buckets[b][0] / plain[b][0]:.3f} ({buckets[b][0]:.2f} / {plain[b][0]:.2f} ms)"
+                for b in common))
+    return "; ".join(parts) if parts else "no batch-size bucket read on both"
+
+
 def main(argv: list[str]) -> int:
-    if len(argv) != 2 or argv[0] not in ("status", "step_clock"):
-        print("usage: status_rows.py status|step_clock STATUS_FILE", file=sys.stderr)
+    if not ((len(argv) == 2 and argv[0] in ("status", "step_clock")) or (len(argv) == 3 and argv[0] == "compare")):
+        print("usage: status_rows.py status|step_clock STATUS_FILE | compare STATUS_FILE PLAIN_CLOCK_TXT", file=sys.stderr)
         return 2
-    kind, path = argv
+    kind, path = argv[:2]
     try:
-        line = status_line(path) if kind == "status" else step_clock_line(path)
+        line = (status_line(path) if kind == "status" else step_clock_line(path) if kind == "step_clock"
+                else compare_line(path, argv[2]))
     except (OSError, ValueError, KeyError, TypeError) as e:
         line = f"unreadable status file {path}: {type(e).__name__}: {e}"
-    print(line[:1200])
+    print(line[:2000])
     return 0
 
 

@@ -29,7 +29,10 @@ if [ "$1" = "-m" ] && [ "$2" = "sglang_kimi_eagle3.tiny" ]; then mkdir -p "$3/ta
 exec "{py}" "$@"
 """
 STEP_CLOCK = ("steps 0: 1863 steps read; medians per step of the last 1863: wall 77.19 ms, launch 4.27 (verify 2.43, "
-              "draft extend 1.40; graph launches 0.14), waiting on the GPU 67.08: GPU-bound")
+              "draft extend 1.40; graph launches 0.14), waiting on the GPU 67.08: GPU-bound; by batch size, wall / GPU "
+              "wait ms (steps): 5-8: 77.19 / 67.08 (1000)")
+PLAIN_CLOCK = ("plain decoding: 900 steps read; medians per step of the last 900: wall 49.54 ms: GPU-bound; by batch size, "
+               "wall / GPU wait ms (steps): 5-8: 49.54 / 45.72 (900)")
 PORTS = {"plain": 30501, "fixed": 30502, "ours": 30504, "pinned": 30510}
 
 
@@ -72,6 +75,8 @@ def test_the_never_slower_lease_runs_end_to_end_with_stub_servers(tmp_path):
             {"name": "adaptive_control", "state": "applied", "counters": {"ours": {"steps 3->0": 7}},
              "detail": "measured step time / modelled: bs 8: steps 0 x4.05"},
             {"name": "step_clock", "state": "applied", "detail": STEP_CLOCK}]}))
+        (work / "status" / "plain" / "clock").mkdir(parents=True, exist_ok=True)  # as plain_clock writes it
+        (work / "status" / "plain" / "clock" / "plain-pid1.txt").write_text(PLAIN_CLOCK + "\n")
         c2 = _call(env, tmp_path / "o2", "benchmark/serving/device_adaptive.sh", DA_STEP="measure", DA_KEEP=1,
                    STARTUP_S=120, DA_ANATOMY=1, DA_ANATOMY_SERVERS="ours plain", DA_ANATOMY_LEVELS=8, CONC="1,8",
                    ROUNDS=1, BUDGET_S=50)
@@ -80,6 +85,8 @@ def test_the_never_slower_lease_runs_end_to_end_with_stub_servers(tmp_path):
             assert f"greedy check {n} vs plain: 8/8 prompts identical" in c2.stdout, n
         assert f"ours step_clock: applied: {STEP_CLOCK}" in c2.stdout, c2.stdout[-3000:]
         assert "ours status: adaptive_control applied {'steps 3->0': 7}" in c2.stdout, c2.stdout[-3000:]
+        assert ("ours step_clock over plain's: steps 0 / plain decoding: bs 5-8: 1.558 (77.19 / 49.54 ms)"
+                in c2.stdout), c2.stdout[-3000:]
         e2e = json.loads((tmp_path / "o2" / "e2e-q0.3.json").read_text())
         assert set(PORTS) <= set(e2e["servers"]) and e2e["rows"], list(e2e["servers"])
         assert all(_listening(p) for p in PORTS.values())  # DA_KEEP=1: still serving for the next call

@@ -12,6 +12,7 @@ own load_plugins() the four targets route through the hook, or with SGLANG_KIMI_
 import types
 
 import pytest
+import torch
 from helpers import run_json
 
 from sglang_kimi_eagle3.integration import launch_record
@@ -37,7 +38,7 @@ class Worker:
 
 
 def _step(now, worker, mode=ForwardMode.DECODE, launch=(0.3e-3, 1.0e-3, 0.4e-3), wait=0.0, rest=8.0e-3,
-          prev_result=True, prepare=0.5e-3, replay=0.1e-3):
+          prev_result=True, prepare=0.5e-3, replay=0.1e-3, bs=0):
     """One pass of the scheduler loop: launch a batch (its own host time, then verify, then draft extend), then the
     previous step's result (its GPU wait first), then the rest of the loop, which ends preparing the next batch
     (`prepare` of `rest`)."""
@@ -59,7 +60,8 @@ def _step(now, worker, mode=ForwardMode.DECODE, launch=(0.3e-3, 1.0e-3, 0.4e-3),
         hook._part("verify")(sglang_verify, w, batch)
         hook._part("extend")(sglang_extend, object(), batch, None, kv_loc_plan=None)
 
-    hook._forward(sglang_forward, worker, types.SimpleNamespace(forward_mode=mode, is_extend_in_batch=False))
+    lens = {"seq_lens": torch.zeros(bs, dtype=torch.int64)} if bs else {}  # SGLang's batch: one length per request
+    hook._forward(sglang_forward, worker, types.SimpleNamespace(forward_mode=mode, is_extend_in_batch=False, **lens))
     if prev_result:
         event = types.SimpleNamespace(synchronize=lambda: now.__setitem__(0, now[0] + wait))
         hook._wait(object(), object(), types.SimpleNamespace(copy_done=event))
@@ -163,6 +165,43 @@ def test_the_row_shows_the_medians_once_a_state_has_enough_steps(clock):
     assert hookstatus.calls() == calls + 1  # the status writer rewrites its file
     hook.tick()  # nothing new: no rewrite
     assert hookstatus.calls() == calls + 1
+
+
+def test_steps_are_also_shown_per_batch_size_bucket(clock):
+    """A state's steps at 2 and at 8 requests are different work: the row gives each bucket's medians (wall / GPU
+    wait), the only like-for-like comparison with plain decoding's row; buckets under MIN_READ readings are left out."""
+    assert [hook.bucket(b) for b in (0, 1, 2, 3, 4, 5, 8, 9, 16, 128, 129)] == [
+        None, "1", "2", "3-4", "3-4", "5-8", "5-8", "9-16", "9-16", "65-128", "129-256"]
+    w = Worker(0)
+    for _ in range(20):
+        _step(clock, w, wait=2e-3, rest=1e-3, bs=2)
+    for _ in range(20):
+        _step(clock, w, wait=6e-3, rest=1e-3, bs=7)
+    for _ in range(5):
+        _step(clock, w, wait=9e-3, rest=1e-3, bs=64)
+    detail = hook.summary()
+    # an interval is read under the batch its launch ran (the first bs-7 launch closes a bs-2 interval)
+    assert detail.endswith("; by batch size, wall / GPU wait ms (steps): 2: 4.70 / 2.00 (20), 5-8: 8.70 / 6.00 (20)"), detail
+
+
+def test_readings_before_the_traffic_warm_up_ended_are_dropped(clock, monkeypatch):
+    from sglang_kimi_eagle3.integration.hooks import serving_compiles
+
+    ended = [False]
+    monkeypatch.setattr(serving_compiles, "warmup_ended", lambda: ended[0])
+    w = Worker(0)
+    for _ in range(30):  # warm-up traffic
+        _step(clock, w, wait=0.0, rest=20e-3)
+    hook.tick()
+    assert hookstatus.get(hook.NAME).detail.startswith("steps 0: 29 steps read; medians")
+    ended[0] = True
+    hook.tick()  # the marker: the scheduler thread drops the warm-up's readings at its next step
+    for _ in range(21):
+        _step(clock, w, wait=0.0, rest=5e-3)
+    hook.tick()
+    detail = hookstatus.get(hook.NAME).detail
+    assert detail.startswith("steps 0: 20 steps read since the traffic warm-up ended; medians per step of the last 20: "
+                             "wall 6.70 ms"), detail
 
 
 ROUTED = """

@@ -29,8 +29,12 @@ How: the scheduler thread launches a step (forward_batch_generation: CUDA runs i
   ran at), the last 2048 steps are kept; the status writer (every 2 s, off the scheduler thread) puts their medians in
   the row, e.g. `steps 0: 5120 steps read; medians per step: wall 10.31 ms, launch 1.92 (verify 1.10, draft extend
   0.41; graph launches 0.30), waiting on the GPU 0.05, rest of the loop 8.30 (preparing the next batch 7.90); waited
-  over 0.2 ms in 3 % of steps: host-bound, blocked preparing the next batch`. Each read costs the scheduler a few
-  clock reads and wrapper calls (about 6 µs of a 5-50 ms step on a 2-core CPU box).
+  over 0.2 ms in 3 % of steps: host-bound, blocked preparing the next batch`, then per batch-size bucket (1, 2, 3-4,
+  5-8, ...) with 16 readings the median wall and GPU wait: a state's steps at 2 and at 8 requests are different work,
+  and only the same bucket of plain decoding's row (benchmark/serving/plain_clock) is their comparison. When the
+  traffic warm-up's end marker appears (serving_compiles), the readings before it are dropped and the row says "since
+  the traffic warm-up ended": warm-up batches (prompts of up to 3600 tokens, sizes 1-64) are no serving traffic.
+  Each read costs the scheduler a few clock reads and wrapper calls (about 6 µs of a 5-50 ms step on a 2-core CPU box).
 Scope: our launches only (EAGLE/EAGLE3 with a draft); SGLANG_KIMI_EAGLE3_STEP_CLOCK=off registers nothing.
 Status row `step_clock`: registered / applied (the medians once 16 steps of a state were read) / skipped (off) /
   failed (a target missing).
@@ -68,12 +72,15 @@ WAITED_S = 2e-4  # a step "waited on the GPU" when blocked longer than this
 # the step being launched / the open interval: start of the last decode launch (None: nothing open, or broken),
 # its launch, verify and draft-extend host seconds, its steps, the GPU wait and the next batch's preparation since
 _OPEN: dict = {"t0": None, "launch": 0.0, "verify": 0.0, "extend": 0.0, "steps": None, "wait": 0.0, "prepare": 0.0,
-               "replay": 0.0}
-FIELDS = ("wall", "launch", "verify", "extend", "wait", "prepare", "replay")  # one reading, seconds each
-STEPS: dict[int, deque] = {}  # steps -> deque of readings (FIELDS)
+               "replay": 0.0, "bs": 0}
+FIELDS = ("wall", "launch", "verify", "extend", "wait", "prepare", "replay")  # one reading, seconds each (+ its bs)
+STEPS: dict[int, deque] = {}  # steps -> deque of readings (FIELDS, then the batch size; 0: not known)
 _READ: dict[int, int] = {}  # steps -> steps read in this process (all, not only the kept ones)
 _SHOWN: list = [None]  # the detail last put in the row
 _ALL = [False]  # time every launch's decode steps, not only ours: enable_everywhere() (benchmarks, never the plugin)
+# the traffic warm-up's end: tick() sees the marker (serving_compiles) and asks the scheduler thread, which appends
+# the readings, to drop what it read before (warm-up traffic is no serving traffic); "since" labels the row after
+_WARM = {"ended": False, "reset": False}
 
 
 def install() -> None:
@@ -107,12 +114,32 @@ def _forward(original, worker, batch, *args, **kwargs):
         return original(worker, batch, *args, **kwargs)
     t0 = time.perf_counter()
     _close(t0)
-    _OPEN.update(t0=t0, verify=0.0, extend=0.0, wait=0.0, launch=0.0, steps=None, prepare=0.0, replay=0.0)
+    _OPEN.update(t0=t0, verify=0.0, extend=0.0, wait=0.0, launch=0.0, steps=None, prepare=0.0, replay=0.0,
+                 bs=_batch_size(batch))
     out = original(worker, batch, *args, **kwargs)
     _OPEN["launch"] = time.perf_counter() - t0
     # after activate_step_by_batch: the state it ran (a plain worker has none: PLAIN)
     _OPEN["steps"] = getattr(worker, "speculative_num_steps", PLAIN)
     return out
+
+
+def _batch_size(batch) -> int:
+    """The decode batch's requests (SGLang's own measure, `seq_lens.shape[0]`); 0 where the batch does not say."""
+    lens = getattr(batch, "seq_lens", None)
+    try:
+        return int(lens.shape[0]) if lens is not None else int(batch.batch_size())
+    except (AttributeError, TypeError, ValueError, IndexError):
+        return 0
+
+
+def bucket(bs: int) -> str | None:
+    """The batch-size bucket a reading is shown under: 1, 2, 3-4, 5-8, ... (None: not known)."""
+    if bs <= 0:
+        return None
+    if bs <= 2:
+        return str(bs)
+    hi = 1 << (bs - 1).bit_length()
+    return f"{hi // 2 + 1}-{hi}"
 
 
 def _wait(*args, **kwargs):
@@ -150,10 +177,15 @@ def _close(now: float) -> None:
     t0, steps = _OPEN["t0"], _OPEN["steps"]
     if t0 is None or steps is None:
         return
+    if _WARM["reset"]:  # the warm-up ended: its readings go (here, on the thread that appends them), and this one,
+        _WARM["reset"] = False  # which began before the marker
+        STEPS.clear()
+        _READ.clear()
+        return
     wall = now - t0
     if not 0 < wall <= MAX_WALL_S:
         return
-    STEPS.setdefault(steps, deque(maxlen=KEEP)).append((wall, *(_OPEN[f] for f in FIELDS[1:])))
+    STEPS.setdefault(steps, deque(maxlen=KEEP)).append((wall, *(_OPEN[f] for f in FIELDS[1:]), _OPEN["bs"]))
     _READ[steps] = _READ.get(steps, 0) + 1
 
 
@@ -185,17 +217,37 @@ def summary() -> str | None:
         elif waited < 0.75 and replay > 0.5 * wall:  # the host's time goes to cudaGraphLaunch
             verdict += ", mostly launching CUDA graphs"
         label = "plain decoding" if steps == PLAIN else f"steps {steps}"
-        parts.append(f"{label}: {_READ[steps]} steps read; medians per step of the last {len(rows)}: wall "
+        since = " since the traffic warm-up ended" if _WARM["ended"] else ""
+        parts.append(f"{label}: {_READ[steps]} steps read{since}; medians per step of the last {len(rows)}: wall "
                      f"{wall:.2f} ms, launch {launch:.2f} (verify {verify:.2f}, draft extend {extend:.2f}; graph launches "
                      f"{replay:.2f}), waiting on "
                      f"the GPU {wait:.2f}, rest of the loop {rest:.2f} (preparing the next batch {prepare:.2f}); "
                      f"waited over {WAITED_S * 1e3:.1f} ms in "
-                     f"{waited:.0%} of steps: {verdict}")
+                     f"{waited:.0%} of steps: {verdict}{_by_batch(rows)}")
     return " | ".join(parts) if parts else None
+
+
+def _by_batch(rows: list) -> str:
+    """Per batch-size bucket with MIN_READ readings: the median wall and GPU wait (a state's steps at different batch
+    sizes are different work: set them against plain decoding's at the same size)."""
+    groups: dict[str, list] = {}
+    for r in rows:
+        b = bucket(r[len(FIELDS)])
+        if b is not None:
+            groups.setdefault(b, []).append(r)
+    shown = [(b, g) for b, g in groups.items() if len(g) >= MIN_READ]
+    if not shown:
+        return ""
+    shown.sort(key=lambda bg: int(bg[0].split("-")[0]))
+    return "; by batch size, wall / GPU wait ms (steps): " + ", ".join(
+        f"{b}: {median(r[0] for r in g) * 1e3:.2f} / {median(r[4] for r in g) * 1e3:.2f} ({len(g)})" for b, g in shown)
 
 
 def tick() -> None:
     """The status writer's poll (every FLUSH_S s, its own thread): the medians into the row when they changed."""
+    if not _WARM["ended"] and _warmup_ended():
+        _WARM.update(ended=True, reset=True)
+        return  # the scheduler thread drops the warm-up's readings at its next step; the row follows then
     try:
         detail = summary()
     except RuntimeError:  # a reading landed while this copied (one more try in FLUSH_S seconds)
@@ -207,9 +259,19 @@ def tick() -> None:
     hookstatus.bump()
 
 
+def _warmup_ended() -> bool:
+    try:
+        from .serving_compiles import warmup_ended
+
+        return warmup_ended()
+    except Exception:  # the marker is a nicety of the reading, never a reason for the writer thread to stop
+        return False
+
+
 def reset() -> None:
     """Tests: forget every reading."""
-    _OPEN.update(t0=None, launch=0.0, verify=0.0, extend=0.0, steps=None, wait=0.0, prepare=0.0, replay=0.0)
+    _OPEN.update(t0=None, launch=0.0, verify=0.0, extend=0.0, steps=None, wait=0.0, prepare=0.0, replay=0.0, bs=0)
+    _WARM.update(ended=False, reset=False)
     STEPS.clear()
     _READ.clear()
     _SHOWN[0] = None
