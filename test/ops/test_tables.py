@@ -55,3 +55,19 @@ def test_a_table_written_later_counts_after_clear_cache(h200, tmp_path, monkeypa
     assert tables.launch_table(CUDA0) is before  # memoised until the tables are re-read
     tables.clear_cache()
     assert tables.launch_table(CUDA0)["ops"][OP]["wins"] == ["n4_bs1"]
+
+
+def test_the_h100_has_its_own_measured_verify_wins_and_other_sm90_parts_none(h200, monkeypatch):
+    """On an H100 `auto` runs our tree sampling and argmax + verify (eager wins measured there), never our
+    verify_greedy (a loss per eager call); an SM90 part with no table of its own keeps SGLang's kernels."""
+    monkeypatch.setitem(tables._DEVICE_KEYS, 0, ("NVIDIA H100 80GB HBM3", (9, 0)))
+    tables.clear_cache()
+    t = tables.launch_table(CUDA0)
+    for op in ("tree_sampling", "argmax_verify"):
+        assert all(arch.use_ours(op, arch.tree_shape_key(bs, 4), t) for bs in (1, 4, 16, 64, 128)), op
+        assert not arch.use_ours(op, arch.tree_shape_key(256, 4), t) and not arch.use_ours(op, "n16_bs1", t)
+        assert arch.op_config(op, {"bs": 128, "n": 4}, t)["num_warps"] == 4  # tune's config at bs 65-128
+    assert not any(arch.use_ours("verify_greedy", arch.tree_shape_key(bs, 4), t) for bs in (1, 16, 128))
+    monkeypatch.setitem(tables._DEVICE_KEYS, 0, ("NVIDIA H800", (9, 0)))
+    tables.clear_cache()
+    assert not tables.launch_table(CUDA0)["ops"]["tree_sampling"].get("wins")

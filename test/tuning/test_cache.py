@@ -53,13 +53,16 @@ def test_bundled_only_origin(tune_dir):
     assert t["origin"].startswith("bundled sm90.draft_head.json (compile-verified only, no measured wins)")
     assert "NVIDIA_H200.draft_head.json (measured on NVIDIA H200, 2026-11-29)" in t["origin"]
     assert "NVIDIA_H200.verify.json (measured on NVIDIA H200" in t["origin"] and "note" not in t["origin"]
-    h100 = tables.load_table("NVIDIA H100 80GB HBM3", SM90)  # same architecture, not measured there: no wins
-    assert "NVIDIA_H200" not in h100["origin"] and not any(s.get("wins") for s in h100["ops"].values())
+    h800 = tables.load_table("NVIDIA H800", SM90)  # same architecture, not measured there: no wins
+    assert "NVIDIA_H200" not in h800["origin"] and not any(s.get("wins") for s in h800["ops"].values())
+    h100 = tables.load_table("NVIDIA H100 80GB HBM3", SM90)  # its own verify table: measured there
+    assert "NVIDIA_H100_80GB_HBM3.verify.json (measured on NVIDIA H100 80GB HBM3" in h100["origin"]
+    assert "NVIDIA_H200" not in h100["origin"] and h100["ops"]["tree_sampling"]["wins"]
     sm120 = tables.load_table("NVIDIA RTX PRO 6000 Blackwell Workstation Edition", (12, 0))
     assert "compile-verified only, no measured wins" in sm120["origin"]
     # compile-verified tables only: the line says what measures this GPU (a table measured somewhere does not)
     hint = "; `sglang-kimi-eagle3 tune` on this GPU measures where ours win"
-    assert sm120["origin"].endswith(hint) and h100["origin"].endswith(hint) and "tune" not in t["origin"]
+    assert sm120["origin"].endswith(hint) and h800["origin"].endswith(hint) and "tune" not in t["origin"]
     assert "no bundled table" in tables.load_table(None, None)["origin"]
     b200 = tables.load_table("NVIDIA B200", (10, 0))["origin"]  # no table of any kind: the same hint
     assert b200.startswith("no bundled table for this GPU") and b200.endswith(hint), b200
