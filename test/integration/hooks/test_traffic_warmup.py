@@ -277,6 +277,84 @@ print(json.dumps(out))
 '''
 
 
+# ---- the ladder only where a fused-MoE layer runs SGLang's Triton fused MoE ----------------------------------
+
+
+def test_the_ladder_is_planned_unless_no_fused_moe_layer_runs_the_triton_kernel():
+    assert any(b.reuse == "ladder" for b in T.plan(context_len=4096))
+    no_ladder = T.plan(context_len=4096, ladder=False)
+    assert no_ladder == [b for b in T.plan(context_len=4096) if b.reuse != "ladder"] and no_ladder
+    assert T.ladder_wanted({}) is False  # no MoE at all (a dense target)
+    assert T.ladder_wanted({"CompressedTensorsWNA16MoE": 84}) is False  # Marlin everywhere (Kimi-K2.5 INT4, SM90/SM120)
+    assert T.ladder_wanted({"CompressedTensorsWNA16MoE": 83, "UnquantizedFusedMoEMethod": 1}) is True
+    assert T.ladder_wanted({"CompressedTensorsWNA16TritonMoE": 3}) is True
+    assert T.describe_moe({"CompressedTensorsWNA16MoE": 3}).endswith("(Marlin, no Triton fused MoE): the token-count "
+                                                                   "ladder is skipped")
+
+
+def test_sglangs_marlin_scheme_is_the_one_named_and_its_triton_scheme_is_not():
+    """The name NO_TRITON_MOE holds is the class SGLang 0.5.23 returns for an INT4 compressed-tensors MoE unless the
+    backend is triton (or auto on SM100), and moe_methods reads it from a real FusedMoE layer's `scheme`."""
+    import inspect
+
+    import torch
+    from sglang.srt.layers.moe.fused_moe_triton.layer import FusedMoE
+    from sglang.srt.layers.quantization.compressed_tensors.compressed_tensors import CompressedTensorsConfig
+    from sglang.srt.layers.quantization.compressed_tensors.schemes import (
+        CompressedTensorsWNA16MoE,
+        CompressedTensorsWNA16TritonMoE,
+    )
+
+    src = inspect.getsource(CompressedTensorsConfig.get_moe_scheme)
+    marlin = 'logger.info_once("Using CompressedTensorsWNA16MarlinMoEMethod")\n'
+    assert marlin in src and src.split(marlin)[1].lstrip().startswith("return CompressedTensorsWNA16MoE(")
+    assert "if moe_backend.is_triton() or use_blackwell_triton:" in src
+    assert T.NO_TRITON_MOE == (CompressedTensorsWNA16MoE.__name__,)
+
+    def layer(scheme_cls):
+        m = FusedMoE.__new__(FusedMoE)  # the real class (isinstance), without building its weights
+        torch.nn.Module.__init__(m)
+        m.scheme = scheme_cls.__new__(scheme_cls)
+        return m
+
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2), layer(CompressedTensorsWNA16MoE), layer(CompressedTensorsWNA16MoE))
+    assert T.moe_methods(model) == {"CompressedTensorsWNA16MoE": 2} and not T.ladder_wanted(T.moe_methods(model))
+    model.append(layer(CompressedTensorsWNA16TritonMoE))
+    assert T.ladder_wanted(T.moe_methods(model))
+    assert T.moe_methods(torch.nn.Sequential(torch.nn.Linear(2, 2))) == {}
+
+
+def test_the_coroutine_skips_the_ladder_only_on_this_launchs_marker(log, tmp_path, monkeypatch):
+    import json
+    import os
+    import time
+
+    monkeypatch.setenv("SGLANG_KIMI_EAGLE3_STATUS_DIR", str(tmp_path))
+    planned = T.plan(max_running_requests=16, context_len=4096)
+    ladder = sum(1 for b in planned if b.reuse == "ladder")
+
+    def sent(**mark):
+        if mark:
+            (tmp_path / "moe-port30000.json").write_text(json.dumps(mark))
+        tm = _Recorder(vocab=500, max_running_requests=16, port=30000)
+        asyncio.run(T.kimi_eagle3("null", tm))
+        return len(tm.sent), log.lines[-1][1]
+
+    n_all, line = sent()
+    assert f"{ladder} single prompts of 1-3600 tokens (no MoE marker from the schedulers" in line
+    n, line = sent(methods={"CompressedTensorsWNA16MoE": 3}, ladder=False)
+    assert n == n_all - ladder and "0 single prompts of no tokens (the target's fused-MoE layers run " in line
+    n, _ = sent(methods={"CompressedTensorsWNA16TritonMoE": 3}, ladder=True)
+    assert n == n_all
+    (tmp_path / "moe-port30000.json").write_text(json.dumps({"methods": {}, "ladder": False}))
+    old = T._LOADED - 60  # another launch's marker, left on the same port
+    os.utime(tmp_path / "moe-port30000.json", (old, old))
+    n, line = sent()
+    assert n == n_all and "another launch's" in line
+    (tmp_path / "moe-port30000.json").write_text("{not json")
+    assert T.read_moe_mark(30000)[0] is True and time.time() >= T._LOADED
+
+
 @pytest.fixture(scope="module")
 def launches(tmp_path_factory):
     eagle3 = llama_eagle3_argv(31991)
@@ -323,3 +401,25 @@ def test_the_switch_off_and_a_plain_launch_register_and_change_nothing(launches)
         plain = launches[name]
         assert plain["published"] == given and not plain["registered"] and not plain["ours_declared"], name
         assert plain["main"][0] == "skipped" and "not an EAGLE/EAGLE3 launch" in plain["main"][1]
+
+
+MOE_ROUTED = """
+import json
+import sglang.srt.plugins as plugins
+plugins.load_plugins()
+from sglang_kimi_eagle3.status import hookstatus
+from sglang_kimi_eagle3.integration import refresh_status, registry
+from sglang_kimi_eagle3.integration.hooks import traffic_warmup as T
+refresh_status()
+from sglang.srt.speculative.base_spec_worker import BaseSpecWorker
+row = hookstatus.get(T.MOE_ROW)
+print(json.dumps({"hooked": registry._chain_contains(BaseSpecWorker.init_cuda_graphs, T._after_cuda_graphs),
+                  "row": row.state if row else None}))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("warmup, want", [("on", {"hooked": True, "row": "applied"}),
+                                          ("off", {"hooked": False, "row": "skipped"})])
+def test_sglangs_load_plugins_routes_the_moe_marker_through_the_hook(warmup, want):
+    assert run_json(MOE_ROUTED, SGLANG_KIMI_EAGLE3_WARMUP=warmup) == want

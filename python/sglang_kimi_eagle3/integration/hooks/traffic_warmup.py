@@ -22,7 +22,10 @@ How: in the main process, for our launches only (EAGLE/EAGLE3 with a draft: laun
   scheduler gets its requests together) with max_new_tokens 8, ignore_eos, so prefill, target verify and
   draft extend run at each size; then the token-count ladder: one request per prompt length that gives the
   target's fused MoE a new (config bucket, token count mod 16) pair (216 lengths, 1-3600 tokens; see MOE_GRID),
-  max_new_tokens 2; then a closed loop at c 2-64 (LOOP_LEVELS): c concurrent clients of 3 requests each,
+  max_new_tokens 2 (left out where no fused-MoE layer of the target runs the Triton fused MoE: row
+  `traffic_warmup_moe`, an AFTER hook on BaseSpecWorker.init_cuda_graphs in each scheduler, names the layers'
+  method and leaves moe-port<PORT>.json for this coroutine; see NO_TRITON_MOE); then a closed loop at c 2-64
+  (LOOP_LEVELS): c concurrent clients of 3 requests each,
   fresh and prefix-hit prompts, random lengths and max_new_tokens, greedy and 0.7 side by side, so the running
   batch shrinks through every size and prefills mix cached and fresh requests. The coroutine logs one line
   and never raises into SGLang (`failed` is a log line; serving goes on, compiling on first use as before).
@@ -43,12 +46,15 @@ Remove when: SGLang warms its extend-attention variants (and the speculative ext
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import random
 import time
 from dataclasses import dataclass
 
 from ...base import ENV_WARMUP, env_choice, logger
 from ...status import hookstatus
+from .. import registry
 
 NAME = "traffic_warmup"
 WARMUP = "kimi_eagle3"
@@ -81,6 +87,17 @@ REUSES = ("extend", "shared")
 # prefill can reach covers every int argument affine in M for every grid entry: 216 prompts, 176K tokens at most.
 MOE_GRID = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 256, 512, 1024, 1536, 2048, 3072, 4096)
 LADDER_NEW_TOKENS = 2  # the prefill (and the draft extend after it) is what the ladder is for
+# The ladder is for the Triton fused MoE only, and it costs its 176K prefill tokens: 344 s of a start on a tiny
+# INT4 target running the Triton WNA16 MoE on an H100 (2026-12-05). SGLang 0.5.23 runs an INT4 compressed-tensors
+# target such as Kimi-K2.5's on Marlin (compressed_tensors.py: unless --moe-runner-backend triton, or auto on SM100),
+# which compiles nothing per token count. After capture each scheduler names the method of the target's fused-MoE
+# layers (MOE_ROW, the file MOE_MARK); the HTTP server's warm-up skips the ladder where every layer runs one of
+# NO_TRITON_MOE or the target has none. Anything else, or no fresh file: the ladder runs, as before.
+MOE_ROW = "traffic_warmup_moe"
+MOE_TARGET = "sglang.srt.speculative.base_spec_worker.BaseSpecWorker.init_cuda_graphs"
+MOE_MARK = "moe-port{port}.json"
+NO_TRITON_MOE = ("CompressedTensorsWNA16MoE",)  # SGLang 0.5.23's Marlin WNA16 scheme (compressed_tensors_wNa16_moe.py)
+_LOADED = time.time()  # this process's plugin import: a marker older than it is another launch's
 
 
 # The closed loop, last: at each level c, c clients each send LOOP_REQUESTS requests one after another (fresh
@@ -151,14 +168,14 @@ class Batch:
 
 
 def plan(max_running_requests: int | None = None, context_len: int | None = None,
-         cuda_graph_max_bs_decode: int | None = None) -> list[Batch]:
+         cuda_graph_max_bs_decode: int | None = None, ladder: bool = True) -> list[Batch]:
     """The request batches of the warm-up, in order (pure).
 
     Sizes: LADDER up to min(64, --max-running-requests) and that bound itself, plus one past the decode
     CUDA-graph bound (the first batch decoded eagerly) where that is still allowed. Prompt lengths: SHORT and LONG, each kept
     under the context length with room for the new tokens, LONG shrunk so a batch holds at most
     BATCH_TOKENS prompt tokens. Every size at both temperatures. Then the token-count ladder (ladder_lengths), one
-    request each at the first temperature, LADDER_NEW_TOKENS new tokens."""
+    request each at the first temperature, LADDER_NEW_TOKENS new tokens (ladder=False: none)."""
     cap = MAX_BS if not max_running_requests or max_running_requests < 1 else min(MAX_BS, max_running_requests)
     sizes = {s for s in LADDER if s <= cap} | {cap}  # cap: the batch every higher concurrency is served at
     if cuda_graph_max_bs_decode and cuda_graph_max_bs_decode < cap:
@@ -175,9 +192,87 @@ def plan(max_running_requests: int | None = None, context_len: int | None = None
                 out.append(Batch(size, n, temperature))
                 if temperature == TEMPERATURES[0] and n == short and short > SHARED_PREFIX:
                     out += [Batch(size, n, temperature, reuse) for reuse in REUSES]
-    ladder_room = None if room is None else context_len - LADDER_NEW_TOKENS - 1
-    out += [Batch(1, n, TEMPERATURES[0], "ladder", LADDER_NEW_TOKENS) for n in ladder_lengths(ladder_room)]
+    if ladder:
+        ladder_room = None if room is None else context_len - LADDER_NEW_TOKENS - 1
+        out += [Batch(1, n, TEMPERATURES[0], "ladder", LADDER_NEW_TOKENS) for n in ladder_lengths(ladder_room)]
     return out
+
+
+# ---- which MoE the target runs (the ladder's reason to exist) -------------------------------------------------
+
+
+def moe_methods(model) -> dict[str, int]:
+    """{method: layers} over the model's fused-MoE layers (SGLang's FusedMoE and its subclasses): the layer's
+    compressed-tensors scheme where it has one (`layer.scheme`), else its quant_method's class. Empty: no MoE."""
+    from sglang.srt.layers.moe.fused_moe_triton.layer import FusedMoE
+
+    out: dict[str, int] = {}
+    for m in model.modules():
+        if isinstance(m, FusedMoE):
+            name = type(getattr(m, "scheme", None) or getattr(m, "quant_method", None) or m).__name__
+            out[name] = out.get(name, 0) + 1
+    return out
+
+
+def ladder_wanted(methods: dict[str, int]) -> bool:
+    """True unless the target has no fused-MoE layer or every one runs a method that is not the Triton fused MoE."""
+    return any(name not in NO_TRITON_MOE for name in methods)
+
+
+def describe_moe(methods: dict[str, int]) -> str:
+    if not methods:
+        return "the target has no fused-MoE layer: the token-count ladder is skipped"
+    names = ", ".join(f"{k} x{v}" for k, v in sorted(methods.items()))
+    if ladder_wanted(methods):
+        return f"the target's fused-MoE layers run {names}: the token-count ladder runs (Triton fused MoE configs)"
+    return f"the target's fused-MoE layers run {names} (Marlin, no Triton fused MoE): the token-count ladder is skipped"
+
+
+def _moe_mark_path(port):
+    from .runtime_status import status_dir
+
+    return status_dir() / MOE_MARK.format(port=port)
+
+
+def _after_cuda_graphs(result, worker=None, *args, **kwargs):
+    """AFTER BaseSpecWorker.init_cuda_graphs (each scheduler of our launches): name the target's MoE method in the
+    row and the marker file the HTTP server's warm-up reads. Never raises."""
+    try:
+        from ..launch_record import our_launch
+
+        if our_launch() is not True:
+            hookstatus.record(MOE_ROW, MOE_TARGET, "skipped", "not an EAGLE/EAGLE3 launch with a draft model")
+            return result
+        model = getattr(getattr(getattr(worker, "_target_worker", None), "model_runner", None), "model", None)
+        if model is None:
+            hookstatus.record(MOE_ROW, MOE_TARGET, "skipped", f"{type(worker).__name__} has no target model runner "
+                              "here: the token-count ladder runs")
+            return result
+        methods = moe_methods(model)
+        from sglang.srt.runtime_context import get_server_args
+
+        from ...atomic import write_atomic
+
+        write_atomic(_moe_mark_path(get_server_args().port), json.dumps(
+            {"pid": os.getpid(), "written": time.time(), "methods": methods, "ladder": ladder_wanted(methods)}) + "\n",
+            mkdir=True)
+        hookstatus.record(MOE_ROW, MOE_TARGET, "applied", describe_moe(methods))
+    except Exception as exc:  # never break serving for a warm-up's shortcut: the ladder then runs
+        hookstatus.record(MOE_ROW, MOE_TARGET, "failed", f"{type(exc).__name__}: {exc}; the token-count ladder runs"[:300])
+    return result
+
+
+def read_moe_mark(port) -> tuple[bool, str]:
+    """HTTP server: (run the ladder?, why). No marker, one older than this process, or an unreadable one: run it."""
+    try:
+        path = _moe_mark_path(port)
+        if path.stat().st_mtime < _LOADED:
+            return True, "the schedulers' MoE marker is another launch's"
+        doc = json.loads(path.read_text())
+        methods = {str(k): int(v) for k, v in doc["methods"].items()}
+        return ladder_wanted(methods), describe_moe(methods)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        return True, f"no MoE marker from the schedulers ({type(exc).__name__})"
 
 
 def prompts(batch: Batch, vocab_size: int, rng: random.Random, last: dict | None = None) -> list[list[int]]:
@@ -234,7 +329,8 @@ async def kimi_eagle3(disaggregation_mode: str, tokenizer_manager) -> None:
 
         vocab = int(tokenizer_manager.model_config.vocab_size)
         bounds = _bounds(tokenizer_manager)
-        batches = plan(**bounds)
+        wanted, moe = read_moe_mark(getattr(getattr(tokenizer_manager, "server_args", None), "port", None))
+        batches = plan(**bounds, ladder=wanted)
         rng, last = random.Random(SEED), {}
         for b in batches:
             req = GenerateReqInput(input_ids=prompts(b, vocab, rng, last),
@@ -268,10 +364,9 @@ async def kimi_eagle3(disaggregation_mode: str, tokenizer_manager) -> None:
     _mark_done(tokenizer_manager, f"applied: {done} batches, {sent} requests")
     ladder = [b.prompt_len for b in batches if b.reuse == "ladder"]
     log.info("traffic warm-up (applied): %d batches, %d requests in %.1f s (sizes %s, temperatures %s, prefix-cache "
-             "hits at every size, %d single prompts of %s tokens: every MoE config bucket x token count mod 16; "
-             "closed loop at c %s)", done, sent, time.perf_counter() - t0, sorted({b.size for b in batches}),
-             list(TEMPERATURES), len(ladder), f"{ladder[0]}-{ladder[-1]}" if ladder else "no",
-             ",".join(map(str, levels)) or "none")
+             "hits at every size, %d single prompts of %s tokens (%s); closed loop at c %s)", done, sent,
+             time.perf_counter() - t0, sorted({b.size for b in batches}), list(TEMPERATURES), len(ladder),
+             f"{ladder[0]}-{ladder[-1]}" if ladder else "no", moe, ",".join(map(str, levels)) or "none")
 
 
 def _mark_done(tokenizer_manager, detail: str) -> None:
@@ -292,6 +387,10 @@ def install() -> None:
     hookstatus.record(NAME, TARGET, "registered", "the launch step adds `kimi_eagle3` to --warmups of EAGLE/EAGLE3 "
                       "launches at resolve_once")
     runtime_status.on_publish(confirm_in_scheduler)
+    if env_choice(ENV_WARMUP) == "off":
+        hookstatus.record(MOE_ROW, MOE_TARGET, "skipped", f"{ENV_WARMUP}=off: no traffic warm-up to shorten")
+    else:
+        registry.register(MOE_ROW, MOE_TARGET, _after_cuda_graphs, "after")
 
 
 def with_ours(names: str | None) -> str:
