@@ -614,9 +614,11 @@ def bench_step_clock_tick(a):
 
     rng = random.Random(0)
     parts = (0.002, 0.001, 0.0005, 0.0001, 0.0003, 0.0004, 0.0002)[:len(sc.FIELDS) - 1]  # a reading after its wall
-    sc.STEPS[0] = deque(((0.010 + rng.random() * 1e-3, *parts) for _ in range(sc.KEEP)), maxlen=sc.KEEP)
+    sizes = (1, 2, 4, 8, 16, 64)  # each reading ends with its batch size: the row's per-bucket medians
+    sc.STEPS[0] = deque(((0.010 + rng.random() * 1e-3, *parts, rng.choice(sizes)) for _ in range(sc.KEEP)),
+                        maxlen=sc.KEEP)
     sc._READ[0] = 100000
-    sc.STEPS[3] = deque(((0.017, *parts) for _ in range(600)), maxlen=sc.KEEP)
+    sc.STEPS[3] = deque(((0.017, *parts, rng.choice(sizes)) for _ in range(600)), maxlen=sc.KEEP)
     sc._READ[3] = 600
     ts = []
     for _ in range(7):

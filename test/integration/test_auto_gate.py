@@ -27,6 +27,7 @@ print(json.dumps({r.name: [r.state, r.detail] for r in hookstatus.rows() if r.na
 """
 H200 = ["NVIDIA H200", [9, 0]]
 H100 = ["NVIDIA H100 80GB HBM3", [9, 0]]
+H800 = ["NVIDIA H800", [9, 0]]
 RTX = ["NVIDIA RTX PRO 6000 Blackwell Server Edition", [12, 0]]
 
 
@@ -50,7 +51,8 @@ def gate(tmp_path_factory):
         "h200": (H200, {}),
         "h200_user_verify": (H200, {"SGLANG_KIMI_EAGLE3_TUNE_DIR": str(_user_table(tmp / "tuned-v", H200, "tree_sampling",
                                                                                    "n4_bs1"))}),
-        "h100": (H100, {}),  # same architecture, not measured there: no wins
+        "h100": (H100, {}),  # its own bundled verify table (2026-12-05): the same two verify hooks as the H200
+        "h800": (H800, {}),  # same architecture, not measured there: no wins
         "sm120": (RTX, {}),  # compile-verified only
         "sm120_user": (RTX, {"SGLANG_KIMI_EAGLE3_TUNE_DIR": str(_user_table(tmp / "tuned", RTX))}),
         "h200_no_bundled": (H200, {"SGLANG_KIMI_EAGLE3_BUNDLED_DIR": str(empty)}),
@@ -71,7 +73,7 @@ H200_VERIFY = ("verify_argmax_greedy", "verify_tree_sampling")
 
 
 @pytest.mark.parametrize("case,installed", [
-    ("h200", H200_VERIFY), ("h100", ()), ("sm120", ()), ("sm120_user", DRAFT), ("h200_user_verify", H200_VERIFY),
+    ("h200", H200_VERIFY), ("h100", H200_VERIFY), ("h800", ()), ("sm120", ()), ("sm120_user", DRAFT), ("h200_user_verify", H200_VERIFY),
     ("h200_no_bundled", ()), ("no_gpu", ())])
 def test_auto_gate_follows_the_table_in_effect(gate, case, installed):
     rows = gate[case]

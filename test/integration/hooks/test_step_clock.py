@@ -184,18 +184,23 @@ def test_steps_are_also_shown_per_batch_size_bucket(clock):
     assert detail.endswith("; by batch size, wall / GPU wait ms (steps): 2: 4.70 / 2.00 (20), 5-8: 8.70 / 6.00 (20)"), detail
 
 
-def test_readings_before_the_traffic_warm_up_ended_are_dropped(clock, monkeypatch):
+def test_readings_before_the_traffic_warm_up_ended_are_dropped(clock, monkeypatch, tmp_path):
+    """serving_compiles finds the HTTP server's end-of-warm-up marker (the real file, as the warm-up leaves it): the
+    scheduler thread then drops the readings taken before it, the interval in flight included."""
     from sglang_kimi_eagle3.integration.hooks import serving_compiles
 
-    ended = [False]
-    monkeypatch.setattr(serving_compiles, "warmup_ended", lambda: ended[0])
+    monkeypatch.setenv("SGLANG_KIMI_EAGLE3_STATUS_DIR", str(tmp_path))
+    monkeypatch.setitem(serving_compiles._STATE, "port", 30000)
+    monkeypatch.setitem(serving_compiles._STATE, "t0", 1.0)
+    monkeypatch.setitem(serving_compiles._STATE, "warm_done", False)
     w = Worker(0)
     for _ in range(30):  # warm-up traffic
         _step(clock, w, wait=0.0, rest=20e-3)
+    assert serving_compiles.warmup_ended() is False
     hook.tick()
     assert hookstatus.get(hook.NAME).detail.startswith("steps 0: 29 steps read; medians")
-    ended[0] = True
-    hook.tick()  # the marker: the scheduler thread drops the warm-up's readings at its next step
+    serving_compiles.mark_warmup_done(30000, "applied")  # the HTTP server, at the warm-up's end
+    assert serving_compiles.warmup_ended() is True  # the status writer's poll finds it
     for _ in range(21):
         _step(clock, w, wait=0.0, rest=5e-3)
     hook.tick()

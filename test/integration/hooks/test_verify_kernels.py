@@ -177,7 +177,7 @@ def test_upstream_leaves_sglang_untouched():
 
 NO_WINS = """
 from sglang_kimi_eagle3.ops import tables
-tables.current_device = lambda: ("NVIDIA H100 80GB HBM3", (9, 0))  # the generic SM90 table: no wins listed
+tables.current_device = lambda: ("NVIDIA H800", (9, 0))  # the generic SM90 table: no wins listed
 """
 
 

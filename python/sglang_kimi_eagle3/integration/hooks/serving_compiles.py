@@ -78,6 +78,9 @@ def warmup_ended() -> bool:
     try:
         if mark_path(_STATE["port"]).stat().st_mtime >= _STATE["t0"]:
             _STATE["warm_done"] = True
+            from . import step_clock
+
+            step_clock.traffic_warmup_ended()  # its readings from here on are serving traffic's
     except OSError:
         pass
     return _STATE["warm_done"]

@@ -78,8 +78,8 @@ STEPS: dict[int, deque] = {}  # steps -> deque of readings (FIELDS, then the bat
 _READ: dict[int, int] = {}  # steps -> steps read in this process (all, not only the kept ones)
 _SHOWN: list = [None]  # the detail last put in the row
 _ALL = [False]  # time every launch's decode steps, not only ours: enable_everywhere() (benchmarks, never the plugin)
-# the traffic warm-up's end: tick() sees the marker (serving_compiles) and asks the scheduler thread, which appends
-# the readings, to drop what it read before (warm-up traffic is no serving traffic); "since" labels the row after
+# the traffic warm-up's end: serving_compiles sees its marker (traffic_warmup_ended) and asks the scheduler thread,
+# which appends the readings, to drop what it read before (warm-up traffic is no serving traffic); "since" labels the row
 _WARM = {"ended": False, "reset": False}
 
 
@@ -245,9 +245,6 @@ def _by_batch(rows: list) -> str:
 
 def tick() -> None:
     """The status writer's poll (every FLUSH_S s, its own thread): the medians into the row when they changed."""
-    if not _WARM["ended"] and _warmup_ended():
-        _WARM.update(ended=True, reset=True)
-        return  # the scheduler thread drops the warm-up's readings at its next step; the row follows then
     try:
         detail = summary()
     except RuntimeError:  # a reading landed while this copied (one more try in FLUSH_S seconds)
@@ -259,13 +256,11 @@ def tick() -> None:
     hookstatus.bump()
 
 
-def _warmup_ended() -> bool:
-    try:
-        from .serving_compiles import warmup_ended
-
-        return warmup_ended()
-    except Exception:  # the marker is a nicety of the reading, never a reason for the writer thread to stop
-        return False
+def traffic_warmup_ended() -> None:
+    """serving_compiles, when it first sees the traffic warm-up's end marker: the scheduler thread drops the readings
+    taken before it at its next step (warm-up traffic is no serving traffic); the row says "since" after."""
+    if not _WARM["ended"]:
+        _WARM.update(ended=True, reset=True)
 
 
 def reset() -> None:
