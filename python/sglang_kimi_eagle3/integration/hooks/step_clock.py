@@ -230,17 +230,21 @@ def summary() -> str | None:
 def _by_batch(rows: list) -> str:
     """Per batch-size bucket with MIN_READ readings: the median wall and GPU wait (a state's steps at different batch
     sizes are different work: set them against plain decoding's at the same size)."""
-    groups: dict[str, list] = {}
+    by_bs: dict[int, list] = {}  # one dict append per reading; the few distinct sizes are bucketed after
+    i = len(FIELDS)
     for r in rows:
-        b = bucket(r[len(FIELDS)])
+        by_bs.setdefault(r[i], []).append(r)
+    groups: dict[str, list] = {}
+    for bs, rs in by_bs.items():
+        b = bucket(bs)
         if b is not None:
-            groups.setdefault(b, []).append(r)
+            groups.setdefault(b, []).extend(rs)
     shown = [(b, g) for b, g in groups.items() if len(g) >= MIN_READ]
     if not shown:
         return ""
     shown.sort(key=lambda bg: int(bg[0].split("-")[0]))
     return "; by batch size, wall / GPU wait ms (steps): " + ", ".join(
-        f"{b}: {median(r[0] for r in g) * 1e3:.2f} / {median(r[4] for r in g) * 1e3:.2f} ({len(g)})" for b, g in shown)
+        f"{b}: {median([r[0] for r in g]) * 1e3:.2f} / {median([r[4] for r in g]) * 1e3:.2f} ({len(g)})" for b, g in shown)
 
 
 def tick() -> None:
