@@ -16,6 +16,9 @@ Rows each op can see (b = requests in a batch, 1..max_bs; m = N draft tokens, to
                  writes the chain in place (no hot-token map)
   topk_rows      b (prefill / decode draft-extend), b*topk (draft decode, topk > 1); k = topk
   argmax_verify, verify_greedy, tree_sampling   b, with N draft tokens per request
+An adaptive launch (SGLang's --speculative-adaptive) also runs a runtime state per candidate step, a chain of N =
+steps + 1 draft tokens (steps 0: the 1-token verify of the off-state): `plan_states` adds each state's variants
+that the launch's own plan lacks (the tree ops per N: N 1 and N 4 share the n4 table key, not a compile).
 Rows inside a captured CUDA graph were compiled at capture already; launching them again costs a
 cache lookup. Batches above the largest captured graph, the draft-extend after a prefill and every
 verify kernel run eagerly: those are the launches this warm-up exists for.
@@ -24,7 +27,7 @@ verify kernel run eagerly: those are the launches this warm-up exists for.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .arch import KERNEL_HOOKS
 
@@ -49,7 +52,9 @@ class LaunchShapes:
     dtype: str = "bfloat16"  # the draft model's activations
 
     def __post_init__(self):
-        if min(self.max_bs, self.topk, self.num_steps, self.num_draft_tokens, self.target_vocab) < 1:
+        # steps 0 exists only as an adaptive state: a chain of one draft token (the off-state's 1-token verify)
+        off = self.num_steps == 0 and self.num_draft_tokens == 1 and self.topk == 1
+        if min(self.max_bs, self.topk, self.num_steps or (1 if off else 0), self.num_draft_tokens, self.target_vocab) < 1:
             raise ValueError(f"launch shapes must be positive: {self}")
         if self.lm_head_form not in LM_HEAD_FORMS:
             raise ValueError(f"lm_head_form {self.lm_head_form!r} is not one of {LM_HEAD_FORMS}")
@@ -121,6 +126,33 @@ def plan(s: LaunchShapes, mode: str, table: dict, hooks: set[str] | None = None)
     return out
 
 
+TREE_OPS = ("argmax_verify", "verify_greedy", "tree_sampling")
+
+
+def with_steps(s: LaunchShapes, steps: int) -> LaunchShapes:
+    """The launch's shapes in the adaptive runtime state of `steps` (a chain: N = steps + 1, as SGLang 0.5.23's
+    AdaptiveController.init_states builds it)."""
+    return replace(s, num_steps=steps, num_draft_tokens=steps + 1)
+
+
+def plan_states(s: LaunchShapes, steps: list[int], mode: str, table: dict,
+                hooks: set[str] | None = None) -> list[tuple[LaunchShapes, list[Variant]]]:
+    """`plan` for the launch, then for each other adaptive candidate step (topk 1 only: SGLang's adaptive mode is a
+    chain) the variants not planned already. A tree op's variant is new at a new N even under the same table key
+    (N is a constexpr of the kernels); the draft-head ops' rows and columns do not depend on N beyond their key."""
+    states = [s] + [with_steps(s, k) for k in sorted(set(steps)) if s.topk == 1 and k >= 0 and k != s.num_steps]
+    seen, out = set(), []
+    for st in states:
+        fresh = []
+        for v in plan(st, mode, table, hooks):
+            ident = (v.op, v.rows, v.column, v.key, st.num_draft_tokens if v.op in TREE_OPS else 0)
+            if ident not in seen:
+                seen.add(ident)
+                fresh.append(v)
+        out.append((st, fresh))
+    return out
+
+
 # ---- running the plan -------------------------------------------------------------------------------
 
 
@@ -136,6 +168,19 @@ class WarmupResult:
 
     def as_dict(self) -> dict:
         return {k: getattr(self, k) for k in self.__slots__}
+
+    def add(self, other: "WarmupResult") -> "WarmupResult":
+        """This result plus another run's (one per adaptive state); the first error stays."""
+        self.launches += other.launches
+        for op, n in other.by_op.items():
+            self.by_op[op] = self.by_op.get(op, 0) + n
+        self.compiled = (self.compiled + other.compiled if self.compiled is not None and other.compiled is not None
+                         else None)
+        self.guarded += other.guarded
+        self.skipped_memory += other.skipped_memory
+        self.error = self.error or other.error
+        self.seconds += other.seconds
+        return self
 
 
 def _jit_functions():

@@ -315,3 +315,66 @@ def test_the_warm_up_line_says_how_long_sglangs_jit_modules_took():
     assert ("; SGLang's JIT modules (168.0 s of it): tree (greedy verify, tree build), tree sampling (vec 4)"
             in kw.describe(out)), kw.describe(out)
     assert "s of it" not in kw.describe({**out, "sglang": []})  # nothing built: no time claimed for it
+
+
+H100 = tables.load_table("NVIDIA H100 80GB HBM3", (9, 0))  # bundled: tree sampling and argmax + verify win at n4
+
+
+def test_an_adaptive_launch_warms_the_off_states_one_token_verify_too():
+    """On an H100 (2026-12-05, run 28) an adaptive launch (states steps 0 / 3 / 7) warmed 256 variants at N 4 and then
+    compiled `_argmax_verify_kernel` while serving, 0.72 s at the first request after a switch to steps 0: N 1 files
+    under the same n4 table key, but N is a constexpr of the kernel. Each adaptive state's N is planned; N 8 (n16
+    bucket) has no H100 win: SGLang's kernels, nothing to warm."""
+    states = W.plan_states(KIMI_CHAIN, [0, 3, 7], "auto", H100)
+    assert [(st.num_steps, st.num_draft_tokens) for st, _ in states] == [(3, 4), (0, 1), (7, 8)]
+    launch, off, deep = (_by_op(vs) for _st, vs in states)
+    assert set(launch) == set(off) == {"argmax_verify", "tree_sampling"} and deep == {}
+    for op in ("argmax_verify", "tree_sampling"):
+        assert [v.rows for v in off[op]] == list(range(1, 65)) and off[op][0].key == launch[op][0].key == "n4_bs1"
+    # kernels forced on: a deeper state adds its own tree ops and draft-extend rows (b * 8) and draft columns, nothing
+    # the launch's plan has already (the lm_head rows b of the 1-token state are the launch's prefill rows)
+    ours = {st.num_draft_tokens: _by_op(vs) for st, vs in W.plan_states(KIMI_CHAIN, [0, 3, 7], "ours", {})}
+    assert set(ours[1]) == {"argmax_verify", "verify_greedy", "tree_sampling"}
+    assert {v.rows for v in ours[8]["lm_head_gemv"]} == {b * 8 for b in range(1, 65)} - {b * 4 for b in range(1, 65)}
+    assert W.plan_states(KIMI_TREE, [0, 3, 7], "ours", {})[1:] == []  # topk 4: no adaptive chain states
+    assert W.plan_states(KIMI_CHAIN, [], "auto", H100) == [(KIMI_CHAIN, W.plan(KIMI_CHAIN, "auto", H100))]
+    with pytest.raises(ValueError):  # steps 0 exists only as the 1-token chain
+        W.LaunchShapes(max_bs=1, topk=1, num_steps=0, num_draft_tokens=4, target_vocab=50)
+
+
+def test_the_one_token_verify_state_launches_on_the_kernel_device(monkeypatch):
+    monkeypatch.setenv("SGLANG_KIMI_EAGLE3_KERNELS", "ours")
+    chain = W.LaunchShapes(max_bs=2, topk=1, num_steps=3, num_draft_tokens=4, target_vocab=50, draft_vocab=40)
+    (_st, _vs), (off, vs) = W.plan_states(chain, [0, 3], "ours", {}, hooks={"verify_argmax_greedy", "verify_tree_greedy",
+                                                                            "verify_tree_sampling"})
+    assert off.num_draft_tokens == 1 and {v.op for v in vs} == {"argmax_verify", "verify_greedy", "tree_sampling"}
+    res = W.run(vs, off, device())
+    assert res.error == "" and res.launches == len(vs) == 6, res
+    total = W.run(_vs, _st, device()).add(res)
+    assert total.launches == 12 and total.by_op == {"argmax_verify": 4, "verify_greedy": 4, "tree_sampling": 4}
+
+
+def test_the_adaptive_steps_come_from_sglangs_own_controller():
+    """kernel_warmup reads the union of candidate steps from SGLang's AdaptiveController, which EAGLEWorkerV2 builds in
+    its __init__ (the states themselves are built after the warm-up's hook)."""
+    import json
+    import tempfile
+
+    from sglang.srt.speculative.adaptive_runtime_state import AdaptiveController
+    from sglang.srt.speculative.adaptive_spec_params import AdaptiveSpeculativeParams
+
+    from sglang_kimi_eagle3.integration.hooks import kernel_warmup as kw
+
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump({"1": {"candidate_steps": [0, 3]}, "8": {"candidate_steps": [0, 7]}}, f)
+    worker = type("W", (), {})()
+    worker.adaptive_controller = AdaptiveController(worker, AdaptiveSpeculativeParams(initial_steps=3, cfg_path=f.name))
+    assert kw.adaptive_steps(worker) == [0, 3, 7]
+    worker.adaptive_controller = None
+    assert kw.adaptive_steps(worker) == [] and kw.adaptive_steps(object()) == []
+    s = KIMI_CHAIN
+    ours = {"launches": 384, "compiled": 40, "by_op": {"argmax_verify": 192, "tree_sampling": 192}, "guarded": 0,
+            "skipped_memory": 0}
+    out = {"seconds": 30.0, "sglang_seconds": 0.1, "shapes": {k: getattr(s, k) for k in s.__slots__}, "ours": ours,
+           "states": [[1, 128], [8, 0]], "sglang": [], "notes": []}
+    assert "N 4 (adaptive states: 128 more at N 1, 0 more at N 8), topk 1" in kw.describe(out), kw.describe(out)

@@ -124,6 +124,18 @@ def launch_shapes(worker):
     return shapes, (weight if plain else None), device, notes
 
 
+def adaptive_steps(worker) -> list[int]:
+    """The candidate steps of an adaptive launch (SGLang 0.5.23's EAGLEWorkerV2.adaptive_controller, built in its
+    __init__; its runtime states are built after this hook runs): [] without adaptive speculation."""
+    ctrl = getattr(worker, "adaptive_controller", None)
+    if ctrl is None:
+        return []
+    try:
+        return sorted({int(k) for k in ctrl.candidate_steps})
+    except Exception:  # a controller of another shape: warm the launch's own state only
+        return []
+
+
 def _installed_hooks() -> set[str]:
     """Kernel hooks in effect here (refreshed against the live attributes: one SGLang failed to apply is left out)."""
     from ..registry import refresh
@@ -267,14 +279,19 @@ def warm(worker) -> dict:
     mode = arch.kernels_mode()
     table = tables.launch_table(device)
     hooks = _installed_hooks()
-    variants = W.plan(shapes, mode, table, hooks)
+    steps = adaptive_steps(worker)
+    states = W.plan_states(shapes, steps, mode, table, hooks)
+    variants = [v for _st, vs in states for v in vs]
     idle = [op for op, (hook, _t) in W.OPS.items() if hook in hooks and not any(v.op == op for v in variants)]
     if mode == "auto" and idle:  # e.g. a 4000-row draft lm_head padded to 4032 rows at TP 1: no table key matches
         notes.append(f"auto: the launch table gives {', '.join(idle)} no shape of this launch (SGLang's kernels there)")
     budget = None
     if device.type == "cuda":
         budget = int(torch.cuda.mem_get_info(device)[0] * BUDGET_FRACTION)
-    res = W.run(variants, shapes, device, weight=weight, budget_bytes=budget)
+    res = W.WarmupResult()
+    for st, vs in states:
+        if vs and not res.error:
+            res.add(W.run(vs, st, device, weight=weight, budget_bytes=budget))
     sglang, sglang_error = [], ""
     t_sglang = time.perf_counter()
     if not res.error:
@@ -303,6 +320,8 @@ def warm(worker) -> dict:
         torch.cuda.empty_cache()
     out = {"seconds": time.perf_counter() - t0, "sglang_seconds": sglang_seconds, "mode": mode,
            "shapes": {k: getattr(shapes, k) for k in shapes.__slots__},
+           # the adaptive states' other N (draft tokens) and how many variants of ours each added
+           "states": [[st.num_draft_tokens, len(vs)] for st, vs in states[1:]],
            "variants": len(variants), "ours": res.as_dict(), "sglang": sglang, "error": res.error or sglang_error,
            "notes": notes}
     _LAST.clear()
@@ -314,8 +333,10 @@ def describe(out: dict) -> str:
     s, r = out["shapes"], out["ours"]
     ops = ", ".join(f"{op} {n}" for op, n in r["by_op"].items()) or "none (the kernel switch gives our kernels no shape here)"
     comp = f"{r['compiled']} compiled" if r["compiled"] is not None else "interpreted"
+    more = ", ".join(f"{k} more at N {n}" for n, k in out.get("states", []))
+    n_text = f"N {s['num_draft_tokens']}" + (f" (adaptive states: {more})" if more else "")
     text = (f"warmed in {out['seconds']:.1f} s: {r['launches']} variants of ours ({comp}; {ops}) for batches 1..{s['max_bs']}, "
-            f"N {s['num_draft_tokens']}, topk {s['topk']}, vocab {s['target_vocab']}, draft vocab {s['draft_vocab']}, "
+            f"{n_text}, topk {s['topk']}, vocab {s['target_vocab']}, draft vocab {s['draft_vocab']}, "
             f"lm_head rows {s['lm_head_rows']}; SGLang's JIT modules"
             + (f" ({out['sglang_seconds']:.1f} s of it)" if out["sglang"] and "sglang_seconds" in out else "")
             + f": {', '.join(out['sglang']) or 'none (not CUDA)'}")
