@@ -33,7 +33,8 @@
 # SGLANG_KIMI_EAGLE3_OFFSTATE=off, port 30507: SGLang's extend-kernel verify; `off` has the hook at every bs), DA_ALONE (0; 1: `alone`,
 # port 30508: ours with SGLANG_KIMI_EAGLE3_ADAPTIVE_POOL=off), DA_SKIPEXT (0; 1: `skipext`, port 30509: ours with
 # SGLANG_KIMI_EAGLE3_OFFSTATE_EXTEND=skip), DA_PINNED (0; 1: `pinned`, port 30510: ours with the next batch's two CPU
-# length tensors pinned, benchmark/serving/plain_clock PINNED_LENS=1), DA_PRESET (deploy: the pair shaped like the deployment; kimi-width: the
+# length tensors pinned, benchmark/serving/plain_clock PINNED_LENS=1), DA_UPKERN (0; 1: `upkern`, port 30511: ours with
+# SGLANG_KIMI_EAGLE3_KERNELS=upstream, SGLang's kernels: auto's against them side by side), DA_PRESET (deploy: the pair shaped like the deployment; kimi-width: the
 # 3-layer stress pair at vocab 163840, built without --int4 into $DA_WORK/kimi-width-qQ), DA_GRAPHS (128: decode
 # CUDA graphs to bs 128; sglang: SGLang's own sizes, to 512, clamped to MAXREQ), MAXREQ (128: --max-running-requests;
 # DA_PRESET=kimi-width DA_GRAPHS=sglang MAXREQ=512: the capped adaptive table, live), DA_SKIP (servers not
@@ -205,10 +206,13 @@ if os.environ.get("DA_SKIPEXT", "0") == "1":  # ours with SGLANG_KIMI_EAGLE3_OFF
 if os.environ.get("DA_PINNED", "0") == "1":  # ours with eagle_prepare_for_decode's two CPU length tensors pinned
     # (benchmark/serving/plain_clock/sitecustomize.py, PINNED_LENS=1): is a pageable copy's stream sync the host's wait?
     servers.append(("pinned", 30510, spec_args(draft, "chain"), {"PINNED_LENS": "1"}))
+if os.environ.get("DA_UPKERN", "0") == "1":  # ours with SGLang's own verify and draft-head kernels
+    # (SGLANG_KIMI_EAGLE3_KERNELS=upstream): `auto`'s kernels against SGLang's in the same rounds, the same controller
+    servers.append(("upkern", 30511, spec_args(draft, "chain"), {"SGLANG_KIMI_EAGLE3_KERNELS": "upstream"}))
 # DA_OURS_ENV ("K=V ..."): more environment for ours, skipext and alone, e.g. SGLANG_KIMI_EAGLE3_OFFSTATE=on (the
 # offstate_attention hook at every batch size) to measure a candidate default side by side with the step ratios
 ours_env = dict(kv.split("=", 1) for kv in os.environ.get("DA_OURS_ENV", "").split())
-servers = [(n, p, x, {**e, **ours_env} if n in ("ours", "skipext", "alone", "pinned") else e) for n, p, x, e in servers]
+servers = [(n, p, x, {**e, **ours_env} if n in ("ours", "skipext", "alone", "pinned", "upkern") else e) for n, p, x, e in servers]
 skip = os.environ.get("DA_SKIP", "").split()  # servers not started, e.g. "sglang"
 servers = [s for s in servers if s[0] not in skip]
 spec = {"servers": [], "baseline": "plain"}
@@ -362,7 +366,7 @@ timeout -s INT $((DEADLINE + 20 - $(date +%s))) python3 benchmark/serving/e2e.py
 say "e2e.py exit $?"
 measured_rows "$OUT/e2e-q$Q.json" && MEASURED=1
 for n in $NAMES; do
-  f=$(ls "$W/status/$n"/*.json 2>/dev/null | head -1)
+  f=$(ls "$W/status/$n"/port*.json 2>/dev/null | head -1)  # not the moe-/warmup- markers beside it
   # per server: the controller's switches and pool, the off-state extend policy (skipped batches, primed step ups)
   [ -n "$f" ] && say "$n status: $(python3 benchmark/serving/status_rows.py status "$f" | cut -c1-700)"
   # plain: the same medians from benchmark/serving/plain_clock (its scheduler's file)

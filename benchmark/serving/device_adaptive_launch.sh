@@ -26,6 +26,10 @@ until grep -q "JIT prebuild exit\|started plain\|did not build" "$log" 2>/dev/nu
 # speculative servers listened about 8 minutes after they started, and a measure call that waits for them has that much
 # less of its own 600 s for rounds; waiting here costs the same device time
 spec="${DA_WORK:-/tmp/da}/spec-q$Q.json"
+# the server list is written just after the prebuild's exit line (run 28, 2026-12-05: read at once it was not there
+# yet, and the call returned without waiting for any server)
+until [ -f "$spec" ] || grep -q "did not build" "$log" 2>/dev/null \
+  || [ $(( $(date +%s) - T0 )) -ge "${LAUNCH_HEALTHY_S:-540}" ]; do sleep 2; done
 if [ -f "$spec" ]; then
   urls=$(python3 -c "import json, sys; print(' '.join(s['url'] for s in json.load(open(sys.argv[1]))['servers']))" "$spec")
   up() { local u n=0; for u in $urls; do curl -s -m 3 -o /dev/null -w '%{http_code}' "$u/health" | grep -q 200 && n=$((n + 1)); done; echo $n; }
