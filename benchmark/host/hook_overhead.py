@@ -143,11 +143,12 @@ def bench_step_clock(torch, bss, a):
     w_fwd = _wrap_fn(noop, sc._forward, HookType.AROUND)
     w_ver = _wrap_fn(noop, sc._part("verify"), HookType.AROUND)
     w_ext = _wrap_fn(noop, sc._part("extend"), HookType.AROUND)
-    w_wait = _wrap_fn(noop, sc._wait, HookType.BEFORE)
+    w_wait = _wrap_fn(noop, sc._results, HookType.AROUND)
+    w_ctl = _wrap_fn(noop, sc._part("control"), HookType.AROUND)
     w_prep = _wrap_fn(noop, sc._prepare, HookType.AROUND)
     w_replay = _wrap_fn(noop, sc._replay, HookType.AROUND)
     backend = NS()
-    out = {k: {} for k in ("fwd", "ver", "ext", "wait", "prep", "replay")}
+    out = {k: {} for k in ("fwd", "ver", "ext", "wait", "ctl", "prep", "replay")}
     for bs in bss:
         batch = NS(forward_mode=ForwardMode.DECODE, is_extend_in_batch=False, seq_lens=torch.zeros(bs))
         out["fwd"][bs] = paired(lambda: w_fwd(worker, batch), lambda: noop(worker, batch), a.calls, a.repeats)
@@ -158,6 +159,8 @@ def bench_step_clock(torch, bss, a):
         sc._OPEN["t0"] = time.perf_counter()  # an interval is open (as between two decode launches)
         out["wait"][bs] = paired(lambda: w_wait(processor, batch, result), lambda: noop(processor, batch, result),
                                  a.calls, a.repeats)
+        out["ctl"][bs] = paired(lambda: w_ctl(worker, [0] * bs, batch_size=bs), lambda: noop(worker, [0] * bs, batch_size=bs),
+                                a.calls, a.repeats)
         out["prep"][bs] = paired(lambda: w_prep(batch), lambda: noop(batch), a.calls, a.repeats)
         out["replay"][bs] = paired(lambda: w_replay(backend, (bs,), batch), lambda: noop(backend, (bs,), batch),
                                    a.calls, a.repeats)
@@ -167,8 +170,10 @@ def bench_step_clock(torch, bss, a):
     row("step_clock_verify", "step_clock_verify", f"{W}.verify (AROUND)", 1, out["ver"], "2 perf_counter, try/finally")
     row("step_clock_draft_extend", "step_clock_draft_extend", "EagleDraftWorker._draft_extend_for_decode (AROUND)", 1,
         out["ext"], "0/step while OffSkip skips the extend (opt-in)")
-    row("step_clock_wait", "step_clock_wait", "SchedulerBatchResultProcessor.process_batch_result_decode (BEFORE)", 1,
-        out["wait"], "copy_done.synchronize() stubbed (GPU wait, not host work)")
+    row("step_clock_wait", "step_clock_wait", "SchedulerBatchResultProcessor.process_batch_result_decode (AROUND)", 1,
+        out["wait"], "copy_done.synchronize() stubbed (GPU wait, not host work); times the processing after it")
+    row("step_clock_control", "step_clock_control", f"{W}.on_verify_complete_cpu (AROUND)", 1, out["ctl"],
+        "2 perf_counter, try/finally")
     row("step_clock_prepare", "step_clock_prepare", "ScheduleBatch.prepare_for_decode (AROUND)", 1, out["prep"])
     row("step_clock_replay", "step_clock_replay", "FullCudaGraphBackend.replay (AROUND)", 2, out["replay"],
         "the target verify's and the draft extend's graph launches")
@@ -613,7 +618,7 @@ def bench_step_clock_tick(a):
     from collections import deque
 
     rng = random.Random(0)
-    parts = (0.002, 0.001, 0.0005, 0.0001, 0.0003, 0.0004, 0.0002)[:len(sc.FIELDS) - 1]  # a reading after its wall
+    parts = (0.002, 0.001, 0.0005, 0.0001, 0.0003, 0.0004, 0.0002, 0.0006, 0.00005)[:len(sc.FIELDS) - 1]  # after its wall
     sizes = (1, 2, 4, 8, 16, 64)  # each reading ends with its batch size: the row's per-bucket medians
     sc.STEPS[0] = deque(((0.010 + rng.random() * 1e-3, *parts, rng.choice(sizes)) for _ in range(sc.KEEP)),
                         maxlen=sc.KEEP)

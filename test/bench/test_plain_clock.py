@@ -6,6 +6,7 @@ plain decoding. The decode steps are driven the way HookRegistry's AROUND wrappe
 itself needs a GPU and a model)."""
 
 import json
+import re
 import subprocess
 import sys
 
@@ -29,9 +30,10 @@ hooked = registry._chain_contains(TpModelWorker.forward_batch_generation, sc._fo
 parts = [registry._chain_contains(ScheduleBatch.prepare_for_decode, sc._prepare),
          registry._chain_contains(FullCudaGraphBackend.replay, sc._replay)]  # the plugin's, as in any launch
 batch = types.SimpleNamespace(forward_mode=ForwardMode.DECODE, is_extend_in_batch=False)
-for _ in range(40):  # launch (1 ms of host), then the previous result's wait (the plugin's BEFORE timer), then the rest
+for _ in range(40):  # launch (1 ms of host), then the previous result's wait and processing (the plugin's timer around it), then the rest
     sc._forward(lambda w, b: time.sleep(0.001), object(), batch)
-    sc._wait(object(), object(), types.SimpleNamespace(copy_done=types.SimpleNamespace(synchronize=lambda: time.sleep(0.004))))
+    sc._results(lambda p, b, r: time.sleep(0.0005), object(), object(),
+                types.SimpleNamespace(copy_done=types.SimpleNamespace(synchronize=lambda: time.sleep(0.004))))
     time.sleep(0.001)
 time.sleep(1.0)
 d = os.environ["STEP_CLOCK_DIR"]
@@ -51,6 +53,8 @@ def test_a_plain_servers_decode_steps_are_timed_and_written(tmp_path):
     assert out["files"] == [f for f in out["files"] if f.startswith("plain-pid")] and len(out["files"]) == 1
     text = out["text"]
     assert text.startswith("plain decoding: 39 steps read") and text.rstrip().endswith("GPU-bound"), text
+    got = re.search(r"the previous step's results ([\d.]+)", text)  # 0.5 ms of sleep after the wait, and no more
+    assert got and 0.45 <= float(got.group(1)) < 3.0, text
 
 
 def test_without_the_folder_set_nothing_is_queued(monkeypatch):

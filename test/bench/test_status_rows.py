@@ -15,7 +15,7 @@ SCRIPT = str(ROOT / "benchmark" / "serving" / "status_rows.py")
 
 
 def _readings(wall_ms: float, bs: int, n: int = 20):
-    return [(wall_ms / 1e3, 1e-3, 0.5e-3, 0.2e-3, (wall_ms - 2) / 1e3, 0.4e-3, 0.1e-3, bs) for _ in range(n)]
+    return [(wall_ms / 1e3, 1e-3, 0.5e-3, 0.2e-3, (wall_ms - 2) / 1e3, 0.4e-3, 0.1e-3, 0.6e-3, 0.05e-3, bs) for _ in range(n)]
 
 
 def _summaries():

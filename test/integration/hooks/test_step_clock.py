@@ -38,10 +38,11 @@ class Worker:
 
 
 def _step(now, worker, mode=ForwardMode.DECODE, launch=(0.3e-3, 1.0e-3, 0.4e-3), wait=0.0, rest=8.0e-3,
-          prev_result=True, prepare=0.5e-3, replay=0.1e-3, bs=0):
+          prev_result=True, prepare=0.5e-3, replay=0.1e-3, bs=0, results=0.0, control=0.0):
     """One pass of the scheduler loop: launch a batch (its own host time, then verify, then draft extend), then the
-    previous step's result (its GPU wait first), then the rest of the loop, which ends preparing the next batch
-    (`prepare` of `rest`)."""
+    previous step's result (its GPU wait first, then its processing, `results` of `rest`, which feeds the adaptive
+    controller, `control` of `results`), then the rest of the loop, which ends preparing the next batch (`prepare` of
+    `rest`)."""
     own, verify, extend = launch
 
     def sglang_replay(backend, shape_key, fb):  # a CUDA-graph launch: a quarter of each part's host time
@@ -64,8 +65,16 @@ def _step(now, worker, mode=ForwardMode.DECODE, launch=(0.3e-3, 1.0e-3, 0.4e-3),
     hook._forward(sglang_forward, worker, types.SimpleNamespace(forward_mode=mode, is_extend_in_batch=False, **lens))
     if prev_result:
         event = types.SimpleNamespace(synchronize=lambda: now.__setitem__(0, now[0] + wait))
-        hook._wait(object(), object(), types.SimpleNamespace(copy_done=event))
-    now[0] += rest - prepare
+
+        def sglang_on_verify_complete_cpu(w, counts, batch_size=0):
+            now[0] += control
+
+        def sglang_process(processor, batch, result):
+            now[0] += results - control
+            hook._part("control")(sglang_on_verify_complete_cpu, object(), [1], batch_size=1)
+
+        hook._results(sglang_process, object(), object(), types.SimpleNamespace(copy_done=event))
+    now[0] += rest - prepare - (results if prev_result else 0.0)
 
     def sglang_prepare(batch):
         now[0] += prepare
@@ -81,7 +90,8 @@ def test_a_host_bound_step_is_split_into_launch_wait_and_rest(clock):
     detail = hook.summary()
     assert detail.startswith("steps 0: 39 steps read")
     assert ("wall 9.70 ms, launch 1.70 (verify 1.00, draft extend 0.40; graph launches 0.20), waiting on the GPU "
-            "0.00, rest of the loop 8.00 (preparing the next batch 0.50)") in detail
+            "0.00, rest of the loop 8.00 (preparing the next batch 0.50; the previous step's results 0.00, the adaptive "
+            "controller 0.00 of it)") in detail
     assert detail.endswith("waited over 0.2 ms in 0% of steps: host-bound")
 
 
@@ -101,6 +111,23 @@ def test_a_gpu_bound_step_waits_and_states_are_kept_apart(clock):
     assert s0.startswith("steps 0: 19 steps read") and "wall 9.80 ms" in s0 and s0.endswith("host-bound")
 
 
+def test_the_previous_steps_result_processing_and_its_adaptive_controller_are_read_apart(clock):
+    """On an H100 (2026-12-05) the off-state's step was 0.45-0.47 ms longer than plain decoding's at the same batch
+    sizes, its launch plus GPU wait only 0.1 ms: the rest of the loop held the difference. The row splits out the
+    previous step's result processing (after its GPU wait) and the adaptive controller it feeds; outside an open
+    interval neither is timed, and the wait stays the wait."""
+    hook._results(lambda p, b, r: clock.__setitem__(0, clock[0] + 1.0), object(), object(),
+                  types.SimpleNamespace(copy_done=None))
+    assert hook._OPEN["results"] == 0.0
+    w = Worker(0)
+    for _ in range(20):
+        _step(clock, w, wait=2.0e-3, rest=1.5e-3, prepare=0.25e-3, results=0.9e-3, control=0.06e-3)
+    detail = hook.summary()
+    assert ("waiting on the GPU 2.00, rest of the loop 1.50 (preparing the next batch 0.25; the previous step's "
+            "results 0.90, the adaptive controller 0.06 of it)") in detail, detail
+    assert "wall 5.20 ms" in detail
+
+
 def test_a_host_blocked_preparing_the_next_batch_is_named(clock):
     """A copy to the GPU that syncs with the step in flight blocks in prepare_for_decode, not in copy_done: the row
     names it; outside an open interval (before the first decode launch) prepare_for_decode is not timed."""
@@ -110,7 +137,7 @@ def test_a_host_blocked_preparing_the_next_batch_is_named(clock):
     for _ in range(20):
         _step(clock, w, wait=0.0, rest=8.5e-3, prepare=8.0e-3)
     detail = hook.summary()
-    assert "rest of the loop 8.50 (preparing the next batch 8.00)" in detail
+    assert "rest of the loop 8.50 (preparing the next batch 8.00;" in detail
     assert detail.endswith("in 0% of steps: host-bound, blocked preparing the next batch"), detail
     hook.reset()
     for _ in range(20):
@@ -222,24 +249,26 @@ from sglang.srt.managers.scheduler_components.batch_result_processor import Sche
 from sglang.srt.managers.schedule_batch import ScheduleBatch
 from sglang.srt.model_executor.runner_backend.full_cuda_graph_backend import FullCudaGraphBackend
 got = {"forward": (EAGLEWorkerV2.forward_batch_generation, hook._forward),
-       "wait": (P.process_batch_result_decode, hook._wait),
+       "wait": (P.process_batch_result_decode, hook._results),
        "prepare": (ScheduleBatch.prepare_for_decode, hook._prepare),
        "replay": (FullCudaGraphBackend.replay, hook._replay)}
 print(json.dumps({"hooked": {k: registry._chain_contains(a, fn) for k, (a, fn) in got.items()},
                   "wrapped": [hasattr(EAGLEWorkerV2.verify, "__wrapped__"),
-                              hasattr(EagleDraftWorker._draft_extend_for_decode, "__wrapped__")],
+                              hasattr(EagleDraftWorker._draft_extend_for_decode, "__wrapped__"),
+                              hasattr(EAGLEWorkerV2.on_verify_complete_cpu, "__wrapped__")],
                   "rows": {r.name: r.state for r in hookstatus.rows() if r.name.startswith("step_clock")}}))
 """
 
 
-NAMES = ["step_clock", "step_clock_verify", "step_clock_draft_extend", "step_clock_wait", "step_clock_prepare",
-         "step_clock_replay"]
+NAMES = ["step_clock", "step_clock_verify", "step_clock_draft_extend", "step_clock_wait", "step_clock_control",
+         "step_clock_prepare", "step_clock_replay"]
 
 
 @pytest.mark.slow
-def test_sglangs_load_plugins_routes_the_six_targets_through_the_hook():
+def test_sglangs_load_plugins_routes_the_seven_targets_through_the_hook():
     out = run_json(ROUTED)
-    assert out["hooked"] == {"forward": True, "wait": True, "prepare": True, "replay": True} and out["wrapped"] == [True, True]
+    assert out["hooked"] == {"forward": True, "wait": True, "prepare": True, "replay": True}
+    assert out["wrapped"] == [True, True, True]
     assert out["rows"] == {n: "applied" for n in NAMES}
 
 

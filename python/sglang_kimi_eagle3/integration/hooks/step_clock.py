@@ -5,7 +5,8 @@ Upstream targets (sglang 0.5.23, through HookRegistry):
   sglang.srt.speculative.eagle_worker_v2.EAGLEWorkerV2.verify                     AROUND: its verify part
   sglang.srt.speculative.eagle_worker_v2.EagleDraftWorker._draft_extend_for_decode AROUND: its draft-extend part
   sglang.srt.managers.scheduler_components.batch_result_processor.SchedulerBatchResultProcessor
-    .process_batch_result_decode                                                  BEFORE: the wait on the GPU
+    .process_batch_result_decode                                AROUND: the wait on the GPU, then the result's processing
+  sglang.srt.speculative.eagle_worker_v2.EAGLEWorkerV2.on_verify_complete_cpu   AROUND: the adaptive controller in it
   sglang.srt.managers.schedule_batch.ScheduleBatch.prepare_for_decode             AROUND: the next batch's preparation
   sglang.srt.model_executor.runner_backend.full_cuda_graph_backend.FullCudaGraphBackend.replay
                                                                                   AROUND: the CUDA-graph launches
@@ -21,6 +22,9 @@ How: the scheduler thread launches a step (forward_batch_generation: CUDA runs i
   decoding's one decode graph); the time blocked on the GPU, by waiting on `result.copy_done` itself just
   before SGLang does (SGLang's own wait then returns at once: the same order, nothing else changed); and the rest of
   the scheduler's loop (wall less launch less wait: scheduling, the result's bookkeeping, output streaming), with
+  the previous step's result processing apart (process_batch_result_decode after its wait; for speculative decoding
+  it feeds the adaptive controller, `on_verify_complete_cpu`, also apart: on an H100 on 2026-12-05 the off-state's
+  rest of the loop was 0.42-0.55 ms a step longer than plain decoding's, its launch plus GPU wait 0.1 ms) and
   the next batch's preparation apart (`prepare_for_decode`: for speculative decoding `eagle_prepare_for_decode`, which
   copies two pageable CPU tensors to the GPU with non_blocking=True on a stream chained to the step in flight; if
   CUDA stages those through a stream sync, the host blocks there, not in `copy_done`, and this part shows it). A step
@@ -60,6 +64,7 @@ TARGETS = {  # status row -> target
     f"{NAME}_draft_extend": "sglang.srt.speculative.eagle_worker_v2.EagleDraftWorker._draft_extend_for_decode",
     f"{NAME}_wait": ("sglang.srt.managers.scheduler_components.batch_result_processor.SchedulerBatchResultProcessor"
                      ".process_batch_result_decode"),
+    f"{NAME}_control": f"{WORKER}.on_verify_complete_cpu",
     f"{NAME}_prepare": "sglang.srt.managers.schedule_batch.ScheduleBatch.prepare_for_decode",
     f"{NAME}_replay": "sglang.srt.model_executor.runner_backend.full_cuda_graph_backend.FullCudaGraphBackend.replay",
 }
@@ -72,8 +77,10 @@ WAITED_S = 2e-4  # a step "waited on the GPU" when blocked longer than this
 # the step being launched / the open interval: start of the last decode launch (None: nothing open, or broken),
 # its launch, verify and draft-extend host seconds, its steps, the GPU wait and the next batch's preparation since
 _OPEN: dict = {"t0": None, "launch": 0.0, "verify": 0.0, "extend": 0.0, "steps": None, "wait": 0.0, "prepare": 0.0,
-               "replay": 0.0, "bs": 0}
-FIELDS = ("wall", "launch", "verify", "extend", "wait", "prepare", "replay")  # one reading, seconds each (+ its bs)
+               "replay": 0.0, "results": 0.0, "control": 0.0, "bs": 0}
+# one reading, seconds each (+ its bs): results = the previous step's processing after its wait, control = the
+# adaptive controller inside it
+FIELDS = ("wall", "launch", "verify", "extend", "wait", "prepare", "replay", "results", "control")
 STEPS: dict[int, deque] = {}  # steps -> deque of readings (FIELDS, then the batch size; 0: not known)
 _READ: dict[int, int] = {}  # steps -> steps read in this process (all, not only the kept ones)
 _SHOWN: list = [None]  # the detail last put in the row
@@ -93,7 +100,8 @@ def install() -> None:
     registry.register(NAME, TARGETS[NAME], _forward, "around")
     registry.register(f"{NAME}_verify", TARGETS[f"{NAME}_verify"], _part("verify"), "around")
     registry.register(f"{NAME}_draft_extend", TARGETS[f"{NAME}_draft_extend"], _part("extend"), "around")
-    registry.register(f"{NAME}_wait", TARGETS[f"{NAME}_wait"], _wait, "before")
+    registry.register(f"{NAME}_wait", TARGETS[f"{NAME}_wait"], _results, "around")
+    registry.register(f"{NAME}_control", TARGETS[f"{NAME}_control"], _part("control"), "around")
     registry.register(f"{NAME}_prepare", TARGETS[f"{NAME}_prepare"], _prepare, "around")
     registry.register(f"{NAME}_replay", TARGETS[f"{NAME}_replay"], _replay, "around")
     runtime_status.on_tick(tick)
@@ -115,7 +123,7 @@ def _forward(original, worker, batch, *args, **kwargs):
     t0 = time.perf_counter()
     _close(t0)
     _OPEN.update(t0=t0, verify=0.0, extend=0.0, wait=0.0, launch=0.0, steps=None, prepare=0.0, replay=0.0,
-                 bs=_batch_size(batch))
+                 results=0.0, control=0.0, bs=_batch_size(batch))
     out = original(worker, batch, *args, **kwargs)
     _OPEN["launch"] = time.perf_counter() - t0
     # after activate_step_by_batch: the state it ran (a plain worker has none: PLAIN)
@@ -142,15 +150,23 @@ def bucket(bs: int) -> str | None:
     return f"{hi // 2 + 1}-{hi}"
 
 
-def _wait(*args, **kwargs):
-    """BEFORE process_batch_result_decode(self, batch, result): wait for the result's copy ourselves, timed."""
+def _results(original, *args, **kwargs):
+    """AROUND process_batch_result_decode(self, batch, result): wait for the result's copy ourselves, timed (SGLang's
+    own wait then returns at once), then time SGLang's processing of the result."""
+    if _OPEN["t0"] is None:
+        return original(*args, **kwargs)
     result = kwargs.get("result", args[2] if len(args) > 2 else None)
     done = getattr(result, "copy_done", None)
-    if done is None or _OPEN["t0"] is None:
-        return
     t = time.perf_counter()
-    done.synchronize()
-    _OPEN["wait"] += time.perf_counter() - t
+    if done is not None:
+        done.synchronize()
+    t1 = time.perf_counter()
+    _OPEN["wait"] += t1 - t
+    try:
+        return original(*args, **kwargs)
+    finally:
+        if _OPEN["t0"] is not None:
+            _OPEN["results"] += time.perf_counter() - t1
 
 
 def _part(key: str):
@@ -207,8 +223,8 @@ def summary() -> str | None:
         rows = list(kept)
         if len(rows) < MIN_READ:
             continue
-        wall, launch, verify, extend, wait, prepare, replay = (median(r[i] for r in rows) * 1e3
-                                                               for i in range(len(FIELDS)))
+        wall, launch, verify, extend, wait, prepare, replay, results, control = (median(r[i] for r in rows) * 1e3
+                                                                                 for i in range(len(FIELDS)))
         rest = median((r[0] - r[1] - r[4]) for r in rows) * 1e3
         waited = sum(1 for r in rows if r[4] > WAITED_S) / len(rows)
         verdict = ("host-bound" if waited < 0.25 else "GPU-bound" if waited > 0.75 else "between host- and GPU-bound")
@@ -221,7 +237,8 @@ def summary() -> str | None:
         parts.append(f"{label}: {_READ[steps]} steps read{since}; medians per step of the last {len(rows)}: wall "
                      f"{wall:.2f} ms, launch {launch:.2f} (verify {verify:.2f}, draft extend {extend:.2f}; graph launches "
                      f"{replay:.2f}), waiting on "
-                     f"the GPU {wait:.2f}, rest of the loop {rest:.2f} (preparing the next batch {prepare:.2f}); "
+                     f"the GPU {wait:.2f}, rest of the loop {rest:.2f} (preparing the next batch {prepare:.2f}; the "
+                     f"previous step's results {results:.2f}, the adaptive controller {control:.2f} of it); "
                      f"waited over {WAITED_S * 1e3:.1f} ms in "
                      f"{waited:.0%} of steps: {verdict}{_by_batch(rows)}")
     return " | ".join(parts) if parts else None
@@ -269,7 +286,8 @@ def traffic_warmup_ended() -> None:
 
 def reset() -> None:
     """Tests: forget every reading."""
-    _OPEN.update(t0=None, launch=0.0, verify=0.0, extend=0.0, steps=None, wait=0.0, prepare=0.0, replay=0.0, bs=0)
+    _OPEN.update(t0=None, launch=0.0, verify=0.0, extend=0.0, steps=None, wait=0.0, prepare=0.0, replay=0.0,
+                 results=0.0, control=0.0, bs=0)
     _WARM.update(ended=False, reset=False)
     STEPS.clear()
     _READ.clear()
