@@ -438,3 +438,60 @@ def test_an_off_state_read_dearer_than_a_positive_round_is_priced_from_the_posit
     # consistent readings keep their own price (the live bs-8 to bs-128 slots: steps 0 x0.31-0.45, steps 3 x0.73-0.90)
     ctl.corr = {0: 0.45, 3: 0.83}
     assert ctl.cost_us(0) == ctl.modelled_us(0) * 0.45
+
+
+def _probe_lengths(bs, **kw):
+    """Batches each of the first probes of a slot at 0 lasted, nothing ever accepted, `bs` requests a batch."""
+    ctl = _ctl(**kw)
+    for _ in range(ctl.dwell_batches + 1):
+        ctl.update([0] * bs)
+    assert ctl.steps == 0
+    lengths, start = [], None
+    for i in range(3000):
+        new = ctl.update([0] * bs)
+        if new is not None and new > 0:
+            start = i
+        elif new == 0 and start is not None:
+            lengths.append(i - start)
+            start = None
+    return ctl, lengths
+
+
+def test_a_probe_is_sized_by_the_requests_it_verifies_not_by_batches():
+    """On an H100 (2026-12-05, Marlin) a probe of steps 3 at 8 requests held 32 batches at 3.2x a plain step: 256
+    verifies where 32 tell the same. A probe ends after probe_batches verified requests, in probe_min_batches batches
+    at least and probe_batches at most: one request a batch probes exactly as before."""
+    ctl, at1 = _probe_lengths(1)
+    assert at1 and set(at1) == {ctl.probe_batches} and ctl.failed_probes == len(at1)
+    _, at2 = _probe_lengths(2)
+    assert set(at2) == {ctl.probe_batches // 2}
+    ctl, at8 = _probe_lengths(8)
+    assert set(at8) == {ctl.probe_min_batches} == {4}
+    _, at64 = _probe_lengths(64)
+    assert set(at64) == {4}  # the floor: the first settle_batches of a state are not timed
+    _, floor = _probe_lengths(8, probe_min_batches=10)
+    assert set(floor) == {10}
+    assert T.KNOBS["probe_min_batches"] == 4 and Controller.from_entry([0, 3], dict(
+        T.KNOBS, base_us=1.0, round_us={"3": 2.0}, probe_min_batches=6), 3).probe_min_batches == 6
+
+
+def test_a_short_probe_decides_on_its_mean_per_request_not_on_an_ema_of_its_few_batches():
+    """This slot's probe is steps 1, which pays above an acceptance of about 0.15. Four 8-request batches, the first
+    accepting half its drafts and the next three none, read 0.125 accepted drafts a request: the probe does not pay.
+    An EMA of its batches (0.1 a batch) would weigh the first 0.73, read 0.36 and step up."""
+    ctl = _ctl()
+    for _ in range(ctl.dwell_batches + 1):
+        ctl.update([0] * 8)
+    assert ctl.steps == 0
+    while ctl.update([0] * 8) is None:
+        pass
+    assert ctl.steps == 1 and ctl.probing
+    assert ctl.update([1] * 4 + [0] * 4) is None and ctl.update([0] * 8) is None and ctl.update([0] * 8) is None
+    assert ctl.update([0] * 8) == 0 and ctl.failed_probes == 1, ctl.history
+    # the same four batches, each accepting half: 0.5 a request, it pays, and the slot stays positive
+    while ctl.update([0] * 8) is None:
+        pass
+    for _ in range(3):
+        assert ctl.update([1] * 4 + [0] * 4) is None
+    assert ctl.update([1] * 4 + [0] * 4) in (None, 3)  # it paid: stay at 1, or on to 3 where that pays more
+    assert ctl.steps > 0 and not ctl.probing and ctl.failed_probes == 1, ctl.history

@@ -7,9 +7,13 @@ minutes and ran at 0.41x of plain decoding. This one decides from the planner's 
   - a minimum dwell counted in batches (no wall clock: every TP rank sees the same accept counts and takes the
     same decision; `Controller.update` is a pure function of its state and the counts);
   - hysteresis: a switch needs a predicted gain above `hysteresis` over staying;
-  - at steps 0, probes with exponential back-off: after `probe_wait_batches` at 0, `probe_batches` at the
-    smallest positive candidate; a probe that does not pay doubles the wait (up to `probe_wait_max_batches`),
-    one that pays resets it.
+  - at steps 0, probes with exponential back-off: after `probe_wait_batches` at 0, a probe at the smallest positive
+    candidate; a probe that does not pay doubles the wait (up to `probe_wait_max_batches`), one that pays resets it.
+    A probe (and a visit to read a state) lasts `probe_batches` verified requests, at least `probe_min_batches`
+    batches, at most `probe_batches` batches, and decides on the acceptance per request it read: its information is
+    per request, its cost per batch. On an H100 (2026-12-05, q 0.3, the deployment-shaped pair on Marlin) a steps-3
+    step at 5-8 requests cost 3.2x a plain one, and a probe of 32 batches held there cut the c-8 round it fell in
+    from 0.99x of plain to 0.84-0.86x.
 The acceptance estimate: an EMA of accepted drafts per request per verify at the current steps s, turned into an
 iid per-position acceptance alpha (tau = 1 + accepted; planner/acceptance.alpha_from_tau); each candidate's
 predicted speedup is expected_tokens(alpha, s') x base_us / cost(s'); steps 0 is SGLang's off-state, base_us /
@@ -109,9 +113,10 @@ class Controller:
     steps: int
     off_us: float | None = None  # one steps-0 (off-state) step; None: priced as plain decoding
     dwell_batches: int = 128
-    probe_batches: int = 32
+    probe_batches: int = 32  # a probe's (and a visit's) verified requests, and its most batches
     probe_wait_batches: int = 256
     probe_wait_max_batches: int = 8192
+    probe_min_batches: int = 4  # a probe's fewest batches (its first settle_batches are not timed)
     hysteresis: float = 0.05
     ema_alpha: float = 0.1
     ema: float | None = None  # accepted drafts per request per verify, at the current steps
@@ -135,11 +140,14 @@ class Controller:
     explored: set = field(default_factory=set)  # positive candidates visited to be read (each once)
     shared: Shared | None = None  # this process's pooled learning (None: this slot learns alone)
     decided: bool = False  # the first decision at a positive state was taken
+    verified: int = 0  # requests verified since the last switch
+    accepted_sum: int = 0  # their accepted drafts
 
     @classmethod
     def from_entry(cls, candidates: list[int], entry: dict, steps: int) -> Controller:
         knobs = {k: entry[k] for k in ("dwell_batches", "probe_batches", "probe_wait_batches", "probe_wait_max_batches",
-                                       "hysteresis", "ema_alpha", "measure", "sync_batches", "settle_batches", "corr_alpha")
+                                       "probe_min_batches", "hysteresis", "ema_alpha", "measure", "sync_batches",
+                                       "settle_batches", "corr_alpha")
                  if k in entry}
         c = cls(sorted(set(candidates)), float(entry["base_us"]), {int(k): float(v) for k, v in entry["round_us"].items()},
                 steps if steps in candidates else sorted(set(candidates))[-1],
@@ -238,6 +246,7 @@ class Controller:
     def _switch(self, new: int, why: str) -> int:
         self.history = (self.history + [(self.seen, self.steps, new, why)])[-16:]
         self.steps, self.batches, self.ema, self.switches = new, 0, None, self.switches + 1
+        self.verified = self.accepted_sum = 0
         return new
 
     def _sync(self, sync) -> None:
@@ -253,6 +262,12 @@ class Controller:
             return self.dwell_batches
         return 1 if self.shared is not None and self.shared.known() else self.probe_batches
 
+    def probe_done(self) -> bool:
+        """A probe or a visit has read enough: `probe_batches` verified requests in at least `probe_min_batches`
+        batches, or `probe_batches` batches (one request a batch: the same end as a batch count)."""
+        return self.batches >= self.probe_batches or (
+            self.batches >= self.probe_min_batches and self.verified >= self.probe_batches)
+
     def update(self, accepted: list[int], wall_us: float | None = None, sync=None) -> int | None:
         """One verify's accepted-draft counts (one per request), the batch's wall time (optional) and `sync`, a
         function from this process's summary to the one every rank applies (None: the costs stay modelled).
@@ -261,9 +276,13 @@ class Controller:
             return None
         self.seen += 1
         self.batches += 1
+        self.verified += len(accepted)
+        self.accepted_sum += sum(accepted)
         self.observe(wall_us)
+        short = self.probing or self.exploring  # a probe's or a visit's window: ends on probe_done
         window = self.window()
-        if self.batches == window or self.seen % self.sync_batches == 0:
+        ends = self.probe_done() if short else self.batches == window
+        if ends or self.seen % self.sync_batches == 0:
             self._sync(sync)
         sh = self.shared
         if self.steps > 0:
@@ -275,12 +294,17 @@ class Controller:
             sh.since += 1
         if self.steps == 0:
             return self._at_zero()
-        if self.batches < window:
+        if (not ends) if short else self.batches < window:
             return None
         self.exploring = False
         first, self.decided = not self.decided, True
-        # the first decision reads the pooled estimate (this slot's own is one batch old or part of it)
-        a = sh.alpha() if first and sh is not None and sh.known() else self.alpha()
+        if short and self.batches < self.probe_batches:  # ended by its requests: decide on their mean, not on an
+            # EMA of a few batches (its first batch would weigh 0.73 after four)
+            self.ema = self.accepted_sum / self.verified
+            a = self.alpha()
+        else:
+            # the first decision reads the pooled estimate (this slot's own is one batch old or part of it)
+            a = sh.alpha() if first and sh is not None and sh.known() else self.alpha()
         if self.measure and sync is not None and not self.probing:
             visit = self._to_read(a)
             if visit is not None:

@@ -37,7 +37,7 @@ MAX_STEPS = 7
 ALPHAS = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95)  # per-position acceptance the table must serve
 KEY = "kimi_eagle3"
 KNOBS = {"dwell_batches": 128, "probe_batches": 32, "probe_wait_batches": 256, "probe_wait_max_batches": 8192,
-         "hysteresis": 0.05, "ema_alpha": 0.1}
+         "probe_min_batches": 4, "hysteresis": 0.05, "ema_alpha": 0.1}
 
 
 # SGLang 0.5.23's speculative path costs more than the planner's passes: its steps-0 off-state (a 1-token verify
