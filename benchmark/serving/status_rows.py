@@ -2,7 +2,8 @@
 
     python3 benchmark/serving/status_rows.py status FILE      # adaptive_control / offstate_extend: state, switches
     python3 benchmark/serving/status_rows.py step_clock FILE  # the step_clock row: per runtime state, medians
-    python3 benchmark/serving/status_rows.py compare FILE PLAIN_TXT  # its states' steps over plain's, per batch size
+    python3 benchmark/serving/status_rows.py compare FILE PLAIN_TXT  # its states' steps over plain's, per batch size,
+                                                                     # then where the loop's time goes, side by side
 
 A file that is missing or not a status file prints one line saying so (never a traceback, never an empty line: on
 2026-12-05 an inline `python3 -c` with nested double quotes printed nothing for every server, and the run's
@@ -16,6 +17,10 @@ import sys
 
 BY_BATCH = re.compile(r"; by batch size, wall / GPU wait ms \(steps\): (.*)$")
 ENTRY = re.compile(r"(\d+(?:-\d+)?): ([\d.]+) / ([\d.]+) \((\d+)\)")
+# the medians of one state's step: launch, GPU wait, rest of the loop and its parts (results and controller: since
+# 2026-12-05; an older row has neither)
+PARTS = re.compile(r"launch ([\d.]+) \(.*?\), waiting on the GPU ([\d.]+), rest of the loop ([\d.]+) \(preparing the "
+                   r"next batch ([\d.]+)(?:; the previous step's results ([\d.]+), the adaptive controller ([\d.]+) of it)?\)")
 
 
 def _rows(path: str) -> dict:
@@ -48,21 +53,50 @@ def by_batch(detail: str) -> dict[str, dict[str, tuple[float, float, int]]]:
     return out
 
 
+def loop_parts(detail: str) -> dict[str, tuple]:
+    """A step_clock detail -> {state label: (launch, GPU wait, rest, preparing, results, controller) ms; the last two
+    None in a row written before they were read}."""
+    out = {}
+    for part in detail.split(" | "):
+        m = PARTS.search(part)
+        if m:
+            out[part.split(":", 1)[0].strip()] = tuple(float(x) if x is not None else None for x in m.groups())
+    return out
+
+
+def _pair(a, b) -> str:
+    return " / ".join("-" if x is None else f"{x:.2f}" for x in (a, b))
+
+
+def _loop_text(ours: tuple, plain: tuple) -> str:
+    """Where one step's time goes, this state / plain decoding (medians over every batch size read)."""
+    return (f"the loop, ms, this / plain: launch {_pair(ours[0], plain[0])}, GPU wait {_pair(ours[1], plain[1])}, "
+            f"rest {_pair(ours[2], plain[2])} (results {_pair(ours[4], plain[4])}, controller {_pair(ours[5], plain[5])}, "
+            f"preparing {_pair(ours[3], plain[3])})")
+
+
 def compare_line(path: str, plain_path: str) -> str:
-    """Each of the server's states over plain decoding, median wall per decode step, bucket by bucket."""
+    """Each of the server's states over plain decoding, median wall per decode step, bucket by bucket; then the parts
+    of its step against plain's."""
     r = _rows(path).get("step_clock")
     with open(plain_path) as f:
-        plain = by_batch(f.read().strip()).get("plain decoding", {})
+        plain_text = f.read().strip()
+    plain = by_batch(plain_text).get("plain decoding", {})
+    plain_parts = loop_parts(plain_text).get("plain decoding")
     if not r or not plain:
         return "no per-batch-size readings to compare (" + ("plain's" if r else "this server's") + " are missing)"
     parts = []
+    ours_parts = loop_parts(r.get("detail", ""))
     for label, buckets in by_batch(r.get("detail", "")).items():
         common = [b for b in buckets if b in plain]
         if common:
-            parts.append(f"{label} / plain decoding: " + ", ".join(
+            text = f"{label} / plain decoding: " + ", ".join(
                 f"bs {b}: {buckets[b][0] / plain[b][0]:.3f} ({buckets[b][0]:.2f} / {plain[b][0]:.2f} ms)"
-                for b in common))
-    return "; ".join(parts) if parts else "no batch-size bucket read on both"
+                for b in common)
+            if label in ours_parts and plain_parts:
+                text += f"; {_loop_text(ours_parts[label], plain_parts)}"
+            parts.append(text)
+    return " | ".join(parts) if parts else "no batch-size bucket read on both"
 
 
 def main(argv: list[str]) -> int:

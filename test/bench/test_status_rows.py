@@ -14,8 +14,9 @@ from sglang_kimi_eagle3.integration.hooks import step_clock
 SCRIPT = str(ROOT / "benchmark" / "serving" / "status_rows.py")
 
 
-def _readings(wall_ms: float, bs: int, n: int = 20):
-    return [(wall_ms / 1e3, 1e-3, 0.5e-3, 0.2e-3, (wall_ms - 2) / 1e3, 0.4e-3, 0.1e-3, 0.6e-3, 0.05e-3, bs) for _ in range(n)]
+def _readings(wall_ms: float, bs: int, n: int = 20, results_ms: float = 0.6):
+    return [(wall_ms / 1e3, 1e-3, 0.5e-3, 0.2e-3, (wall_ms - 2) / 1e3, 0.4e-3, 0.1e-3, results_ms / 1e3, 0.05e-3, bs)
+            for _ in range(n)]
 
 
 def _summaries():
@@ -28,7 +29,8 @@ def _summaries():
         ours = step_clock.summary()
         step_clock.STEPS.clear()
         step_clock._READ.clear()
-        step_clock.STEPS[step_clock.PLAIN] = deque(_readings(8.0, 1) + _readings(20.0, 6) + _readings(35.0, 16))
+        step_clock.STEPS[step_clock.PLAIN] = deque(_readings(8.0, 1, results_ms=0.3) + _readings(20.0, 6, results_ms=0.3)
+                                                   + _readings(35.0, 16, results_ms=0.3))
         step_clock._READ[step_clock.PLAIN] = 60
         return ours, step_clock.summary()
     finally:
@@ -46,10 +48,31 @@ def test_a_state_is_set_against_plain_decoding_at_the_same_batch_sizes(tmp_path)
     (tmp_path / "plain.txt").write_text(plain + "\n")
     r = _run("compare", str(status), str(tmp_path / "plain.txt"))
     assert r.returncode == 0 and r.stderr == "", r.stderr
-    assert r.stdout.strip() == ("steps 0 / plain decoding: bs 1: 1.250 (10.00 / 8.00 ms), bs 5-8: 1.050 (21.00 / 20.00 ms)"
-                                "; steps 3 / plain decoding: bs 1: 3.750 (30.00 / 8.00 ms)")
+    # then where each state's step goes against plain's (medians over every batch size: GPU wait = wall - 2 ms here)
+    loop = ("the loop, ms, this / plain: launch 1.00 / 1.00, GPU wait {} / {}, rest 1.00 / 1.00 (results 0.60 / 0.30, "
+            "controller 0.05 / 0.05, preparing 0.40 / 0.40)")
+    assert r.stdout.strip() == (
+        "steps 0 / plain decoding: bs 1: 1.250 (10.00 / 8.00 ms), bs 5-8: 1.050 (21.00 / 20.00 ms); "
+        + loop.format("19.00", "18.00") + " | steps 3 / plain decoding: bs 1: 3.750 (30.00 / 8.00 ms); "
+        + loop.format("28.00", "18.00")), r.stdout
     r = _run("step_clock", str(status))
     assert r.stdout.startswith("applied: steps 0: 43 steps read") and "bs" not in r.stdout.split("|")[0][:40]
+
+
+def test_a_row_written_before_the_loop_was_split_still_compares(tmp_path):
+    """Run 28's files (2026-12-05, an H100) hold no results / controller parts: those read `-`, the rest stands."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("status_rows", SCRIPT)
+    rows = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(rows)
+    old = ("steps 0: 9683 steps read since the traffic warm-up ended; medians per step of the last 2048: wall 8.99 ms, "
+           "launch 2.42 (verify 1.31, draft extend 0.87; graph launches 0.08), waiting on the GPU 5.07, rest of the loop "
+           "1.52 (preparing the next batch 0.26); waited over 0.2 ms in 99% of steps: GPU-bound; by batch size, wall / "
+           "GPU wait ms (steps): 1: 8.99 / 5.07 (2048)")
+    assert rows.loop_parts(old) == {"steps 0": (2.42, 5.07, 1.52, 0.26, None, None)}
+    assert "(results - / 0.30, controller - / 0.05, preparing 0.26 / 0.40)" in rows._loop_text(
+        rows.loop_parts(old)["steps 0"], (1.0, 18.0, 1.0, 0.4, 0.3, 0.05))
 
 
 def test_missing_or_foreign_files_give_one_line_never_a_traceback(tmp_path):
