@@ -352,6 +352,10 @@ def test_the_one_token_verify_state_launches_on_the_kernel_device(monkeypatch):
     assert res.error == "" and res.launches == len(vs) == 6, res
     total = W.run(_vs, _st, device()).add(res)
     assert total.launches == 12 and total.by_op == {"argmax_verify": 4, "verify_greedy": 4, "tree_sampling": 4}
+    # compile counts (None under the interpreter) add up only where both runs counted them
+    assert W.WarmupResult(compiled=3).add(W.WarmupResult(compiled=2)).compiled == 5
+    assert W.WarmupResult(compiled=3).add(W.WarmupResult()).compiled is None
+    assert W.WarmupResult(error="a").add(W.WarmupResult(error="b")).error == "a"
 
 
 def test_the_adaptive_steps_come_from_sglangs_own_controller():

@@ -22,6 +22,14 @@ def test_on_the_gpu_a_second_pass_compiles_nothing_and_sglangs_jit_modules_build
     assert first.error == "" and first.launches == len(vs) and first.compiled is not None
     again = W.run(vs, s, dev)
     assert again.error == "" and again.compiled == 0, again
+    # an adaptive launch's other states (steps 0: N 1; steps 7: N 8) warm their own variants, and their compile
+    # counts add up; a second pass over them compiles nothing either
+    states = W.plan_states(s, [0, 3, 7], "ours", {})
+    total = W.run(states[0][1], states[0][0], dev)
+    for st, more in states[1:]:
+        total.add(W.run(more, st, dev))
+    assert total.error == "" and isinstance(total.compiled, int) and total.compiled > 0, total
+    assert all(W.run(more, st, dev).compiled == 0 for st, more in states[1:])
     from sglang_kimi_eagle3.integration.hooks.kernel_warmup import warm_sglang
 
     assert len(warm_sglang(s, dev)) == 2
