@@ -10,6 +10,12 @@
 #   GPU_CI_TARGETS=int4 benchmark/live/live.sh      only the INT4 wrapper pair (7 roles)
 set -uo pipefail
 eval "$(benchmark/live/device.sh env)"
+# after a never-slower lease on this machine: its JIT caches (SGLang's tree and tree-sampling modules, FlashInfer's
+# sampling module, prebuilt before its servers started) are the ones these servers need too (run 28, 2026-12-05:
+# without them each server's kernel warm-up built them again, 120-124 s, and a 330-s step ended after 1 test)
+DA_W=${DA_WORK:-/tmp/da}
+[ -d "$DA_W/cache/jit-shared" ] && export SGLANG_JIT_CACHE_DIR=${SGLANG_JIT_CACHE_DIR:-$DA_W/cache/jit-shared}
+[ -d "$DA_W/cache/flashinfer-shared" ] && export FLASHINFER_WORKSPACE_BASE=${FLASHINFER_WORKSPACE_BASE:-$DA_W/cache/flashinfer-shared}
 # 540 s per server: at TP 2 SGLang auto-enables FlashInfer AllReduce fusion, whose CUDA module is JIT-built on the
 # first start (206 s on the lent 2x H200, 2026-11-30). TP 1 servers started one at a time in 73-135 s.
 export GPU_CI_LOG_DIR=/tmp/live-logs GPU_CI_TINY_DIR=/tmp/tiny GPU_CI_STARTUP_TIMEOUT=${GPU_CI_STARTUP_TIMEOUT:-540}
