@@ -53,8 +53,10 @@ def test_a_plain_servers_decode_steps_are_timed_and_written(tmp_path):
     assert out["files"] == [f for f in out["files"] if f.startswith("plain-pid")] and len(out["files"]) == 1
     text = out["text"]
     assert text.startswith("plain decoding: 39 steps read") and text.rstrip().endswith("GPU-bound"), text
-    got = re.search(r"the previous step's results ([\d.]+)", text)  # 0.5 ms of sleep after the wait, and no more
-    assert got and 0.45 <= float(got.group(1)) < 3.0, text
+    # the 0.5-ms sleep after the wait is read as the result's processing (a sleep never returns early; no upper bound:
+    # a loaded box may oversleep)
+    got = re.search(r"the previous step's results ([\d.]+)", text)
+    assert got and float(got.group(1)) >= 0.45, text
 
 
 def test_without_the_folder_set_nothing_is_queued(monkeypatch):

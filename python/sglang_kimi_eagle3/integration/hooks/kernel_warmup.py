@@ -280,6 +280,9 @@ def warm(worker) -> dict:
     table = tables.launch_table(device)
     hooks = _installed_hooks()
     steps = adaptive_steps(worker)
+    if getattr(worker, "adaptive_controller", None) is not None and not steps:
+        notes.append("adaptive speculation: its candidate steps were not readable, only the launch's state is warmed "
+                     "(the others compile at first use)")
     states = W.plan_states(shapes, steps, mode, table, hooks)
     variants = [v for _st, vs in states for v in vs]
     idle = [op for op, (hook, _t) in W.OPS.items() if hook in hooks and not any(v.op == op for v in variants)]
