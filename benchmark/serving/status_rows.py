@@ -3,7 +3,8 @@
     python3 benchmark/serving/status_rows.py status FILE      # adaptive_control / offstate_extend: state, switches
     python3 benchmark/serving/status_rows.py step_clock FILE  # the step_clock row: per runtime state, medians
     python3 benchmark/serving/status_rows.py compare FILE PLAIN_TXT  # its states' steps over plain's, per batch size,
-                                                                     # then where the loop's time goes, side by side
+                                                                     # then where the loop's time goes, side by side,
+                                                                     # and the GPU's time (CUDA events) likewise
 
 A file that is missing or not a status file prints one line saying so (never a traceback, never an empty line: on
 2026-12-05 an inline `python3 -c` with nested double quotes printed nothing for every server, and the run's
@@ -15,8 +16,14 @@ import json
 import re
 import sys
 
-BY_BATCH = re.compile(r"; by batch size, wall / GPU wait ms \(steps\): (.*)$")
+BY_BATCH = re.compile(r"; by batch size, wall / GPU wait ms \(steps\): (.*?)(?:; GPU by batch size|$)")
 ENTRY = re.compile(r"(\d+(?:-\d+)?): ([\d.]+) / ([\d.]+) \((\d+)\)")
+# the GPU's side (CUDA events on one step in a few: since 2026-12-05, an older row has none): per state, and per bucket
+GPU_PARTS = re.compile(r"GPU time per step \(1 step in \d+, (\d+) timed\): ([\d.]+) ms, the launch's work ([\d.]+)"
+                       r"(?: \(before the verify ([\d.]+), the verify ([\d.]+), after it ([\d.]+): the draft extend\))?, "
+                       r"between launches ([\d.]+)")
+GPU_BY_BATCH = re.compile(r"; GPU by batch size, step / after the verify ms \(timed\): (.*)$")
+GPU_ENTRY = re.compile(r"(\d+(?:-\d+)?): ([\d.]+) / ([\d.]+|-) \((\d+)\)")
 # the medians of one state's step: launch, GPU wait, rest of the loop and its parts (results and controller: since
 # 2026-12-05; an older row has neither)
 PARTS = re.compile(r"launch ([\d.]+) \(.*?\), waiting on the GPU ([\d.]+), rest of the loop ([\d.]+) \(preparing the "
@@ -64,6 +71,34 @@ def loop_parts(detail: str) -> dict[str, tuple]:
     return out
 
 
+def gpu_parts(detail: str) -> dict[str, tuple]:
+    """A step_clock detail -> {state label: (timed, step, launch's work, before the verify, verify, after it, between)
+    ms; the verify's three None for plain decoding}."""
+    out = {}
+    for part in detail.split(" | "):
+        m = GPU_PARTS.search(part)
+        if m:
+            out[part.split(":", 1)[0].strip()] = tuple(float(x) if x is not None else None for x in m.groups())
+    return out
+
+
+def gpu_by_batch(detail: str) -> dict[str, dict[str, tuple]]:
+    """A step_clock detail -> {state label: {bucket: (GPU step ms, after the verify ms or None, timed)}}."""
+    out = {}
+    for part in detail.split(" | "):
+        m = GPU_BY_BATCH.search(part)
+        out[part.split(":", 1)[0].strip()] = {
+            b: (float(s), None if a == "-" else float(a), int(n)) for b, s, a, n in GPU_ENTRY.findall(m.group(1))} if m else {}
+    return out
+
+
+def _gpu_text(ours: tuple, plain: tuple) -> str:
+    """The GPU's side of one step, this state / plain decoding (medians over every batch size timed)."""
+    return (f"GPU, ms, this / plain: step {_pair(ours[1], plain[1])}, the launch's work {_pair(ours[2], plain[2])} "
+            f"(before the verify {_pair(ours[3], None)}, the verify {_pair(ours[4], None)}, after it {_pair(ours[5], None)}), "
+            f"between launches {_pair(ours[6], plain[6])}")
+
+
 def _pair(a, b) -> str:
     return " / ".join("-" if x is None else f"{x:.2f}" for x in (a, b))
 
@@ -86,8 +121,11 @@ def compare_line(path: str, plain_path: str) -> str:
     if not r or not plain:
         return "no per-batch-size readings to compare (" + ("plain's" if r else "this server's") + " are missing)"
     parts = []
-    ours_parts = loop_parts(r.get("detail", ""))
-    for label, buckets in by_batch(r.get("detail", "")).items():
+    detail = r.get("detail", "")
+    ours_parts, ours_gpu, ours_gpu_bs = loop_parts(detail), gpu_parts(detail), gpu_by_batch(detail)
+    plain_gpu = gpu_parts(plain_text).get("plain decoding")
+    plain_gpu_bs = gpu_by_batch(plain_text).get("plain decoding", {})
+    for label, buckets in by_batch(detail).items():
         common = [b for b in buckets if b in plain]
         if common:
             text = f"{label} / plain decoding: " + ", ".join(
@@ -95,6 +133,14 @@ def compare_line(path: str, plain_path: str) -> str:
                 for b in common)
             if label in ours_parts and plain_parts:
                 text += f"; {_loop_text(ours_parts[label], plain_parts)}"
+            if label in ours_gpu and plain_gpu:
+                text += f"; {_gpu_text(ours_gpu[label], plain_gpu)}"
+            gpu_common = [b for b in ours_gpu_bs.get(label, {}) if b in plain_gpu_bs]
+            if gpu_common:
+                g = ours_gpu_bs[label]
+                text += "; GPU step / plain's: " + ", ".join(
+                    f"bs {b}: {g[b][0] / plain_gpu_bs[b][0]:.3f} ({g[b][0]:.2f} / {plain_gpu_bs[b][0]:.2f} ms"
+                    + ("" if g[b][1] is None else f", after the verify {g[b][1]:.2f}") + ")" for b in gpu_common)
             parts.append(text)
     return " | ".join(parts) if parts else "no batch-size bucket read on both"
 

@@ -59,6 +59,32 @@ def test_a_state_is_set_against_plain_decoding_at_the_same_batch_sizes(tmp_path)
     assert r.stdout.startswith("applied: steps 0: 43 steps read") and "bs" not in r.stdout.split("|")[0][:40]
 
 
+def test_the_gpu_side_is_set_against_plain_decodings(tmp_path):
+    """With the CUDA-event readings (one step in a few): per state the GPU step and its parts beside plain's, and per
+    bucket the GPU step's ratio, where a GPU-bound step's difference lives."""
+    step_clock.reset()
+    try:
+        step_clock.STEPS[0] = deque(_readings(11.0, 7))
+        step_clock._READ[0] = 20
+        step_clock.GPU[0] = deque([(10.95, 10.65, 0.10, 10.10, 0.30, 7)] * 20)
+        ours = step_clock.summary()
+        step_clock.reset()
+        step_clock.STEPS[step_clock.PLAIN] = deque(_readings(10.5, 6))
+        step_clock._READ[step_clock.PLAIN] = 20
+        step_clock.GPU[step_clock.PLAIN] = deque([(10.50, 10.25, None, None, 0.25, 6)] * 20)
+        plain = step_clock.summary()
+    finally:
+        step_clock.reset()
+    status = tmp_path / "port30504.json"
+    status.write_text(json.dumps({"hooks": [{"name": "step_clock", "state": "applied", "detail": ours}]}))
+    (tmp_path / "plain.txt").write_text(plain + "\n")
+    out = _run("compare", str(status), str(tmp_path / "plain.txt")).stdout.strip()
+    assert out.startswith("steps 0 / plain decoding: bs 5-8: 1.048 (11.00 / 10.50 ms); the loop"), out
+    assert out.endswith("; GPU, ms, this / plain: step 10.95 / 10.50, the launch's work 10.65 / 10.25 (before the verify "
+                        "0.10 / -, the verify 10.10 / -, after it 0.45 / -), between launches 0.30 / 0.25; GPU step / "
+                        "plain's: bs 5-8: 1.043 (10.95 / 10.50 ms, after the verify 0.45)"), out
+
+
 def test_a_row_written_before_the_loop_was_split_still_compares(tmp_path):
     """Run 28's files (2026-12-05, an H100) hold no results / controller parts: those read `-`, the rest stands."""
     import importlib.util

@@ -9,6 +9,7 @@ and the result's CUDA event (`synchronize` advances the clock by the GPU wait). 
 own load_plugins() the four targets route through the hook, or with SGLANG_KIMI_EAGLE3_STEP_CLOCK=off none does.
 """
 
+import statistics
 import types
 
 import pytest
@@ -37,32 +38,88 @@ class Worker:
         self.speculative_num_steps = steps
 
 
+class Gpu:
+    """Stand-in for the GPU's clock and CUDA timing events (CPU-only box): the work a call enqueues advances `t` (ms)
+    when it is enqueued, an event takes `t` when recorded, and the GPU has passed an event once `done` says so."""
+
+    def __init__(self):
+        self.t, self.done, self.created = 0.0, True, 0
+
+    def event(self):
+        gpu = self
+        gpu.created += 1
+
+        class Event:
+            at = None
+
+            def record(self):
+                self.at = gpu.t
+
+            def query(self):
+                return gpu.done
+
+            def elapsed_time(self, end):
+                return end.at - self.at
+
+        return Event()
+
+
+class Lens:
+    """A batch's `seq_lens` on a CUDA device, as the hook sees it (its device and shape)."""
+
+    def __init__(self, bs, device="cuda"):
+        self.shape, self.device = (bs,), types.SimpleNamespace(type=device)
+
+
+@pytest.fixture
+def gpu(clock, monkeypatch):
+    g = Gpu()
+    monkeypatch.setattr(hook, "_new_event", g.event)
+    return g
+
+
 def _step(now, worker, mode=ForwardMode.DECODE, launch=(0.3e-3, 1.0e-3, 0.4e-3), wait=0.0, rest=8.0e-3,
-          prev_result=True, prepare=0.5e-3, replay=0.1e-3, bs=0, results=0.0, control=0.0):
+          prev_result=True, prepare=0.5e-3, replay=0.1e-3, bs=0, results=0.0, control=0.0, gpu=None,
+          gpu_ms=(0.1, 10.0, 0.45, 0.3), plain=False):
     """One pass of the scheduler loop: launch a batch (its own host time, then verify, then draft extend), then the
     previous step's result (its GPU wait first, then its processing, `results` of `rest`, which feeds the adaptive
     controller, `control` of `results`), then the rest of the loop, which ends preparing the next batch (`prepare` of
-    `rest`)."""
+    `rest`). With `gpu` (a Gpu on a CUDA batch), each part also enqueues its GPU work (`gpu_ms`: before the verify,
+    the verify, the draft extend, the scheduler's own after the launch); `plain`: a plain worker's launch (no verify,
+    no draft extend: its whole forward is `gpu_ms[1]`)."""
     own, verify, extend = launch
+    g_before, g_verify, g_extend, g_between = gpu_ms
 
     def sglang_replay(backend, shape_key, fb):  # a CUDA-graph launch: a quarter of each part's host time
         now[0] += replay
 
+    def enqueue(ms):
+        if gpu is not None:
+            gpu.t += ms
+
     def sglang_verify(w, batch):
         now[0] += verify - replay
+        enqueue(g_verify)
         hook._replay(sglang_replay, object(), None, None)
 
     def sglang_extend(dw, batch, out, kv_loc_plan=None):
         now[0] += extend - replay
+        enqueue(g_extend)
         hook._replay(sglang_replay, object(), None, None)
 
     def sglang_forward(w, batch):
         now[0] += own
+        if plain:
+            enqueue(g_verify)
+            return
+        enqueue(g_before)
         hook._part("verify")(sglang_verify, w, batch)
         hook._part("extend")(sglang_extend, object(), batch, None, kv_loc_plan=None)
 
-    lens = {"seq_lens": torch.zeros(bs, dtype=torch.int64)} if bs else {}  # SGLang's batch: one length per request
+    # SGLang's batch: one length per request (on a CUDA device where the GPU is timed)
+    lens = {"seq_lens": Lens(bs) if gpu is not None else torch.zeros(bs, dtype=torch.int64)} if bs else {}
     hook._forward(sglang_forward, worker, types.SimpleNamespace(forward_mode=mode, is_extend_in_batch=False, **lens))
+    enqueue(g_between)
     if prev_result:
         event = types.SimpleNamespace(synchronize=lambda: now.__setitem__(0, now[0] + wait))
 
@@ -112,10 +169,8 @@ def test_a_gpu_bound_step_waits_and_states_are_kept_apart(clock):
 
 
 def test_the_previous_steps_result_processing_and_its_adaptive_controller_are_read_apart(clock):
-    """On an H100 (2026-12-05) the off-state's step was 0.45-0.47 ms longer than plain decoding's at the same batch
-    sizes, its launch plus GPU wait only 0.1 ms: the rest of the loop held the difference. The row splits out the
-    previous step's result processing (after its GPU wait) and the adaptive controller it feeds; outside an open
-    interval neither is timed, and the wait stays the wait."""
+    """The row splits the rest of the loop: the previous step's result processing (after its GPU wait) and the
+    adaptive controller it feeds; outside an open interval neither is timed, and the wait stays the wait."""
     hook._results(lambda p, b, r: clock.__setitem__(0, clock[0] + 1.0), object(), object(),
                   types.SimpleNamespace(copy_done=None))
     assert hook._OPEN["results"] == 0.0
@@ -209,6 +264,92 @@ def test_steps_are_also_shown_per_batch_size_bucket(clock):
     detail = hook.summary()
     # an interval is read under the batch its launch ran (the first bs-7 launch closes a bs-2 interval)
     assert detail.endswith("; by batch size, wall / GPU wait ms (steps): 2: 4.70 / 2.00 (20), 5-8: 8.70 / 6.00 (20)"), detail
+
+
+def test_one_decode_step_in_gpu_every_is_timed_on_the_gpu(clock, gpu):
+    """A GPU-bound step's wall time is GPU time, which no host split places (on an H100 the off-state's step was
+    1.04-1.06x plain's, both waiting on the GPU in 97 % of steps): CUDA events on one step in GPU_EVERY give its GPU
+    time, the launch's part before the verify, the verify, after it (the draft extend) and between launches."""
+    w = Worker(0)
+    for _ in range(20 * hook.GPU_EVERY):
+        _step(clock, w, wait=6e-3, rest=1.5e-3, bs=7, gpu=gpu, gpu_ms=(0.1, 10.0, 0.45, 0.3))
+    detail = hook.summary()
+    # 20 timed launches; the last one's end (the next launch) has not come
+    assert ("GPU time per step (1 step in 4, 19 timed): 10.85 ms, the launch's work 10.55 (before the verify 0.10, "
+            "the verify 10.00, after it 0.45: the draft extend), between launches 0.30") in detail, detail
+    assert detail.endswith("; GPU by batch size, step / after the verify ms (timed): 5-8: 10.85 / 0.45 (19)"), detail
+    assert gpu.created <= 2 * 5  # events are reused: a timed step in flight and one being launched
+    assert sum(1 for _ in hook.GPU[0]) == 19
+
+
+def test_plain_decodings_gpu_step_has_no_verify_part(clock, gpu):
+    w = Worker(hook.PLAIN)
+    for _ in range(20 * hook.GPU_EVERY):
+        _step(clock, w, wait=8e-3, rest=1e-3, bs=6, gpu=gpu, gpu_ms=(0, 10.3, 0, 0.25), plain=True)
+    detail = hook.summary()
+    assert "GPU time per step (1 step in 4, 19 timed): 10.55 ms, the launch's work 10.30, between launches 0.25" in detail
+    assert detail.endswith("GPU by batch size, step / after the verify ms (timed): 5-8: 10.55 / - (19)"), detail
+
+
+def test_gpu_readings_wait_for_the_gpu_and_broken_intervals_are_not_timed(clock, gpu, monkeypatch):
+    w = Worker(0)
+    gpu.done = False  # the GPU has not reached the events: nothing is read, the timed steps wait
+    for _ in range(3 * hook.GPU_EVERY):
+        _step(clock, w, bs=4, gpu=gpu)
+    assert 0 not in hook.GPU and len(hook._GPU["pending"]) == 2
+    gpu.done = True
+    _step(clock, w, bs=4, gpu=gpu)
+    assert len(hook.GPU[0]) == 3 and not hook._GPU["pending"]  # the third got its end at this launch
+    # a timed step whose interval holds a prefill, or a compile, is dropped, not read with that time in it
+    hook.reset()
+    monkeypatch.setattr(hook, "_new_event", gpu.event)
+    for i in range(1, 4 * hook.GPU_EVERY + 1):
+        _step(clock, w, bs=4, gpu=gpu)
+        if i == hook.GPU_EVERY:
+            _step(clock, w, mode=ForwardMode.EXTEND, bs=4, gpu=gpu)
+        if i == 2 * hook.GPU_EVERY:
+            hook.broken()
+    assert len(hook.GPU[0]) == 1, hook.GPU  # of 4 timed steps: the 1st and 2nd broken, the 4th has no end yet
+    # a process whose batches are not on a CUDA device records no event at all
+    hook.reset()
+    monkeypatch.setattr(hook, "_new_event", lambda: pytest.fail("an event on a CPU batch"))
+    for _ in range(3 * hook.GPU_EVERY):
+        _step(clock, w, bs=4)
+    assert hook.GPU == {}
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA timing events need a GPU")
+def test_real_cuda_events_place_a_steps_gpu_work(clock):
+    """On a GPU, with real CUDA events: a launch enqueuing 1 matmul before its verify, 8 in it and 2 after (the draft
+    extend) reads its parts in those proportions, on the stream the work ran on."""
+    a = torch.randn(2048, 2048, device="cuda")
+
+    def work(n):
+        for _ in range(n):
+            torch.mm(a, a)
+
+    def sglang_forward(w, batch):
+        work(1)
+        hook._part("verify")(lambda w, b: work(8), w, batch)
+        hook._part("extend")(lambda dw, b: work(2), object(), batch)
+
+    w, batch = Worker(0), types.SimpleNamespace(forward_mode=ForwardMode.DECODE, is_extend_in_batch=False,
+                                                seq_lens=torch.zeros(4, dtype=torch.int64, device="cuda"))
+    stream = torch.cuda.Stream()  # SGLang launches on its own forward stream
+    with torch.cuda.stream(stream):
+        for _ in range(12 * hook.GPU_EVERY):
+            hook._forward(sglang_forward, w, batch)
+            done = torch.cuda.Event()
+            done.record()
+            hook._results(lambda p, b, r: None, object(), object(), types.SimpleNamespace(copy_done=done))
+            clock[0] += 5e-3
+    torch.cuda.synchronize()
+    rows = list(hook.GPU[0])
+    assert len(rows) >= 10
+    step, launch, before, verify, between = (statistics.median(r[i] for r in rows) for i in range(5))
+    after = launch - before - verify
+    assert 0 < before < verify and 0 < after < verify and launch <= step, rows
+    assert 2.5 < verify / after < 6.5 and 4 < verify / before < 13, (before, verify, after)
 
 
 def test_readings_before_the_traffic_warm_up_ended_are_dropped(clock, monkeypatch, tmp_path):

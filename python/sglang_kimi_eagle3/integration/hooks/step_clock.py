@@ -23,8 +23,7 @@ How: the scheduler thread launches a step (forward_batch_generation: CUDA runs i
   before SGLang does (SGLang's own wait then returns at once: the same order, nothing else changed); and the rest of
   the scheduler's loop (wall less launch less wait: scheduling, the result's bookkeeping, output streaming), with
   the previous step's result processing apart (process_batch_result_decode after its wait; for speculative decoding
-  it feeds the adaptive controller, `on_verify_complete_cpu`, also apart: on an H100 on 2026-12-05 the off-state's
-  rest of the loop was 0.42-0.55 ms a step longer than plain decoding's, its launch plus GPU wait 0.1 ms) and
+  it feeds the adaptive controller, `on_verify_complete_cpu`, also apart) and
   the next batch's preparation apart (`prepare_for_decode`: for speculative decoding `eagle_prepare_for_decode`, which
   copies two pageable CPU tensors to the GPU with non_blocking=True on a stream chained to the step in flight; if
   CUDA stages those through a stream sync, the host blocks there, not in `copy_done`, and this part shows it). A step
@@ -39,6 +38,18 @@ How: the scheduler thread launches a step (forward_batch_generation: CUDA runs i
   traffic warm-up's end marker appears (serving_compiles), the readings before it are dropped and the row says "since
   the traffic warm-up ended": warm-up batches (prompts of up to 3600 tokens, sizes 1-64) are no serving traffic.
   Each read costs the scheduler a few clock reads and wrapper calls (about 6 µs of a 5-50 ms step on a 2-core CPU box).
+  The GPU's side. In a GPU-bound step (it waits on the GPU) the wall time is the GPU's time per step, and more host
+  time anywhere in the loop only shortens the wait: on an H100 on 2026-12-05 the off-state's host parts were 2.3 ms
+  longer than plain decoding's (launch 2.67 against 0.90 ms, rest of the loop 1.72 against 1.17), its GPU wait 1.9 ms
+  shorter, and its step 0.47 ms longer (1.044x), both GPU-bound in 97 % of steps: GPU work, which no host split
+  places. So one decode step in
+  GPU_EVERY also records CUDA timing events on the launch's stream (at the launch's start and end, around the verify,
+  and at the next decode launch's start: five event records and four reads on the timed step, their host cost not yet
+  measured on a GPU) and, once the GPU has passed them (read on the
+  scheduler thread after the next result's wait), keeps per state the GPU time of the step (launch to next launch),
+  of the launch's work (with, for speculative decoding, its part before the verify, the verify, and after it: the
+  draft extend), and between launches (the scheduler's own GPU work: result copies, the next batch's inputs, plain
+  decoding's delayed sampling).
 Scope: our launches only (EAGLE/EAGLE3 with a draft); SGLANG_KIMI_EAGLE3_STEP_CLOCK=off registers nothing.
 Status row `step_clock`: registered / applied (the medians once 16 steps of a state were read) / skipped (off) /
   failed (a target missing).
@@ -73,6 +84,8 @@ PLAIN = -1  # the key of a plain (non-speculative) worker's steps: benchmark/ser
 MIN_READ = 16  # steps of a state before its medians are shown
 MAX_WALL_S = 5.0  # a longer interval is idle time, not a step
 WAITED_S = 2e-4  # a step "waited on the GPU" when blocked longer than this
+GPU_EVERY = 4  # one decode step in GPU_EVERY is timed on the GPU too (CUDA events)
+GPU_PENDING_MAX = 64  # timed steps waiting for the GPU to pass their events (more: the oldest are dropped)
 
 # the step being launched / the open interval: start of the last decode launch (None: nothing open, or broken),
 # its launch, verify and draft-extend host seconds, its steps, the GPU wait and the next batch's preparation since
@@ -88,6 +101,12 @@ _ALL = [False]  # time every launch's decode steps, not only ours: enable_everyw
 # the traffic warm-up's end: serving_compiles sees its marker (traffic_warmup_ended) and asks the scheduler thread,
 # which appends the readings, to drop what it read before (warm-up traffic is no serving traffic); "since" labels the row
 _WARM = {"ended": False, "reset": False}
+# GPU timing (CUDA events): per state, readings in ms (step, launch's work, before the verify, the verify, between
+# launches, bs; None where a part did not run, e.g. plain decoding has no verify); the sample being launched ("cur":
+# its events by name, waiting for the next launch's start), those waiting for the GPU ("pending"), spare events
+GPU_FIELDS = ("step", "launch", "before", "verify", "between")
+GPU: dict[int, deque] = {}
+_GPU = {"n": 0, "open": None, "cur": None, "pending": deque(), "free": [], "on": None}
 
 
 def install() -> None:
@@ -121,14 +140,87 @@ def _forward(original, worker, batch, *args, **kwargs):
         _OPEN["t0"] = None
         return original(worker, batch, *args, **kwargs)
     t0 = time.perf_counter()
-    _close(t0)
+    closed = _close(t0)  # the interval just closed was read: a timed step in it gets its end
     _OPEN.update(t0=t0, verify=0.0, extend=0.0, wait=0.0, launch=0.0, steps=None, prepare=0.0, replay=0.0,
                  results=0.0, control=0.0, bs=_batch_size(batch))
+    sample = _gpu_open(batch, closed)
     out = original(worker, batch, *args, **kwargs)
     _OPEN["launch"] = time.perf_counter() - t0
     # after activate_step_by_batch: the state it ran (a plain worker has none: PLAIN)
     _OPEN["steps"] = getattr(worker, "speculative_num_steps", PLAIN)
+    if sample is not None:
+        _gpu_record(sample, "L1")
+        sample["steps"], sample["bs"] = _OPEN["steps"], _OPEN["bs"]
+        _GPU["open"], _GPU["cur"] = None, sample
     return out
+
+
+# ---- the GPU's side: CUDA timing events on one decode step in GPU_EVERY ---------------------------------------------
+
+
+def _new_event():
+    """A CUDA timing event (tests on a CPU-only box put a stand-in here)."""
+    import torch
+
+    return torch.cuda.Event(enable_timing=True)
+
+
+def _gpu_on(batch) -> bool:
+    """GPU timing runs where the batch's lengths live on a CUDA device (decided once per process)."""
+    if _GPU["on"] is None:
+        dev = getattr(getattr(batch, "seq_lens", None), "device", None)
+        _GPU["on"] = getattr(dev, "type", None) == "cuda"
+    return _GPU["on"]
+
+
+def _gpu_record(sample: dict, name: str) -> None:
+    ev = _GPU["free"].pop() if _GPU["free"] else _new_event()
+    ev.record()  # on the current stream: the launch's (SGLang's forward stream)
+    sample["ev"][name] = ev
+
+
+def _gpu_drop(sample) -> None:
+    if sample is not None:
+        _GPU["free"].extend(sample["ev"].values())
+
+
+def _gpu_open(batch, closed: bool):
+    """At a decode launch's start (its interval just opened): the previous timed step, if the interval it opened was
+    read (`closed`), gets its end here and waits for the GPU; every GPU_EVERY-th launch opens a timed step."""
+    _gpu_drop(_GPU["open"])  # a launch that raised left its sample open
+    cur, _GPU["cur"], _GPU["open"] = _GPU["cur"], None, None
+    if cur is not None:
+        if closed:
+            _gpu_record(cur, "N0")
+            _GPU["pending"].append(cur)
+            while len(_GPU["pending"]) > GPU_PENDING_MAX:
+                _gpu_drop(_GPU["pending"].popleft())
+        else:
+            _gpu_drop(cur)
+    _GPU["n"] += 1
+    if _GPU["n"] % GPU_EVERY or not _gpu_on(batch):
+        return None
+    sample = {"ev": {}, "steps": None, "bs": 0}
+    _gpu_record(sample, "L0")
+    _GPU["open"] = sample
+    return sample
+
+
+def _gpu_read() -> None:
+    """The timed steps the GPU has passed (in launch order), into GPU[steps]; on the scheduler thread, after a
+    result's wait."""
+    pending = _GPU["pending"]
+    while pending and pending[0]["ev"]["N0"].query():
+        sample = pending.popleft()
+        ev = sample["ev"]
+
+        def ms(a, b):
+            return ev[a].elapsed_time(ev[b]) if a in ev and b in ev else None
+
+        step, launch = ms("L0", "N0"), ms("L0", "L1")
+        GPU.setdefault(sample["steps"], deque(maxlen=KEEP)).append(
+            (step, launch, ms("L0", "V0"), ms("V0", "V1"), step - launch, sample["bs"]))
+        _gpu_drop(sample)
 
 
 def _batch_size(batch) -> int:
@@ -162,6 +254,9 @@ def _results(original, *args, **kwargs):
         done.synchronize()
     t1 = time.perf_counter()
     _OPEN["wait"] += t1 - t
+    if _GPU["pending"]:
+        _gpu_read()
+        t1 = time.perf_counter()
     try:
         return original(*args, **kwargs)
     finally:
@@ -176,11 +271,16 @@ def _part(key: str):
     def wrapper(original, *args, **kwargs):
         if _OPEN["t0"] is None:
             return original(*args, **kwargs)
+        sample = _GPU["open"] if key == "verify" else None  # a timed step's verify: its GPU time too
+        if sample is not None:
+            _gpu_record(sample, "V0")
         t = time.perf_counter()
         try:
             return original(*args, **kwargs)
         finally:
             _OPEN[key] += time.perf_counter() - t
+            if sample is not None:
+                _gpu_record(sample, "V1")
     wrapper.__name__ = f"_{key}"
     return wrapper
 
@@ -189,20 +289,23 @@ _prepare = _part("prepare")  # ScheduleBatch.prepare_for_decode: the next batch'
 _replay = _part("replay")  # FullCudaGraphBackend.replay: every CUDA-graph launch of a decode step
 
 
-def _close(now: float) -> None:
+def _close(now: float) -> bool:
+    """Read the open interval (one step) into STEPS; False where it is not read."""
     t0, steps = _OPEN["t0"], _OPEN["steps"]
     if t0 is None or steps is None:
-        return
+        return False
     if _WARM["reset"]:  # the warm-up ended: its readings go (here, on the thread that appends them), and this one,
         _WARM["reset"] = False  # which began before the marker
         STEPS.clear()
         _READ.clear()
-        return
+        _gpu_forget()
+        return False
     wall = now - t0
     if not 0 < wall <= MAX_WALL_S:
-        return
+        return False
     STEPS.setdefault(steps, deque(maxlen=KEEP)).append((wall, *(_OPEN[f] for f in FIELDS[1:]), _OPEN["bs"]))
     _READ[steps] = _READ.get(steps, 0) + 1
+    return True
 
 
 def enable_everywhere() -> None:
@@ -214,6 +317,16 @@ def enable_everywhere() -> None:
 def broken() -> None:
     """Something that is no decode step stalled this process (a serving-time compile): the open interval is not read."""
     _OPEN["t0"] = None
+
+
+def _gpu_forget() -> None:
+    """Drop the GPU readings and the timed steps in flight (their events are kept for reuse)."""
+    GPU.clear()
+    _gpu_drop(_GPU["cur"])
+    for sample in _GPU["pending"]:
+        _gpu_drop(sample)
+    _GPU.update(cur=None, open=None)
+    _GPU["pending"].clear()
 
 
 def summary() -> str | None:
@@ -240,8 +353,45 @@ def summary() -> str | None:
                      f"the GPU {wait:.2f}, rest of the loop {rest:.2f} (preparing the next batch {prepare:.2f}; the "
                      f"previous step's results {results:.2f}, the adaptive controller {control:.2f} of it); "
                      f"waited over {WAITED_S * 1e3:.1f} ms in "
-                     f"{waited:.0%} of steps: {verdict}{_by_batch(rows)}")
+                     f"{waited:.0%} of steps: {verdict}{_gpu_text(steps)}{_by_batch(rows)}{_gpu_by_batch(steps)}")
     return " | ".join(parts) if parts else None
+
+
+def _med(values) -> float | None:
+    values = [v for v in values if v is not None]
+    return median(values) if values else None
+
+
+def _gpu_text(steps: int) -> str:
+    """The state's GPU medians per timed step (ms), once MIN_READ steps were timed."""
+    rows = list(GPU.get(steps, ()))
+    if len(rows) < MIN_READ:
+        return ""
+    step, launch, before, verify, between = (_med(r[i] for r in rows) for i in range(len(GPU_FIELDS)))
+    text = f"; GPU time per step (1 step in {GPU_EVERY}, {len(rows)} timed): {step:.2f} ms, the launch's work {launch:.2f}"
+    if verify is not None:
+        after = _med(r[1] - r[2] - r[3] for r in rows if r[2] is not None and r[3] is not None)
+        text += f" (before the verify {before:.2f}, the verify {verify:.2f}, after it {after:.2f}: the draft extend)"
+    return text + f", between launches {between:.2f}"
+
+
+def _gpu_by_batch(steps: int) -> str:
+    """Per batch-size bucket with MIN_READ timed steps: the GPU step and, for speculative decoding, the GPU time after
+    the verify (the draft extend)."""
+    groups: dict[str, list] = {}
+    for r in list(GPU.get(steps, ())):
+        b = bucket(r[-1])
+        if b is not None:
+            groups.setdefault(b, []).append(r)
+    shown = sorted(((b, g) for b, g in groups.items() if len(g) >= MIN_READ), key=lambda bg: int(bg[0].split("-")[0]))
+    if not shown:
+        return ""
+
+    def entry(g):
+        after = _med(r[1] - r[2] - r[3] for r in g if r[2] is not None and r[3] is not None)
+        return f"{_med(r[0] for r in g):.2f} / " + ("-" if after is None else f"{after:.2f}") + f" ({len(g)})"
+
+    return "; GPU by batch size, step / after the verify ms (timed): " + ", ".join(f"{b}: {entry(g)}" for b, g in shown)
 
 
 def _by_batch(rows: list) -> str:
@@ -293,3 +443,5 @@ def reset() -> None:
     _READ.clear()
     _SHOWN[0] = None
     _ALL[0] = False
+    _gpu_forget()
+    _GPU.update(n=0, on=None, free=[])
