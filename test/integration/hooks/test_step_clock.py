@@ -318,6 +318,38 @@ def test_gpu_readings_wait_for_the_gpu_and_broken_intervals_are_not_timed(clock,
     assert hook.GPU == {}
 
 
+def test_a_failing_event_turns_the_gpu_timing_off_and_serving_goes_on(clock, gpu, monkeypatch):
+    """An event that cannot be recorded or read (a capturing stream, a driver error) must not break the step or the
+    result processing it sits in: the timing goes off for the process and the row says why."""
+    w = Worker(0)
+    for _ in range(4 * hook.GPU_EVERY):
+        _step(clock, w, bs=4, gpu=gpu)
+
+    def broken_event():
+        raise RuntimeError("operation not permitted when stream is capturing")
+
+    monkeypatch.setattr(hook, "_new_event", broken_event)
+    hook._GPU["free"].clear()
+    for _ in range(20 * hook.GPU_EVERY):
+        _step(clock, w, bs=4, gpu=gpu)
+    detail = hook.summary()
+    assert "GPU timing off (RuntimeError: operation not permitted when stream is capturing)" in detail, detail
+    assert hook._READ[0] == 24 * hook.GPU_EVERY - 1  # every step still read on the host
+    hook.reset()
+    monkeypatch.setattr(hook, "_new_event", gpu.event)
+
+    def bad_read(self, end):
+        raise RuntimeError("device not ready")
+
+    gpu.done = False  # the timed steps wait for the GPU, then their first read fails
+    for _ in range(2 * hook.GPU_EVERY + 1):
+        _step(clock, w, bs=4, gpu=gpu)
+    monkeypatch.setattr(type(hook._GPU["pending"][0]["ev"]["L0"]), "elapsed_time", bad_read)
+    gpu.done = True
+    _step(clock, w, bs=4, gpu=gpu)
+    assert hook._GPU["off"] == "RuntimeError: device not ready" and hook.GPU == {}
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA timing events need a GPU")
 def test_real_cuda_events_place_a_steps_gpu_work(clock):
     """On a GPU, with real CUDA events: a launch enqueuing 1 matmul before its verify, 8 in it and 2 after (the draft

@@ -106,7 +106,7 @@ _WARM = {"ended": False, "reset": False}
 # its events by name, waiting for the next launch's start), those waiting for the GPU ("pending"), spare events
 GPU_FIELDS = ("step", "launch", "before", "verify", "between")
 GPU: dict[int, deque] = {}
-_GPU = {"n": 0, "open": None, "cur": None, "pending": deque(), "free": [], "on": None}
+_GPU = {"n": 0, "open": None, "cur": None, "pending": deque(), "free": [], "on": None, "off": None}
 
 
 def install() -> None:
@@ -148,7 +148,7 @@ def _forward(original, worker, batch, *args, **kwargs):
     _OPEN["launch"] = time.perf_counter() - t0
     # after activate_step_by_batch: the state it ran (a plain worker has none: PLAIN)
     _OPEN["steps"] = getattr(worker, "speculative_num_steps", PLAIN)
-    if sample is not None:
+    if sample is not None and _GPU["on"]:  # (a failed record turned the timing off meanwhile)
         _gpu_record(sample, "L1")
         sample["steps"], sample["bs"] = _OPEN["steps"], _OPEN["bs"]
         _GPU["open"], _GPU["cur"] = None, sample
@@ -174,9 +174,20 @@ def _gpu_on(batch) -> bool:
 
 
 def _gpu_record(sample: dict, name: str) -> None:
-    ev = _GPU["free"].pop() if _GPU["free"] else _new_event()
-    ev.record()  # on the current stream: the launch's (SGLang's forward stream)
+    try:
+        ev = _GPU["free"].pop() if _GPU["free"] else _new_event()
+        ev.record()  # on the current stream: the launch's (SGLang's forward stream)
+    except Exception as e:  # noqa: BLE001 - a measurement never breaks the step it measures
+        _gpu_off(e)
+        return
     sample["ev"][name] = ev
+
+
+def _gpu_off(error: Exception) -> None:
+    """The GPU timing failed (an event could not be recorded or read): off for this process, said in the row."""
+    _GPU["on"] = False
+    _GPU["off"] = _GPU["off"] or f"{type(error).__name__}: {error}"[:200]  # the first failure says why
+    _gpu_forget()
 
 
 def _gpu_drop(sample) -> None:
@@ -190,8 +201,9 @@ def _gpu_open(batch, closed: bool):
     _gpu_drop(_GPU["open"])  # a launch that raised left its sample open
     cur, _GPU["cur"], _GPU["open"] = _GPU["cur"], None, None
     if cur is not None:
-        if closed:
+        if closed and _GPU["on"]:
             _gpu_record(cur, "N0")
+        if "N0" in cur["ev"] and _GPU["on"]:
             _GPU["pending"].append(cur)
             while len(_GPU["pending"]) > GPU_PENDING_MAX:
                 _gpu_drop(_GPU["pending"].popleft())
@@ -210,17 +222,20 @@ def _gpu_read() -> None:
     """The timed steps the GPU has passed (in launch order), into GPU[steps]; on the scheduler thread, after a
     result's wait."""
     pending = _GPU["pending"]
-    while pending and pending[0]["ev"]["N0"].query():
-        sample = pending.popleft()
-        ev = sample["ev"]
+    try:
+        while pending and pending[0]["ev"]["N0"].query():
+            sample = pending.popleft()
+            ev = sample["ev"]
 
-        def ms(a, b):
-            return ev[a].elapsed_time(ev[b]) if a in ev and b in ev else None
+            def ms(a, b):
+                return ev[a].elapsed_time(ev[b]) if a in ev and b in ev else None
 
-        step, launch = ms("L0", "N0"), ms("L0", "L1")
-        GPU.setdefault(sample["steps"], deque(maxlen=KEEP)).append(
-            (step, launch, ms("L0", "V0"), ms("V0", "V1"), step - launch, sample["bs"]))
-        _gpu_drop(sample)
+            step, launch = ms("L0", "N0"), ms("L0", "L1")
+            GPU.setdefault(sample["steps"], deque(maxlen=KEEP)).append(
+                (step, launch, ms("L0", "V0"), ms("V0", "V1"), step - launch, sample["bs"]))
+            _gpu_drop(sample)
+    except Exception as e:  # noqa: BLE001 - a measurement never breaks the result processing it sits in
+        _gpu_off(e)
 
 
 def _batch_size(batch) -> int:
@@ -364,6 +379,8 @@ def _med(values) -> float | None:
 
 def _gpu_text(steps: int) -> str:
     """The state's GPU medians per timed step (ms), once MIN_READ steps were timed."""
+    if _GPU["off"]:
+        return f"; GPU timing off ({_GPU['off']})"
     rows = list(GPU.get(steps, ()))
     if len(rows) < MIN_READ:
         return ""
@@ -444,4 +461,4 @@ def reset() -> None:
     _SHOWN[0] = None
     _ALL[0] = False
     _gpu_forget()
-    _GPU.update(n=0, on=None, free=[])
+    _GPU.update(n=0, on=None, free=[], off=None)
