@@ -49,7 +49,8 @@ How: the scheduler thread launches a step (forward_batch_generation: CUDA runs i
   scheduler thread after the next result's wait), keeps per state the GPU time of the step (launch to next launch),
   of the launch's work (with, for speculative decoding, its part before the verify, the verify, and after it: the
   draft extend), and between launches (the scheduler's own GPU work: result copies, the next batch's inputs, plain
-  decoding's delayed sampling).
+  decoding's delayed sampling). These are spans on the GPU's clock: in a GPU-bound step they are GPU work; in a
+  host-bound one they also hold the GPU's idle waits for the host.
 Scope: our launches only (EAGLE/EAGLE3 with a draft); SGLANG_KIMI_EAGLE3_STEP_CLOCK=off registers nothing.
 Status row `step_clock`: registered / applied (the medians once 16 steps of a state were read) / skipped (off) /
   failed (a target missing).
