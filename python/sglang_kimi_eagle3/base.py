@@ -46,7 +46,7 @@ CHOICES = {
     ENV_ADAPTIVE_POOL: (("on", "off"), "on"),  # integration/hooks/adaptive_control.py (slots learn together)
     # integration/hooks/adaptive_control.py: keep SGLang's per-step draft extend at steps 0, or skip it while every slot
     # is off (opt-in: live in runs 24-25 it bought nothing measurable at c 8-128; acceptance after a step up not measured)
-    ENV_OFFSTATE_EXTEND: (("keep", "skip"), "keep"),
+    ENV_OFFSTATE_EXTEND: (("keep", "skip", "defer"), "keep"),
     ENV_STEP_CLOCK: (("on", "off"), "on"),  # integration/hooks/step_clock.py (host and GPU-wait time per decode step)
     # ops/_host.py: our verify ops' kept launches call Triton's C launch directly / take pointers as ints (0: not)
     ENV_DIRECT_LAUNCH: (("1", "0"), "1"),
@@ -187,6 +187,24 @@ def adaptive_max_gb() -> float:
     return v
 
 
+ENV_DEFER_STEPS = "SGLANG_KIMI_EAGLE3_DEFER_STEPS"
+DEFER_STEPS = 8  # OFFSTATE_EXTEND=defer: off-state steps whose draft extend rows are stashed before one flush
+
+
+def defer_steps() -> int:
+    """SGLANG_KIMI_EAGLE3_DEFER_STEPS: the off-state steps per deferred draft extend (OFFSTATE_EXTEND=defer), 2-64."""
+    raw = os.environ.get(ENV_DEFER_STEPS, "").strip()
+    if not raw:
+        return DEFER_STEPS
+    try:
+        v = int(raw)
+    except ValueError:
+        v = 0
+    if not 2 <= v <= 64:
+        raise UserError(f"{ENV_DEFER_STEPS}={raw!r}: expected a whole number of steps from 2 to 64 (default {DEFER_STEPS})")
+    return v
+
+
 def env_errors() -> list[str]:
     """One line per of our variables holding a value we do not accept (empty when all are fine)."""
     from .policy.context import resolve_policy
@@ -194,7 +212,7 @@ def env_errors() -> list[str]:
     out = []
     # every enumerated variable (CHOICES), so none is left to fail later inside a serving scheduler
     for check in (enabled, *(partial(env_choice, name) for name in CHOICES), resolve_policy, _bundled_dir_error,
-                  _status_dir_error, adaptive_max_gb):
+                  _status_dir_error, adaptive_max_gb, defer_steps):
         try:
             check()
         except UserError as exc:

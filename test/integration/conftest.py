@@ -17,7 +17,8 @@ def _fresh_adaptive_pool():
 
 
 def _reset():
-    """The pool, the slots, the off-state extend policy, and SGLang's variable that policy sets in this process."""
+    """The pool, the slots, the off-state extend policy, SGLang's variable that policy sets in this process, and the
+    deferred extend's switch and stash."""
     hook = sys.modules.get("sglang_kimi_eagle3.integration.hooks.adaptive_control")
     if hook is not None:
         hook._POOL.clear()
@@ -25,3 +26,7 @@ def _reset():
         if hook._OFF and hook._OFF[0] is not None:
             os.environ.pop(hook.SKIP_VAR, None)
         hook._OFF.clear()
+        hook._DEFER[0] = False
+    deferred = sys.modules.get("sglang_kimi_eagle3.integration.hooks.deferred_extend")
+    if deferred is not None:
+        deferred.reset()

@@ -159,6 +159,31 @@ def test_the_off_state_skips_sglangs_draft_extend_while_every_slot_is_off_and_pr
     assert {k[3] for k, n in hookstatus.count_items() if k[0] == hook.NAME and n} >= {"park", "primed"}
 
 
+def test_under_defer_the_off_state_policy_drives_the_deferred_extend_not_sglangs_variable(monkeypatch):
+    """SGLANG_KIMI_EAGLE3_OFFSTATE_EXTEND=defer: the same OffSkip policy as `skip` (every slot off, four batches at 0;
+    a step up held two batches), but what it switches is the deferred_extend hook's ACTIVE (SGLang's own extend runs
+    and the hook defers it), never SGLang's skip variable; the step up turns it off before its primed batches."""
+    from sglang_kimi_eagle3.integration.hooks import deferred_extend
+
+    monkeypatch.delenv(hook.SKIP_VAR, raising=False)
+    one, eight = _off_slots(monkeypatch, "defer")
+    ctl = one._kimi_eagle3_ctl
+    for _ in range(ctl.probe_batches + 3):
+        one.update([0])
+    assert deferred_extend.ACTIVE[0] is False
+    one.update([0])
+    assert deferred_extend.ACTIVE[0] is True and eight.current_steps == 0 and hook.SKIP_VAR not in os.environ
+    n = 0
+    while one.update([0]) is False and n < 10000 and ctl.steps == 0:
+        n += 1
+    assert ctl.steps > 0 and one.current_steps == 0 and deferred_extend.ACTIVE[0] is False  # held: extends back on
+    assert one.update([0]) is False and one.update([0]) is True and one.current_steps == ctl.steps
+    assert hook.SKIP_VAR not in os.environ
+    assert {k[2] for k, n in hookstatus.count_items() if k[0] == hook.EXTEND and n} >= {"defer on", "defer off"}
+    row = hookstatus.get(hook.EXTEND)
+    assert row.state == "applied" and "=defer: the off-state defers its draft extend" in row.detail, row.detail
+
+
 @pytest.mark.parametrize("case", ["keep", "operator"])
 def test_the_off_state_extend_is_sglangs_by_default_and_an_operators_setting_is_left_alone(monkeypatch, case):
     if case == "operator":

@@ -172,6 +172,7 @@ def attach(slot, entry: dict) -> None:
 _POOL: list = []  # [Shared]: this process's slots learn together (one scheduler, one pool)
 _SLOTS: list = []  # the slots attached in this process (OffSkip reads their steps)
 _OFF: list = []  # [OffSkip or None]: this process's off-state extend policy, resolved once
+_DEFER = [False]  # that policy drives the deferred_extend hook (OFFSTATE_EXTEND=defer), not SGLang's skip flag
 
 
 def extend_policy():
@@ -181,10 +182,16 @@ def extend_policy():
     if not _OFF:
         from ...planner.adaptive_control import OffSkip
 
-        if env_choice(ENV_OFFSTATE_EXTEND) != "skip":
+        mode = env_choice(ENV_OFFSTATE_EXTEND)
+        if mode == "keep":
             _OFF.append(None)
             hookstatus.record(EXTEND, EXTEND_TARGET, "skipped", f"{ENV_OFFSTATE_EXTEND}=keep: SGLang's draft extend at "
                               "every steps-0 step")
+        elif mode == "defer":  # the deferred_extend hook defers while OffSkip says `skipping` (SGLang's flag untouched)
+            _OFF.append(OffSkip())
+            _DEFER[0] = True
+            hookstatus.record(EXTEND, EXTEND_TARGET, "registered", f"{ENV_OFFSTATE_EXTEND}=defer: the off-state will "
+                              "defer its draft extend while every slot of ours is at steps 0 (row deferred_extend)")
         elif SKIP_VAR in os.environ:
             _OFF.append(None)
             hookstatus.record(EXTEND, EXTEND_TARGET, "skipped", f"{SKIP_VAR}={os.environ[SKIP_VAR]} set by the operator: "
@@ -197,6 +204,10 @@ def extend_policy():
 
 
 def extend_detail(off) -> str:
+    if _DEFER[0]:
+        return (f"{ENV_OFFSTATE_EXTEND}=defer: the off-state defers its draft extend while every slot is at steps 0 "
+                f"({'deferring now' if off.skipping else 'not deferring now'}; {off.skipped} batches deferred, "
+                f"{off.primes} step ups primed; flushes: row deferred_extend)")
     return (f"{ENV_OFFSTATE_EXTEND}=skip: the off-state skips SGLang's draft extend while every slot is at steps 0 "
             f"({'skipping now' if off.skipping else 'not skipping now'}; {off.skipped} batches skipped, "
             f"{off.primes} step ups primed)")
@@ -204,7 +215,14 @@ def extend_detail(off) -> str:
 
 def _set_skip(off) -> None:
     """SGLang's variable as `off` says: "1" while skipping, "0" after (unset before the first skip); written only on a
-    change, counted."""
+    change, counted. Under `defer` the deferred_extend hook's switch instead (SGLang extends, the hook defers)."""
+    if _DEFER[0]:
+        from . import deferred_extend
+
+        if deferred_extend.ACTIVE[0] != off.skipping:
+            deferred_extend.ACTIVE[0] = off.skipping
+            hookstatus.count(EXTEND, "ours", "defer on" if off.skipping else "defer off")
+        return
     now = os.environ.get(SKIP_VAR)
     if off.skipping != (now == "1") and (off.skipping or now is not None):
         os.environ[SKIP_VAR] = "1" if off.skipping else "0"
@@ -369,6 +387,10 @@ def _update(slot, num_correct_drafts_per_req) -> bool:
         except Exception as exc:  # never take the scheduler down: SGLang's extend everywhere from now on, held switches
             _OFF[0] = None        # reach SGLang (their controllers are there already)
             os.environ.pop(SKIP_VAR, None)
+            if _DEFER[0]:
+                from . import deferred_extend
+
+                deferred_extend.ACTIVE[0] = False  # its stash is flushed at the next extend
             for s in _SLOTS:
                 if id(s) in off.pending or id(s) in off.parked:
                     s.current_steps = s._kimi_eagle3_ctl.steps

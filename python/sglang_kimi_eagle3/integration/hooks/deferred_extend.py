@@ -1,0 +1,241 @@
+"""Hook: the off-state's draft extend deferred, exactly, for a one-layer drafter (opt-in:
+SGLANG_KIMI_EAGLE3_OFFSTATE_EXTEND=defer).
+
+Upstream target (sglang 0.5.23, through HookRegistry):
+  sglang.srt.speculative.eagle_worker_v2.EagleDraftWorker._draft_extend_for_decode   AROUND
+Why: at steps 0 SGLang runs one draft forward per decode step over every request's new token, so that the draft KV
+  and the last hidden state are current when a slot steps up again. On an H100 (2026-12-05, the deployment-shaped
+  pair on Marlin) the off-state's step was 1.044-1.055x plain decoding's, both GPU-bound: GPU work, of which the
+  per-step extend is the likely part (the pair's modelled draft / target step ratio is 0.05).
+How: for a one-layer EAGLE-3 drafter (SGLang's LlamaForCausalLMEagle3: embedding, fc over the target's captured
+  layers, two norms, qkv_proj, rope, KV write) the draft KV a row writes depends on that row's own inputs only (its
+  token, the target's hidden state, its position); the attention over the context and all after it feed only the
+  row's outputs (the hidden state and top-k a next draft starts from), which the off-state never reads. So while
+  every slot of the process is at steps 0 (planner/adaptive_control.OffSkip, as for `skip`), each step's rows are
+  stashed (the verified token, the captured hidden state cloned out of its CUDA-graph buffer, the request's pool
+  index and position) and the step's extend outputs are stubbed as SGLang's own skip flag stubs them; every K steps
+  (SGLANG_KIMI_EAGLE3_DEFER_STEPS, 8), and before anything else runs the extend (a step up, whose two primed
+  batches then extend normally over a complete draft KV), the stashed rows are extended at once as M one-token rows, through SGLang's own
+  `_draft_extend_for_decode` (the shape its steps-0 extend and captured graph already run), its outputs discarded.
+  A weight-bound drafter costs about the same over M rows as over M / K, so the off-state pays about
+  1 / K of the extends. Rows are written only for requests in the launch's batch (their slots are held:
+  the overlap scheduler releases a finished request's slots after the launch that still carries it); rows of
+  requests gone are sent to the padding slot 0. Outputs stay exact (the target verifies every token); the draft KV
+  of a request that finished may miss its last K - 1 positions in the radix cache.
+Scope: our launches, with this variable; a drafter of one layer and the LlamaForCausalLMEagle3 class, topk 1, no
+  rejection sampling, no DSA seeding, no mrope, no pipeline or DP-attention parallelism, no watermark; otherwise SGLang's
+  extend runs every step (the row says why). NOT YET RUN ON A GPU (2026-12-05).
+Status row `deferred_extend`: registered / applied (flushes, rows, rows dropped) / skipped (keep, skip, or not
+  eligible, and why) / failed (then SGLang's extend runs every step).
+Remove when: SGLang defers its steps-0 draft extend itself.
+"""
+
+from __future__ import annotations
+
+import copy
+
+from ...base import ENV_OFFSTATE_EXTEND, UserError, defer_steps as _defer_steps, env_choice, logger
+from ...status import hookstatus
+from .. import registry
+from ..launch_record import our_launch
+
+NAME = "deferred_extend"
+TARGET = "sglang.srt.speculative.eagle_worker_v2.EagleDraftWorker._draft_extend_for_decode"
+
+ACTIVE = [False]  # OffSkip says every slot is at steps 0: defer (set by adaptive_control's hook)
+_PENDING: list = []  # stashed steps: dicts of GPU tensors (tokens, hidden, req, pos) and the host `rids`
+_ELIGIBLE: dict = {}  # a sentinel: the draft worker's `_kimi_eagle3_defer_why` not yet read
+_STATE = {"flushes": 0, "rows": 0, "dropped": 0, "failed": None, "steps": None}
+
+
+def install() -> None:
+    mode = env_choice(ENV_OFFSTATE_EXTEND)
+    if mode != "defer":
+        hookstatus.record(NAME, TARGET, "skipped", f"{ENV_OFFSTATE_EXTEND}={mode}: not deferred")
+        return
+    try:
+        _STATE["steps"] = _defer_steps()
+    except UserError as exc:  # SGLang would swallow a raise here: the row says it, SGLang's extend every step
+        hookstatus.record(NAME, TARGET, "failed", f"{exc}; SGLang's draft extend every step")
+        return
+    registry.register(NAME, TARGET, _around, "around")
+
+
+def defer_steps() -> int:
+    """Steps per flush: SGLANG_KIMI_EAGLE3_DEFER_STEPS as read at install (check refuses a bad value before launch)."""
+    if _STATE["steps"] is None:
+        try:
+            _STATE["steps"] = _defer_steps()
+        except UserError:
+            _STATE["steps"] = 8
+    return _STATE["steps"]
+
+
+def why_not(dw) -> str | None:
+    """None where this draft worker's steps-0 extend may be deferred (row-local KV), else why not (cached)."""
+    cached = getattr(dw, "_kimi_eagle3_defer_why", _ELIGIBLE)  # kept on the worker (ids of dead objects recur)
+    if cached is _ELIGIBLE:
+        cached = _why_not(dw)
+        try:
+            dw._kimi_eagle3_defer_why = cached
+        except AttributeError:  # a worker that takes no attribute: asked again each time
+            pass
+    return cached
+
+
+def _why_not(dw) -> str | None:
+    try:
+        from sglang.srt.models.llama_eagle3 import LlamaForCausalLMEagle3
+        from sglang.srt.runtime_context import get_parallel, get_spec
+
+        runner = dw.draft_runner
+        model = runner.model
+        cfg = runner.model_config.hf_config
+        if not isinstance(model, LlamaForCausalLMEagle3):
+            return f"the drafter is {type(model).__name__}, not LlamaForCausalLMEagle3"
+        if getattr(cfg, "num_hidden_layers", None) != 1:
+            return f"the drafter has {getattr(cfg, 'num_hidden_layers', '?')} layers (row-local KV needs one)"
+        if getattr(dw, "topk", None) != 1:
+            return f"topk {getattr(dw, 'topk', '?')} (chains only)"
+        if get_spec().speculative_use_rejection_sampling:
+            return "rejection sampling"
+        if getattr(dw, "seed_dsa_topk_from_draft_extend", False):
+            return "DSA top-k seeding from the draft extend"
+        if getattr(runner.model_config, "model_is_mrope", False):
+            return "mrope positions"
+        if get_parallel().pp_size > 1:
+            return "pipeline parallelism"
+        from sglang.srt.utils.common import require_mlp_sync
+
+        if require_mlp_sync():
+            return "DP attention (MLP sync)"
+        if getattr(runner, "watermark_state", None) is not None:
+            return "a watermark"
+    except Exception as e:  # noqa: BLE001 - unreadable: not deferred
+        return f"not readable ({type(e).__name__}: {e})"
+    return None
+
+
+def _around(original, dw, batch, batch_result, *args, **kwargs):
+    """AROUND EagleDraftWorker._draft_extend_for_decode(self, batch, batch_result, *, kv_loc_plan=None)."""
+    if _STATE["failed"] or our_launch() is False:
+        return original(dw, batch, batch_result, *args, **kwargs)
+    try:
+        deferring = (ACTIVE[0] and getattr(dw, "speculative_num_draft_tokens", None) == 1
+                     and not batch.forward_mode.is_idle() and why_not(dw) is None)
+        if deferring:
+            _stash(batch, batch_result)
+            if len(_PENDING) >= defer_steps():
+                _flush(original, dw, batch, batch_result)
+            _stub(dw, batch, batch_result)
+            return None
+        if _PENDING:
+            _flush(original, dw, batch, batch_result)  # a complete draft KV before the extend reads it
+    except Exception as e:  # noqa: BLE001 - never fail the step: SGLang's extend from here on
+        _STATE["failed"] = f"{type(e).__name__}: {e}"[:300]
+        _PENDING.clear()
+        logger().warning("deferred draft extend off for this process: %s", _STATE["failed"])
+        hookstatus.record(NAME, TARGET, "failed", f"{_STATE['failed']}; SGLang's draft extend runs every step")
+        hookstatus.bump()
+    return original(dw, batch, batch_result, *args, **kwargs)
+
+
+def _stash(batch, batch_result) -> None:
+    """This step's rows: the verified token, the target's hidden state at the verified position, the request's pool
+    index and the position (the verify's seq_lens: its token sits at seq_lens)."""
+    import torch
+
+    _PENDING.append({
+        "tokens": batch_result.next_token_ids.reshape(-1).to(torch.int64).clone(),
+        "hidden": batch_result.logits_output.hidden_states.clone(),
+        "req": batch.req_pool_indices.clone(),
+        "pos": batch.seq_lens.to(torch.int64).clone(),
+        "rids": [id(r) for r in batch.reqs],
+    })
+
+
+def rows_alive(pending: list, reqs) -> list[bool]:
+    """Per stashed row, in order: is its request in this launch's batch (its slots held)?"""
+    alive = {id(r) for r in reqs}
+    return [rid in alive for step in pending for rid in step["rids"]]
+
+
+def _flush(original, dw, batch, batch_result) -> None:
+    """Extend every stashed row at once as M one-token rows through SGLang's own draft extend; outputs discarded."""
+    import torch
+
+    pending = list(_PENDING)
+    _PENDING.clear()
+    ok = rows_alive(pending, batch.reqs)
+    m = len(ok)
+    if m == 0:
+        return
+    tokens = torch.cat([s["tokens"] for s in pending])
+    hidden = torch.cat([s["hidden"] for s in pending])
+    req = torch.cat([s["req"] for s in pending])
+    pos = torch.cat([s["pos"] for s in pending])
+    req_to_token = dw.draft_runner.req_to_token_pool.req_to_token
+    locs = req_to_token[req.long(), pos].to(torch.int64)
+    dropped = m - sum(ok)
+    if dropped:
+        keep = torch.tensor(ok, dtype=torch.bool).to(locs.device, non_blocking=True)
+        locs = torch.where(keep, locs, torch.zeros_like(locs))  # slot 0: the padding row's
+    by_id = {id(r): r for r in batch.reqs}
+    any_req = batch.reqs[0]
+    rows_reqs = [by_id.get(rid, any_req) for s in pending for rid in s["rids"]]
+
+    fb = copy.copy(batch)  # the M-row batch: per-request fields per row; the real batch is not touched
+    fb.seq_lens = pos.to(batch.seq_lens.dtype)
+    fb.seq_lens_cpu = None
+    fb.seq_lens_sum = None
+    fb.req_pool_indices = req
+    fb.out_cache_loc = locs
+    fb.reqs = rows_reqs
+    fb.multimodal_inputs = [None] * m
+    fb.sampling_info = None
+    fb.return_logprob = False
+    fb.top_logprobs_nums = None
+    fb.token_ids_logprobs = None
+    fr = copy.copy(batch_result)  # a throwaway result: the flush's outputs never reach the real one
+    fr.next_token_ids = tokens
+    fr.accept_lens = torch.ones((m,), dtype=batch_result.accept_lens.dtype, device=tokens.device)
+    fr.prepared_draft_extend_inputs = None
+    fr.new_seq_lens = pos + 1
+    fr.logits_output = copy.copy(batch_result.logits_output)
+    fr.logits_output.hidden_states = hidden
+    fr.next_draft_input = copy.copy(batch_result.next_draft_input)
+    original(dw, fb, fr, kv_loc_plan=None)
+    _STATE["flushes"] += 1
+    _STATE["rows"] += m
+    _STATE["dropped"] += dropped
+    if _STATE["flushes"] == 1 or _STATE["flushes"] % 256 == 0:
+        hookstatus.record(NAME, TARGET, "applied", detail())
+        hookstatus.bump()
+
+
+def detail() -> str:
+    return (f"{ENV_OFFSTATE_EXTEND}=defer: the off-state's draft extend every {defer_steps()} steps as one-token rows; "
+            f"{_STATE['flushes']} flushes, {_STATE['rows']} rows, {_STATE['dropped']} dropped (their requests gone)")
+
+
+def _stub(dw, batch, batch_result) -> None:
+    """The step's extend outputs as SGLang's skip flag leaves them (EAGLEWorkerV2._stub_skipped_draft_extend): zeroed
+    top-k and hidden state of the right shapes, which nothing reads at steps 0 (a step up primes first)."""
+    import torch
+    from sglang.srt.speculative.eagle_worker_v2 import get_draft_recurrent_hidden_state_spec
+
+    nxt = batch_result.next_draft_input
+    bs = batch.seq_lens.shape[0]
+    device = batch.seq_lens.device
+    nxt.topk_p = torch.zeros((bs, dw.topk), dtype=torch.float32, device=device)
+    nxt.topk_index = torch.zeros((bs, dw.topk), dtype=torch.int64, device=device)
+    hidden_size, hidden_dtype = get_draft_recurrent_hidden_state_spec(dw.draft_runner)
+    if hidden_size is not None:
+        nxt.hidden_states = torch.zeros((bs, hidden_size), dtype=hidden_dtype, device=device)
+
+
+def reset() -> None:
+    """Tests: forget the stash, the eligibility and the counts."""
+    ACTIVE[0] = False
+    _PENDING.clear()
+    _STATE.update(flushes=0, rows=0, dropped=0, failed=None, steps=None)
