@@ -85,6 +85,17 @@ def _step(reqs, rows, lens, t):
     return batch, result
 
 
+@pytest.fixture(autouse=True)
+def _row_restored():
+    """The status table is process-wide: a row these tests leave failed would fail `status` in a later test."""
+    before = hookstatus.get(hook.NAME)
+    yield
+    if before is None:
+        hookstatus._TABLE.pop(hook.NAME, None)
+    else:
+        hookstatus._TABLE[hook.NAME] = before
+
+
 @pytest.fixture
 def ours(monkeypatch):
     monkeypatch.setattr(launch_record, "_OURS", [True])
