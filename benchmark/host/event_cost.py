@@ -24,7 +24,6 @@ import os
 import platform
 import statistics
 import sys
-import tempfile
 import time
 import types
 
@@ -123,11 +122,9 @@ def main(argv: list[str] | None = None) -> int:
                "cuda": torch.version.cuda, "python": platform.python_version(), "gpu_every": hook.GPU_EVERY,
                "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "primitives_us": prim,
                "step_us": rows, "step_us_median": med, "gpu_timing_us_per_step": med["timed"] - med["untimed"]}
-        folder = os.path.dirname(os.path.abspath(a.json))
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".event-cost-")
-        with os.fdopen(fd, "w") as f:
-            json.dump(doc, f, indent=1)
-        os.replace(tmp, a.json)
+        from sglang_kimi_eagle3.atomic import write_atomic
+
+        write_atomic(a.json, json.dumps(doc, indent=1), mkdir=True)
     return 0
 
 

@@ -60,26 +60,26 @@ def by_batch(detail: str) -> dict[str, dict[str, tuple[float, float, int]]]:
     return out
 
 
-def loop_parts(detail: str) -> dict[str, tuple]:
-    """A step_clock detail -> {state label: (launch, GPU wait, rest, preparing, results, controller) ms; the last two
-    None in a row written before they were read}."""
+def _per_state(detail: str, pattern: re.Pattern) -> dict[str, tuple]:
+    """{state label: the pattern's groups as floats (None where a group did not match)} over a detail's states."""
     out = {}
     for part in detail.split(" | "):
-        m = PARTS.search(part)
+        m = pattern.search(part)
         if m:
             out[part.split(":", 1)[0].strip()] = tuple(float(x) if x is not None else None for x in m.groups())
     return out
+
+
+def loop_parts(detail: str) -> dict[str, tuple]:
+    """A step_clock detail -> {state label: (launch, GPU wait, rest, preparing, results, controller) ms; the last two
+    None in a row written before they were read}."""
+    return _per_state(detail, PARTS)
 
 
 def gpu_parts(detail: str) -> dict[str, tuple]:
     """A step_clock detail -> {state label: (timed, step, launch's work, before the verify, verify, after it, between)
     ms; the verify's three None for plain decoding}."""
-    out = {}
-    for part in detail.split(" | "):
-        m = GPU_PARTS.search(part)
-        if m:
-            out[part.split(":", 1)[0].strip()] = tuple(float(x) if x is not None else None for x in m.groups())
-    return out
+    return _per_state(detail, GPU_PARTS)
 
 
 def gpu_by_batch(detail: str) -> dict[str, dict[str, tuple]]:

@@ -173,18 +173,25 @@ ENV_ADAPTIVE_MAX_GB = "SGLANG_KIMI_EAGLE3_ADAPTIVE_MAX_GB"
 ADAPTIVE_MAX_GB = 8.0  # modelled memory of the extra runtime states (beside the launch's own) that ours may add
 
 
+def _env_number(name: str, default, parse, ok, expected: str):
+    """One of our numeric variables: its default when unset or blank, else `parse`d and `ok`; UserError otherwise."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        v = parse(raw)
+    except ValueError:
+        v = None
+    if v is None or not ok(v):
+        raise UserError(f"{name}={raw!r}: expected {expected} (default {default})")
+    return v
+
+
 def adaptive_max_gb() -> float:
     """SGLANG_KIMI_EAGLE3_ADAPTIVE_MAX_GB: the GB our adaptive default's extra runtime states may take (default 8)."""
-    raw = os.environ.get(ENV_ADAPTIVE_MAX_GB, "").strip()
-    if not raw:
-        return ADAPTIVE_MAX_GB
-    try:
-        v = float(raw)
-    except ValueError:
-        v = float("nan")
-    if not 0 <= v < float("inf"):  # also NaN; inf is no budget at all, where the states are tens of GB each
-        raise UserError(f"{ENV_ADAPTIVE_MAX_GB}={raw!r}: expected a finite number of GB >= 0 (default {ADAPTIVE_MAX_GB})")
-    return v
+    # NaN fails too; inf is no budget at all, where the states are tens of GB each
+    return _env_number(ENV_ADAPTIVE_MAX_GB, ADAPTIVE_MAX_GB, float, lambda v: 0 <= v < float("inf"),
+                       "a finite number of GB >= 0")
 
 
 ENV_DEFER_STEPS = "SGLANG_KIMI_EAGLE3_DEFER_STEPS"
@@ -193,16 +200,7 @@ DEFER_STEPS = 8  # OFFSTATE_EXTEND=defer: off-state steps whose draft extend row
 
 def defer_steps() -> int:
     """SGLANG_KIMI_EAGLE3_DEFER_STEPS: the off-state steps per deferred draft extend (OFFSTATE_EXTEND=defer), 2-64."""
-    raw = os.environ.get(ENV_DEFER_STEPS, "").strip()
-    if not raw:
-        return DEFER_STEPS
-    try:
-        v = int(raw)
-    except ValueError:
-        v = 0
-    if not 2 <= v <= 64:
-        raise UserError(f"{ENV_DEFER_STEPS}={raw!r}: expected a whole number of steps from 2 to 64 (default {DEFER_STEPS})")
-    return v
+    return _env_number(ENV_DEFER_STEPS, DEFER_STEPS, int, lambda v: 2 <= v <= 64, "a whole number of steps from 2 to 64")
 
 
 def env_errors() -> list[str]:
