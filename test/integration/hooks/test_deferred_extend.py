@@ -224,6 +224,8 @@ def test_eligibility_is_a_one_layer_llama_eagle3_chain_without_rejection_samplin
     monkeypatch.setattr(common, "require_mlp_sync", lambda: False)
     assert hook.why_not(_worker()) is None
     assert "2 layers" in hook.why_not(_worker(layers=2))
+    row = hookstatus.get(hook.NAME)  # the operator reads why
+    assert row.state == "skipped" and row.detail.startswith("not deferred: the drafter has 2 layers"), row.detail
     from sglang.srt.models.llama import LlamaForCausalLM
 
     assert "not LlamaForCausalLMEagle3" in hook.why_not(_worker(cls=LlamaForCausalLM))

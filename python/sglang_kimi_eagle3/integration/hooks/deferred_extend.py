@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import copy
 
-from ...base import ENV_OFFSTATE_EXTEND, UserError, defer_steps as _defer_steps, env_choice, logger
+from ...base import DEFER_STEPS, ENV_OFFSTATE_EXTEND, UserError, defer_steps as _defer_steps, env_choice, logger
 from ...status import hookstatus
 from .. import registry
 from ..launch_record import our_launch
@@ -67,7 +67,7 @@ def defer_steps() -> int:
         try:
             _STATE["steps"] = _defer_steps()
         except UserError:
-            _STATE["steps"] = 8
+            _STATE["steps"] = DEFER_STEPS
     return _STATE["steps"]
 
 
@@ -76,6 +76,9 @@ def why_not(dw) -> str | None:
     cached = getattr(dw, "_kimi_eagle3_defer_why", _ELIGIBLE)  # kept on the worker (ids of dead objects recur)
     if cached is _ELIGIBLE:
         cached = _why_not(dw)
+        if cached is not None:  # said once, where an operator reads it
+            hookstatus.record(NAME, TARGET, "skipped", f"not deferred: {cached}; SGLang's draft extend every step")
+            hookstatus.bump()
         try:
             dw._kimi_eagle3_defer_why = cached
         except AttributeError:  # a worker that takes no attribute: asked again each time
