@@ -74,7 +74,7 @@ def _step(reqs, rows, lens, t):
     batch = types.SimpleNamespace(
         forward_mode=ForwardMode.DECODE, reqs=list(reqs), req_pool_indices=torch.tensor(rows, dtype=torch.int64),
         seq_lens=torch.tensor(lens, dtype=torch.int64), seq_lens_cpu=None, seq_lens_sum=None, out_cache_loc=None,
-        multimodal_inputs=[None] * bs, sampling_info="real", return_logprob=False, top_logprobs_nums=None,
+        multimodal_inputs=[None] * bs, orig_seq_lens=torch.tensor(lens, dtype=torch.int32) + 1, sampling_info="real", return_logprob=False, top_logprobs_nums=None,
         token_ids_logprobs=None)
     result = types.SimpleNamespace(
         next_token_ids=torch.tensor([100 * t + r for r in rows], dtype=torch.int64),
@@ -179,6 +179,11 @@ def test_the_real_batch_and_result_are_not_touched_by_a_flush(ours):
     batch, result = outs[-1]
     assert batch.sampling_info == "real" and batch.out_cache_loc is None and len(batch.reqs) == 2
     assert result.accept_lens.shape == (2,) and result.logits_output.hidden_states.shape == (2, HC)
+    fb, fr, plan = ext.calls[0]  # the flush's batch: every per-request field one entry per row (8 steps x 2)
+    assert plan is None and len(fb.reqs) == len(fb.multimodal_inputs) == 16
+    for name in ("seq_lens", "req_pool_indices", "out_cache_loc", "orig_seq_lens"):
+        assert getattr(fb, name).shape == (16,), name
+    assert fr.next_token_ids.shape == fr.accept_lens.shape == (16,) and fr.logits_output.hidden_states.shape == (16, HC)
 
 
 def test_outside_the_off_state_and_for_foreign_launches_sglangs_extend_runs(ours, monkeypatch):

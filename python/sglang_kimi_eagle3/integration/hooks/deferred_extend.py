@@ -192,6 +192,7 @@ def _flush(original, dw, batch, batch_result) -> None:
     fb.seq_lens_cpu = None
     fb.seq_lens_sum = None
     fb.req_pool_indices = req
+    fb.orig_seq_lens = (pos + 1).to(torch.int32)  # per row, as every per-request field of the M-row batch
     fb.out_cache_loc = locs
     fb.reqs = rows_reqs
     fb.multimodal_inputs = [None] * m
