@@ -68,12 +68,13 @@ class Extend:
         nxt.hidden_states = torch.ones((len(pos), HD))
 
 
-def _step(reqs, rows, lens, t):
+def _step(reqs, rows, lens, t, cpu_lens=False):
     """A steps-0 step's batch and result: request i (pool row rows[i]) verified its token at position lens[i]."""
     bs = len(reqs)
     batch = types.SimpleNamespace(
         forward_mode=ForwardMode.DECODE, reqs=list(reqs), req_pool_indices=torch.tensor(rows, dtype=torch.int64),
-        seq_lens=torch.tensor(lens, dtype=torch.int64), seq_lens_cpu=None, seq_lens_sum=None, out_cache_loc=None,
+        seq_lens=torch.tensor(lens, dtype=torch.int64),
+        seq_lens_cpu=torch.tensor(lens, dtype=torch.int64) if cpu_lens else None, seq_lens_sum=None, out_cache_loc=None,
         multimodal_inputs=[None] * bs, orig_seq_lens=torch.tensor(lens, dtype=torch.int32) + 1, sampling_info="real", return_logprob=False, top_logprobs_nums=None,
         token_ids_logprobs=None)
     result = types.SimpleNamespace(
@@ -105,7 +106,7 @@ def ours(monkeypatch):
     hook.reset()
 
 
-def _serve(extend, dw, schedule, active):
+def _serve(extend, dw, schedule, active, cpu_lens=False):
     """Steps of a batch whose membership follows `schedule` (a list of request lists, one per step); each request
     decodes one token a step from position 10 + its pool row. Returns the per-step results."""
     lens = {}
@@ -115,7 +116,7 @@ def _serve(extend, dw, schedule, active):
         rows = [r.rid for r in reqs]
         for r in rows:
             lens[r] = lens.get(r, 10 + r)
-        batch, result = _step(reqs, rows, [lens[r] for r in rows], t)
+        batch, result = _step(reqs, rows, [lens[r] for r in rows], t, cpu_lens)
         hook._around(extend, dw, batch, result, kv_loc_plan="the verify's plan")
         out.append((batch, result))
         for r in rows:
@@ -184,6 +185,20 @@ def test_the_real_batch_and_result_are_not_touched_by_a_flush(ours):
     for name in ("seq_lens", "req_pool_indices", "out_cache_loc", "orig_seq_lens"):
         assert getattr(fb, name).shape == (16,), name
     assert fr.next_token_ids.shape == fr.accept_lens.shape == (16,) and fr.logits_output.hidden_states.shape == (16, HC)
+
+
+@pytest.mark.parametrize("cpu_lens", [False, True], ids=["gpu-planned", "cpu-mirror"])
+def test_the_flush_plans_as_the_real_batch_does(ours, cpu_lens):
+    """Triton's batches carry no CPU mirror of seq_lens (SGLang's extend then plans on the GPU): neither does the
+    flush's; a backend that keeps the mirror gets one per row, and its sum."""
+    a, b = Req(1), Req(2)
+    ext = Extend()
+    _serve(ext, _worker(), [[a, b]] * 8, active=lambda t: True, cpu_lens=cpu_lens)
+    fb = ext.calls[0][0]
+    if cpu_lens:
+        assert torch.equal(fb.seq_lens_cpu, fb.seq_lens) and fb.seq_lens_sum == int(fb.seq_lens.sum())
+    else:
+        assert fb.seq_lens_cpu is None and fb.seq_lens_sum is None
 
 
 def test_outside_the_off_state_and_for_foreign_launches_sglangs_extend_runs(ours, monkeypatch):

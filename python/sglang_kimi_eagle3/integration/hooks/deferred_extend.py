@@ -153,6 +153,8 @@ def _stash(batch, batch_result) -> None:
         "hidden": batch_result.logits_output.hidden_states.clone(),
         "req": batch.req_pool_indices.clone(),
         "pos": batch.seq_lens.to(torch.int64).clone(),
+        # the CPU mirror where the attention backend keeps one (Triton's does not: SGLang then plans on the GPU)
+        "pos_cpu": None if getattr(batch, "seq_lens_cpu", None) is None else batch.seq_lens_cpu.clone(),
         "rids": [id(r) for r in batch.reqs],
     })
 
@@ -189,8 +191,12 @@ def _flush(original, dw, batch, batch_result) -> None:
 
     fb = copy.copy(batch)  # the M-row batch: per-request fields per row; the real batch is not touched
     fb.seq_lens = pos.to(batch.seq_lens.dtype)
-    fb.seq_lens_cpu = None
-    fb.seq_lens_sum = None
+    if all(s["pos_cpu"] is not None for s in pending):  # SGLang's CPU-planned path, as the real batch takes it
+        fb.seq_lens_cpu = torch.cat([s["pos_cpu"] for s in pending])
+        fb.seq_lens_sum = int(fb.seq_lens_cpu.sum())
+    else:  # its GPU-only path (no CPU mirror, no host sync)
+        fb.seq_lens_cpu = None
+        fb.seq_lens_sum = None
     fb.req_pool_indices = req
     fb.orig_seq_lens = (pos + 1).to(torch.int32)  # per row, as every per-request field of the M-row batch
     fb.out_cache_loc = locs
