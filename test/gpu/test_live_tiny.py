@@ -12,6 +12,7 @@ variables; GPU_CI_TARGETS picks the targets); how to run: docs/gpu-ci.md.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -183,6 +184,21 @@ def test_every_tp_rank_applied_the_leads_hooks(role):
     for rank, snap in ranks.items():
         mine = {h["name"]: h["state"] for h in snap["hooks"]}
         assert mine == lead, f"{role} {rank}: hooks {mine}, lead {lead}"
+
+
+@pytest.mark.parametrize("role", _params(["defer"]))
+def test_the_off_states_draft_extend_deferred_through_sglangs_own(role):
+    """SGLANG_KIMI_EAGLE3_OFFSTATE_EXTEND=defer in the steps-0 off-state for good: the stashed rows went through
+    SGLang's real draft extend as one-token-row batches (flushes counted, none failed), greedy ids equal the target's
+    alone."""
+    r = _served(role)
+    assert _first_differences(r, _served(T.role(role).plain)) == {}
+    hooks = {h["name"]: h for h in r["status"]["hooks"]}
+    row = hooks["deferred_extend"]
+    assert row["state"] == "applied", f"{role}: deferred_extend {row['state']}: {row['detail']}"
+    flushes = int(re.search(r"(\d+) flushes", row["detail"]).group(1))
+    assert flushes >= 1, row["detail"]
+    assert not [h["name"] for h in r["status"]["hooks"] if h["state"] == "failed"]
 
 
 @pytest.mark.parametrize("role", _params(["upstream"]))

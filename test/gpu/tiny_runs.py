@@ -72,6 +72,7 @@ class Role:
     bench: bool = False  # run `sglang-kimi-eagle3 bench` against it
     long_tokens: int = 0  # also answer the prompts with this many tokens ('long_outputs': acceptance statistics)
     give_up: str | None = None  # a log line after which the start has failed (SGLang may linger instead of exiting)
+    adaptive_config: dict | None = None  # --speculative-adaptive with this --speculative-adaptive-config (JSON)
 
     @property
     def plain(self) -> str:
@@ -112,6 +113,12 @@ OURS = {"SGLANG_KIMI_EAGLE3_KERNELS": "ours"}
 # the agree roles measure the drafter's per-position acceptance of the fixed 3-step chain: adaptive steps (on by
 # default for chain launches) could move them off it; the chain role keeps the default
 FIXED = {"SGLANG_KIMI_EAGLE3_ADAPTIVE": "off"}
+# the steps-0 off-state for good (as device_adaptive.sh's `off` server): candidates 0 and 1 at steps 1, this plugin's
+# controller with steps 1 priced out and no probe, so it drops to 0 after the first decode batch and stays there
+OFF_STEPS = ("--speculative-num-steps", "1", "--speculative-num-draft-tokens", "2")
+OFF_CONFIG = {"1": {"candidate_steps": [0, 1], "kimi_eagle3": {
+    "base_us": 1.0, "round_us": {"1": 1e9}, "dwell_batches": 1, "probe_batches": 1, "measure": False,
+    "probe_wait_batches": 10**9, "probe_wait_max_batches": 10**9}}}
 
 
 def all_roles() -> dict[str, Role]:
@@ -125,6 +132,9 @@ def all_roles() -> dict[str, Role]:
     roles.append(Role("upstream", main, "chain", {"SGLANG_KIMI_EAGLE3_KERNELS": "upstream"}))
     roles += [Role(f"agree-{q:g}", main, "chain", {**OURS, **FIXED}, agreement=q, long_tokens=LONG_TOKENS)
               for q in AGREEMENTS]
+    # the off-state's draft extend deferred (SGLANG_KIMI_EAGLE3_OFFSTATE_EXTEND=defer) through SGLang's real extend
+    roles.append(Role("defer", main, "chain", {"SGLANG_KIMI_EAGLE3_OFFSTATE_EXTEND": "defer"}, args=OFF_STEPS,
+                      adaptive_config=OFF_CONFIG))
     return {r.name: r for r in roles + EXTRA_ROLES}
 
 
@@ -198,6 +208,12 @@ def argv_of(name: str) -> list[str]:
     r = role(name)
     target, draft = models(r.target, r.agreement)
     extra = shlex.split(os.environ.get("GPU_CI_EXTRA_ARGS", ""))
+    if r.adaptive_config is not None:  # written beside the logs (atomic: a rerun may read it while it is rewritten)
+        path = log_dir() / f"adaptive-{name}.json"
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(r.adaptive_config))
+        os.replace(tmp, path)
+        extra = ["--speculative-adaptive", "--speculative-adaptive-config", str(path)] + extra
     return (base_args(target, tp()) + (spec_args(draft, r.shape) if r.shape else []) + ["--nccl-port", str(ports(name)[1])]
             + int4_moe_args(r.target) + list(r.args) + extra)
 
