@@ -84,3 +84,27 @@ def test_status_command_prints_the_table_from_a_launch_server_like_process():
     assert all(rows[n]["state"] == "applied" for n in OURS)
     # sglang 0.5.23 already has the three Kimi-K2.5 delegation methods (PR #19689): left alone
     assert rows["delegation"]["state"] == "skipped" and "left alone" in rows["delegation"]["detail"]
+
+
+def test_a_hook_that_fails_at_run_time_stays_failed_after_a_refresh():
+    """A hook's own `failed` row (recorded while serving: e.g. the deferred extend's flush refused by SGLang's code)
+    survives every later refresh, though its wrapper stays in SGLang's chain; a row `registered` before
+    load_plugins() still turns `applied`."""
+    r = run_json(r'''
+import json, warnings
+warnings.filterwarnings("ignore")
+from sglang_kimi_eagle3.integration import registry
+target = "sglang.srt.configs.model_config.ModelConfig._derive_context_length"
+registry.register("probe", target, lambda orig, *a, **k: orig(*a, **k), "around")
+from sglang.srt.plugins import load_plugins
+load_plugins()
+from sglang_kimi_eagle3.status import hookstatus
+registry.refresh()
+first = hookstatus.get("probe").state
+hookstatus.record("probe", target, "failed", "RuntimeError: refused at run time")
+registry.refresh()
+registry.refresh()
+print(json.dumps({"first": first, "after": hookstatus.get("probe").state, "detail": hookstatus.get("probe").detail}))
+''')
+    assert r["first"] == "applied"
+    assert r["after"] == "failed" and "refused at run time" in r["detail"]

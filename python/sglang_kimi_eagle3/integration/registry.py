@@ -17,6 +17,10 @@ from ..status import hookstatus
 
 # hook name -> (target, our function)
 _PENDING: dict[str, tuple[str, object]] = {}
+# rows whose `failed` state refresh() itself recorded (not applied yet): the only failed rows it looks at again. A
+# hook that fails at run time (its own `failed` row, e.g. a flush that SGLang's code refused) keeps it: its wrapper
+# is still in the chain, and reading that as `applied` would hide the failure.
+_APPLY_FAILED: set[str] = set()
 
 
 def register(name: str, target: str, fn, hook_type: str) -> str:
@@ -64,24 +68,29 @@ def refresh() -> list[hookstatus.HookStatus]:
         from sglang.srt.plugins.hook_registry import HookRegistry
     except Exception as exc:  # sglang missing or broken: say so on every pending row
         for name, (target, _fn) in _PENDING.items():
-            hookstatus.record(name, target, "failed", f"cannot import sglang's HookRegistry: {exc}")
+            _failed(name, target, f"cannot import sglang's HookRegistry: {exc}")
         return hookstatus.rows()
     for name, (target, fn) in _PENDING.items():
         row = hookstatus.get(name)
-        if row is None or row.state not in ("registered", "failed"):
+        if row is None or row.state not in ("registered", "failed") or (row.state == "failed" and name not in _APPLY_FAILED):
             continue
+        _APPLY_FAILED.discard(name)
         try:
             attr = _resolve(target)
         except Exception as exc:
-            hookstatus.record(name, target, "failed", f"target not found on the installed sglang: {type(exc).__name__}: {exc}")
+            _failed(name, target, f"target not found on the installed sglang: {type(exc).__name__}: {exc}")
             continue
         if _chain_contains(attr, fn):
             hookstatus.record(name, target, "applied", row.detail.replace(" queued for HookRegistry.apply_hooks", ""))
         elif target in HookRegistry._patched:
-            hookstatus.record(name, target, "failed", "target was patched before our hook was queued (HookRegistry ignores late hooks)")
+            _failed(name, target, "target was patched before our hook was queued (HookRegistry ignores late hooks)")
         elif _plugins_loaded():
-            hookstatus.record(name, target, "failed",
-                              "HookRegistry.apply_hooks ran but did not patch it (SGLang logged 'Failed to apply hooks to ...')")
+            _failed(name, target, "HookRegistry.apply_hooks ran but did not patch it (SGLang logged 'Failed to apply hooks to ...')")
         else:
             hookstatus.record(name, target, "registered", "queued; load_plugins() has not applied hooks yet in this process")
     return hookstatus.rows()
+
+
+def _failed(name: str, target: str, why: str) -> None:
+    hookstatus.record(name, target, "failed", why)
+    _APPLY_FAILED.add(name)
