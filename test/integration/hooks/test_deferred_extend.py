@@ -32,7 +32,7 @@ class Req:
         self.rid, self.lora_id = rid, None
 
 
-def _runner(layers=1, cls=None):
+def _runner(layers=1, cls=None, slots=POOL * 4):
     from sglang.srt.models.llama_eagle3 import LlamaForCausalLMEagle3
 
     model = object.__new__(cls or LlamaForCausalLMEagle3)  # the class only: nothing loaded
@@ -41,10 +41,10 @@ def _runner(layers=1, cls=None):
         model=model, watermark_state=None, spec_algorithm=SpeculativeAlgorithm.from_string("EAGLE3"),
         model_config=types.SimpleNamespace(hf_config=types.SimpleNamespace(num_hidden_layers=layers), model_is_mrope=False,
                                            spec_hidden_size=HD, dtype=torch.float32),
-        req_to_token_pool=types.SimpleNamespace(req_to_token=r2t))
+        req_to_token_pool=types.SimpleNamespace(req_to_token=r2t, size=slots))
 
 
-def _worker(**kw):
+def _worker(**kw):  # kw: _runner's
     return types.SimpleNamespace(draft_runner=_runner(**kw), topk=1, speculative_num_draft_tokens=1,
                                  seed_dsa_topk_from_draft_extend=False)
 
@@ -185,6 +185,20 @@ def test_the_real_batch_and_result_are_not_touched_by_a_flush(ours):
     for name in ("seq_lens", "req_pool_indices", "out_cache_loc", "orig_seq_lens"):
         assert getattr(fb, name).shape == (16,), name
     assert fr.next_token_ids.shape == fr.accept_lens.shape == (16,) and fr.logits_output.hidden_states.shape == (16, HC)
+
+
+def test_no_flush_carries_more_rows_than_the_request_slots(ours):
+    """A server of 5 request slots, 2 requests a step: SGLang's attention buffers hold 5 rows, so the 8 steps' 16 rows
+    go in groups of at most 5 (whole steps: 4 rows), flushed as the stash fills; a step up (step 8) flushes the last
+    group before its own extend, and the draft KV is the per-step extend's."""
+    a, b = Req(1), Req(2)
+    per_step, deferred = Extend(), Extend()
+    _serve(per_step, _worker(), [[a, b]] * 9, active=lambda t: False)
+    _serve(deferred, _worker(slots=5), [[a, b]] * 9, active=lambda t: t < 8)
+    sizes = [len(c[0].seq_lens) for c in deferred.calls]
+    assert sizes == [4, 4, 4, 4, 2] and deferred.kv == per_step.kv
+    assert hook.chunks([{"rids": [1] * n} for n in (3, 2, 1, 5, 4)], 5) == [
+        [{"rids": [1] * 3}, {"rids": [1] * 2}], [{"rids": [1]}], [{"rids": [1] * 5}], [{"rids": [1] * 4}]]
 
 
 @pytest.mark.parametrize("cpu_lens", [False, True], ids=["gpu-planned", "cpu-mirror"])

@@ -16,7 +16,9 @@ How: for a one-layer EAGLE-3 drafter (SGLang's LlamaForCausalLMEagle3: embedding
   index and position) and the step's extend outputs are stubbed as SGLang's own skip flag stubs them; every K steps
   (SGLANG_KIMI_EAGLE3_DEFER_STEPS, 8), and before anything else runs the extend (a step up, whose two primed
   batches then extend normally over a complete draft KV), the stashed rows are extended at once as M one-token rows, through SGLang's own
-  `_draft_extend_for_decode` (the shape its steps-0 extend and captured graph already run), its outputs discarded.
+  `_draft_extend_for_decode` (the shape its steps-0 extend and captured graph already run), its outputs discarded;
+  never more rows in one call than the server's request slots (SGLang's attention buffers are that size: a fuller
+  stash is flushed first, in groups of whole steps).
   A weight-bound drafter costs about the same over M rows as over M / K, so the off-state pays about
   1 / K of the extends. Rows are written only for requests in the launch's batch (their slots are held:
   the overlap scheduler releases a finished request's slots after the launch that still carries it); rows of
@@ -24,7 +26,9 @@ How: for a one-layer EAGLE-3 drafter (SGLang's LlamaForCausalLMEagle3: embedding
   of a request that finished may miss its last K - 1 positions in the radix cache.
 Scope: our launches, with this variable; a drafter of one layer and the LlamaForCausalLMEagle3 class, topk 1, no
   rejection sampling, no DSA seeding, no mrope, no pipeline or DP-attention parallelism, no watermark; otherwise SGLang's
-  extend runs every step (the row says why). NOT YET RUN ON A GPU (2026-12-05).
+  extend runs every step (the row says why). On a GPU once (an H100, 2026-12-06, the live tiny file): the first
+  flush, 24 rows into a 16-slot server, was refused by the Triton backend's buffers and SGLang's extend took over
+  (greedy ids equal); since, no flush exceeds the slots: NOT YET RUN ON A GPU in this form.
 Status row `deferred_extend`: registered / applied (flushes, rows, rows dropped) / skipped (keep, skip, or not
   eligible, and why) / failed (then SGLang's extend runs every step).
 Remove when: SGLang defers its steps-0 draft extend itself.
@@ -127,6 +131,8 @@ def _around(original, dw, batch, batch_result, *args, **kwargs):
         deferring = (ACTIVE[0] and getattr(dw, "speculative_num_draft_tokens", None) == 1
                      and not batch.forward_mode.is_idle() and why_not(dw) is None)
         if deferring:
+            if _PENDING and _pending_rows() + batch.seq_lens.shape[0] > max_rows(dw):
+                _flush(original, dw, batch, batch_result)  # a flush never exceeds what one batch may hold
             _stash(batch, batch_result)
             if len(_PENDING) >= defer_steps():
                 _flush(original, dw, batch, batch_result)
@@ -165,12 +171,43 @@ def rows_alive(pending: list, reqs) -> list[bool]:
     return [rid in alive for step in pending for rid in step["rids"]]
 
 
-def _flush(original, dw, batch, batch_result) -> None:
-    """Extend every stashed row at once as M one-token rows through SGLang's own draft extend; outputs discarded."""
-    import torch
+def max_rows(dw) -> int:
+    """Rows one flush may carry: the draft runner's request slots. SGLang's attention backends size their per-batch
+    buffers by it (Triton's kv_indptr holds req_to_token_pool.size + 1 entries: live on an H100, 2026-12-06, a flush of
+    24 rows into a 16-slot server was refused with 'The expanded size of the tensor (16) must match ... (24)')."""
+    return int(dw.draft_runner.req_to_token_pool.size)
 
+
+def _pending_rows() -> int:
+    return sum(len(s["rids"]) for s in _PENDING)
+
+
+def chunks(pending: list, cap: int) -> list[list]:
+    """Consecutive stashed steps grouped so that no group holds more than `cap` rows (a step holds at most `cap`)."""
+    out: list[list] = []
+    rows = cap + 1
+    for step in pending:
+        n = len(step["rids"])
+        if rows + n > cap:
+            out.append([])
+            rows = 0
+        out[-1].append(step)
+        rows += n
+    return out
+
+
+def _flush(original, dw, batch, batch_result) -> None:
+    """Extend every stashed row as one-token rows through SGLang's own draft extend, as few calls as the request
+    slots allow (max_rows); outputs discarded."""
     pending = list(_PENDING)
     _PENDING.clear()
+    for group in chunks(pending, max_rows(dw)):
+        _flush_rows(original, dw, batch, batch_result, group)
+
+
+def _flush_rows(original, dw, batch, batch_result, pending: list) -> None:
+    import torch
+
     ok = rows_alive(pending, batch.reqs)
     m = len(ok)
     if m == 0:
