@@ -208,11 +208,10 @@ def argv_of(name: str) -> list[str]:
     r = role(name)
     target, draft = models(r.target, r.agreement)
     extra = shlex.split(os.environ.get("GPU_CI_EXTRA_ARGS", ""))
-    if r.adaptive_config is not None:  # written beside the logs (atomic: a rerun may read it while it is rewritten)
-        path = log_dir() / f"adaptive-{name}.json"
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(r.adaptive_config))
-        os.replace(tmp, path)
+    if r.adaptive_config is not None:  # written beside the logs
+        from sglang_kimi_eagle3.atomic import write_atomic
+
+        path = write_atomic(log_dir() / f"adaptive-{name}.json", json.dumps(r.adaptive_config))
         extra = ["--speculative-adaptive", "--speculative-adaptive-config", str(path)] + extra
     return (base_args(target, tp()) + (spec_args(draft, r.shape) if r.shape else []) + ["--nccl-port", str(ports(name)[1])]
             + int4_moe_args(r.target) + list(r.args) + extra)
