@@ -28,7 +28,9 @@ Scope: our launches, with this variable; a drafter of one layer and the LlamaFor
   rejection sampling, no DSA seeding, no mrope, no pipeline or DP-attention parallelism, no watermark; otherwise SGLang's
   extend runs every step (the row says why). On a GPU once (an H100, 2026-12-06, the live tiny file): the first
   flush, 24 rows into a 16-slot server, was refused by the Triton backend's buffers and SGLang's extend took over
-  (greedy ids equal); since, no flush exceeds the slots: NOT YET RUN ON A GPU in this form.
+  (greedy ids equal); since, no flush exceeds the slots, and the flushes run through SGLang's own extend, batch
+  preparation and TritonAttnBackend on the CPU (test_deferred_extend_sglang.py: the draft KV bit-equal to the per-step
+  extend's): NOT YET RUN ON A GPU in this form.
 Status row `deferred_extend`: registered / applied (flushes, rows, rows dropped) / skipped (keep, skip, or not
   eligible, and why) / failed (then SGLang's extend runs every step).
 Remove when: SGLang defers its steps-0 draft extend itself.
