@@ -215,3 +215,20 @@ def test_without_the_cap_sglangs_backend_refuses_the_flush(sglang_config, monkey
     row = hookstatus.get(hook.NAME)
     assert row.state == "failed" and "must match" in row.detail, row.detail
     assert dw.draft_runner.forwards == [3, 3, 3]  # step 7's own extend after the refused flush, then steps 8 and 9
+
+
+def test_a_step_over_half_the_slots_is_extended_at_once(sglang_config):
+    """4 requests on a 6-slot server: a flush could hold one step alone, so deferring would save no extend. Each such
+    step goes to SGLang's extend at once (after any stash: here the steps of 2 requests before it), counted."""
+    a, b, c, d = reqs(1, 2, 3, 4)
+    schedule = [[a, b]] * 2 + [[a, b, c, d]] * 3
+    per_step, deferred = draft_worker(), draft_worker()
+    serve(per_step, schedule, defer=lambda t: False)
+    hook.reset()
+    serve(deferred, schedule, defer=lambda t: True)
+    assert deferred.draft_runner.forwards == [4, 4, 4, 4]  # steps 0-1 flushed before step 2, then steps 2-4 each
+    written = {100 * r + p for r in (1, 2) for p in range(5 + r, 5 + r + 5)} | {
+        100 * r + p for r in (3, 4) for p in range(5 + r, 5 + r + 3)}
+    for ref, got in zip(kv(per_step, written), kv(deferred, written)):
+        assert torch.equal(ref, got)
+    assert hook._STATE["direct"] == 3 and "1 steps extended at once" in hookstatus.get(hook.NAME).detail  # said at the first

@@ -18,7 +18,8 @@ How: for a one-layer EAGLE-3 drafter (SGLang's LlamaForCausalLMEagle3: embedding
   batches then extend normally over a complete draft KV), the stashed rows are extended at once as M one-token rows, through SGLang's own
   `_draft_extend_for_decode` (the shape its steps-0 extend and captured graph already run), its outputs discarded;
   never more rows in one call than the server's request slots (SGLang's attention buffers are that size: a fuller
-  stash is flushed first, in groups of whole steps).
+  stash is flushed first, in groups of whole steps); a step of more than half the slots is extended at once (a flush
+  could hold it alone, so deferring would save no extend).
   A weight-bound drafter costs about the same over M rows as over M / K, so the off-state pays about
   1 / K of the extends. Rows are written only for requests in the launch's batch (their slots are held:
   the overlap scheduler releases a finished request's slots after the launch that still carries it); rows of
@@ -51,7 +52,7 @@ TARGET = "sglang.srt.speculative.eagle_worker_v2.EagleDraftWorker._draft_extend_
 ACTIVE = [False]  # OffSkip says every slot is at steps 0: defer (set by adaptive_control's hook)
 _PENDING: list = []  # stashed steps: dicts of GPU tensors (tokens, hidden, req, pos) and the host `rids`
 _ELIGIBLE: dict = {}  # a sentinel: the draft worker's `_kimi_eagle3_defer_why` not yet read
-_STATE = {"flushes": 0, "rows": 0, "dropped": 0, "failed": None, "steps": None}
+_STATE = {"flushes": 0, "rows": 0, "dropped": 0, "direct": 0, "failed": None, "steps": None}
 
 
 def install() -> None:
@@ -132,6 +133,12 @@ def _around(original, dw, batch, batch_result, *args, **kwargs):
     try:
         deferring = (ACTIVE[0] and getattr(dw, "speculative_num_draft_tokens", None) == 1
                      and not batch.forward_mode.is_idle() and why_not(dw) is None)
+        if deferring and 2 * batch.seq_lens.shape[0] > max_rows(dw):
+            deferring = False  # a flush would hold this step alone: deferring saves no extend, SGLang's runs now
+            _STATE["direct"] += 1
+            if _STATE["direct"] == 1 or _STATE["direct"] % 4096 == 0:
+                hookstatus.record(NAME, TARGET, "applied", detail())
+                hookstatus.bump()
         if deferring:
             if _PENDING and _pending_rows() + batch.seq_lens.shape[0] > max_rows(dw):
                 _flush(original, dw, batch, batch_result)  # a flush never exceeds what one batch may hold
@@ -264,7 +271,8 @@ def _flush_rows(original, dw, batch, batch_result, pending: list) -> None:
 
 def detail() -> str:
     return (f"{ENV_OFFSTATE_EXTEND}=defer: the off-state's draft extend every {defer_steps()} steps as one-token rows; "
-            f"{_STATE['flushes']} flushes, {_STATE['rows']} rows, {_STATE['dropped']} dropped (their requests gone)")
+            f"{_STATE['flushes']} flushes, {_STATE['rows']} rows, {_STATE['dropped']} dropped (their requests gone); "
+            f"{_STATE['direct']} steps extended at once (over half the request slots in the batch)")
 
 
 def _stub(dw, batch, batch_result) -> None:
@@ -287,4 +295,4 @@ def reset() -> None:
     """Tests: forget the stash, the eligibility and the counts."""
     ACTIVE[0] = False
     _PENDING.clear()
-    _STATE.update(flushes=0, rows=0, dropped=0, failed=None, steps=None)
+    _STATE.update(flushes=0, rows=0, dropped=0, direct=0, failed=None, steps=None)
