@@ -32,7 +32,7 @@ Scope: our launches, with this variable; a drafter of one layer and the LlamaFor
   (greedy ids equal); since, no flush exceeds the slots, and the flushes run through SGLang's own extend, batch
   preparation and TritonAttnBackend on the CPU (test_deferred_extend_sglang.py: the draft KV bit-equal to the per-step
   extend's): NOT YET RUN ON A GPU in this form.
-Status row `deferred_extend`: registered / applied (flushes, rows, rows dropped) / skipped (keep, skip, or not
+Status row `deferred_extend`: registered / applied (flushes, rows, rows dropped, steps extended at once) / skipped (keep, skip, or not
   eligible, and why) / failed (then SGLang's extend runs every step).
 Remove when: SGLang defers its steps-0 draft extend itself.
 """
