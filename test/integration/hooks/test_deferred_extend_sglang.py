@@ -51,7 +51,8 @@ class Bag(NS):
 
 
 @pytest.fixture(autouse=True)
-def _row_restored(monkeypatch):
+def _ours(monkeypatch):
+    """An EAGLE3 launch of ours; the status table fresh per test; eligibility given."""
     monkeypatch.setattr(hookstatus, "_TABLE", {})
     monkeypatch.setattr(launch_record, "_OURS", [True])
     monkeypatch.setattr(hook, "why_not", lambda dw: None)  # eligibility: test_deferred_extend.py
