@@ -408,6 +408,36 @@ def test_a_slot_counts_for_the_skip_while_it_ran_within_the_idle_window():
     assert off.ran(0, False) == ([], False) and off.ran(0, False) == (["bs1"], False)  # restored after the prime
 
 
+def test_a_slot_runs_often_once_it_ran_min_runs_of_the_last_idle_window_and_a_rare_parked_one_is_held():
+    """OffSkip.frequent: `min_runs` of the last `idle_batches` verified batches (any slot's count as the clock); while
+    skipping, a parked slot that does not run often is held at 0 (counted), one that does is unparked as before."""
+    off = OffSkip(idle_batches=8, min_runs=3)
+    assert not off.frequent("bs4")  # has run none
+    for _ in range(2):
+        off.note("bs4")
+        off.ran(0, True)
+    assert not off.frequent("bs4")  # two of three
+    off.note("bs4")
+    off.ran(0, True)
+    assert off.frequent("bs4")
+    for _ in range(5):
+        off.note("bs8")
+        off.ran(0, True)
+    assert off.frequent("bs4") and off.batch - off.runs["bs4"][0] == 8
+    off.note("bs8")
+    off.ran(0, True)
+    assert not off.frequent("bs4")  # its third-latest batch fell out of the window
+    assert off.skipping
+    off.parked["bs4"] = 3
+    off.note("bs4")  # one batch of the rare slot: held at 0, skipping goes on
+    off.ran(0, True)
+    assert off.hold("bs4") and off.held == 1 and off.skipping and off.parked == {"bs4": 3}
+    off.parked["bs8"] = 3
+    assert not off.hold("bs8")  # bs8 runs often: unparked (skipping stops, the prime) as before
+    assert off.unpark("bs8") and not off.skipping
+    assert not off.hold("bs4")  # not skipping: nothing is held
+
+
 def _slot_bs1(steps=3):
     """The bs-1 slot of the table the plugin wrote for run 24's servers (states [0, 3, 7]), pooled."""
     cfg = T.table(COST, BSS, operator_steps=3, state_gb=lambda s: T.state_memory_gb(s, 20480, 128), budget_gb=8.0)

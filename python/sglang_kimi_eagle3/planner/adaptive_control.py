@@ -51,6 +51,7 @@ on every rank.
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
 
 from .acceptance import alpha_from_tau, expected_tokens
@@ -397,11 +398,18 @@ class OffSkip:
         asks the caller to park such slots at 0 before the first skipped batch (where their candidates hold 0; one that
         cannot be parked may draft once from the stubs when its next batch comes, and skipping stops there). A slot
         that never ran goes to 0 for good (its steps were the launch's, not a decision); an idle one keeps its
-        controller's decision (`parked`): its next batch runs at 0, stops skipping and is held like a step up, so its
-        decision reaches SGLang after the prime."""
+        controller's decision (`parked`): once it runs often again (below) its next batch runs at 0, stops skipping
+        and is held like a step up, so its decision reaches SGLang after the prime;
+      - a slot counts for `all_zero` only once it runs often: `min_runs` of the last `idle_batches` verified batches
+        (`frequent`). On an H100 (2026-12-06, q 0.3, c 8) the 3-4-request slot ran a few batches at steps 3 at the tail
+        of each round, and the deferred extend ran for fewer than half of the 5-8-request steps. So while skipping, a
+        rarely used slot is parked at 0 with its decision kept (`hold`: its batches run at 0 and skipping goes on)
+        until it runs often, and a step up it decides meanwhile is parked the same way (the hook does both). A slot
+        that cannot be parked (no 0 among its candidates) counts whenever it is `active`."""
     quiet_batches: int = 4
     prime_batches: int = 2
     idle_batches: int = 512
+    min_runs: int = 32
     batch: int = 0  # verified batches so far (any slot): the clock of `active`
     zero_run: int = 0  # verified batches in a row at steps 0 (any slot)
     since_on: int = 1 << 30  # verified batches since one ran while skipping
@@ -411,6 +419,27 @@ class OffSkip:
     skipping: bool = False
     skipped: int = 0  # verified batches that ran while skipping
     primes: int = 0  # step ups that waited for a prime
+    runs: dict = field(default_factory=dict)  # slot key -> the indices of its latest batches (at most min_runs)
+    held: int = 0  # batches of a rarely used slot held at 0 while skipping
+
+    def note(self, key) -> None:
+        """Slot `key` runs the batch about to be counted (call before `ran`)."""
+        r = self.runs.get(key)
+        if r is None:
+            r = self.runs[key] = deque(maxlen=self.min_runs)
+        r.append(self.batch)
+
+    def frequent(self, key) -> bool:
+        """Slot `key` ran `min_runs` of the last `idle_batches` verified batches."""
+        r = self.runs.get(key)
+        return r is not None and len(r) >= self.min_runs and self.batch - r[0] <= self.idle_batches
+
+    def hold(self, key) -> bool:
+        """While skipping, a parked slot that does not run often stays at 0 (its batch is counted as held)."""
+        if self.skipping and key in self.parked and not self.frequent(key):
+            self.held += 1
+            return True
+        return False
 
     def ran(self, steps: int, all_zero: bool) -> tuple[list, bool]:
         """A batch SGLang ran at `steps` was verified; `all_zero`: every slot that ran a batch lately (`active`) is at

@@ -234,31 +234,59 @@ def test_a_slot_fixed_to_the_launchs_chain_is_not_parked_and_stops_skipping_once
 
 def test_a_positive_slot_that_ran_no_batch_lately_does_not_keep_the_extend_on_and_is_parked(monkeypatch):
     """Run 24 (H200, 2026-12-04, q 0.3): the bs-1 slot ran only at the tails of the rounds and sat at steps 7, so at c 32
-    and 64, with every batch of the loaded slots at steps 0, the off-state never skipped its extend. A slot idle for
-    more than `idle_batches` verified batches counts as unvisited: skipping starts, and SGLang's slot is parked at 0;
-    its controller keeps its decision, which returns after a prime when the slot runs again."""
+    and 64, with every batch of the loaded slots at steps 0, the off-state never skipped its extend. A slot that does
+    not run often (OffSkip.frequent) does not count: skipping starts, and SGLang's slot is parked at 0; its controller
+    keeps its decision, held while the slot runs rarely and restored after a prime once it runs often."""
     monkeypatch.delenv(hook.SKIP_VAR, raising=False)
     one, eight = _off_slots(monkeypatch, "skip")
     eight.update([1] * 8)  # the bs-8 slot runs one batch at the launch's steps 3, then goes idle
     assert eight.current_steps == 3
     off = hook._OFF[0]
-    for _ in range(off.idle_batches):  # the bs-1 slot's batches at 0: the bs-8 slot is still recent
-        one.update([0])
-        if one.current_steps == 0:
-            assert hook.SKIP_VAR not in os.environ or os.environ[hook.SKIP_VAR] == "0"
-    assert one.current_steps == 0 and eight.current_steps == 3
-    for _ in range(8):
+    for _ in range(off.min_runs + 8):  # the bs-1 slot's batches, to 0 and on at 0: the bs-8 slot ran one, not often
         one.update([0])
     # skipping: SGLang's bs-8 slot runs at 0 from now on, its controller keeps its steps 3
     assert os.environ[hook.SKIP_VAR] == "1" and eight.current_steps == 0 and eight._kimi_eagle3_ctl.steps == 3
     assert any(k[3] == "park, kept" and n for k, n in hookstatus.count_items() if k[0] == hook.NAME)
     seen = eight._kimi_eagle3_ctl.seen
-    assert eight.update([0] * 8) is False  # its next batch ran at 0: skipping stops, the controller does not read it
+    for _ in range(off.min_runs - 2):  # with its first, min_runs - 1 batches: not often yet, held at 0, skipping on
+        assert eight.update([0] * 8) is False
+        assert os.environ[hook.SKIP_VAR] == "1" and eight.current_steps == 0
+    assert eight._kimi_eagle3_ctl.seen == seen and off.held == off.min_runs - 2  # the controller reads none of them
+    assert eight.update([0] * 8) is False  # it runs often now: skipping stops, its kept steps wait for the prime
     assert os.environ[hook.SKIP_VAR] == "0" and eight.current_steps == 0 and eight._kimi_eagle3_ctl.seen == seen
     one.update([0])
     assert eight.current_steps == 0  # one batch with the extend on is in flight
     one.update([0])
     assert eight.current_steps == 3 and hook.SKIP_VAR in os.environ and os.environ[hook.SKIP_VAR] == "0"  # primed
+
+
+def test_a_rarely_used_positive_slot_does_not_keep_the_deferred_extend_off(monkeypatch):
+    """Run 30 (H100, 2026-12-06, q 0.3, c 8): the 3-4-request slot ran a few batches at steps 3 at the tail of each
+    round and the deferred extend ran for fewer than half of the 5-8-request steps. Here the bs-8 slot carries the
+    load at steps 0 and the bs-1 slot, at steps 3, runs 2 batches in every 300: it is parked at 0 with its steps kept
+    and the extend stays deferred for every batch after the first skip; its batches run at 0 and are counted."""
+    from sglang_kimi_eagle3.integration.hooks import deferred_extend
+
+    one, eight = _off_slots(monkeypatch, "defer")
+    ectl = eight._kimi_eagle3_ctl
+    one.update([1])  # the bs-1 slot ran at the launch's steps 3 (its controller has seen a batch)
+    assert one.current_steps == 3 and one._kimi_eagle3_ctl.steps == 3
+    while ectl.steps != 0:  # the bs-8 slot decides the off-state on the pooled acceptance
+        eight.update([0] * 8)
+    ectl.shared.wait = 1 << 30  # no pooled probe in this window (a probe's step up stops deferring, rightly)
+    off = hook._OFF[0]
+    deferred = []
+    for i in range(1500):
+        if i % 300 in (150, 151):
+            one.update([0])  # the tail of a round: SGLang runs the bs-1 slot at what it holds
+            assert one.current_steps == 0  # parked at 0
+        else:
+            eight.update([0] * 8)
+            deferred.append(deferred_extend.ACTIVE[0])
+    assert one._kimi_eagle3_ctl.steps == 3 and id(one) in off.parked  # its decision kept
+    first = deferred.index(True)
+    assert first < off.min_runs + 8 and all(deferred[first:]), deferred[first:].count(False)
+    assert off.held == 10 and "10 batches of rarely used slots held at 0" in hook.extend_detail(off)
 
 
 def test_a_failing_off_state_policy_gives_sglang_its_extend_back_and_releases_held_switches(monkeypatch):

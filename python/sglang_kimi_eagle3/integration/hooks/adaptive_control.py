@@ -191,7 +191,8 @@ def extend_policy():
             _OFF.append(OffSkip())
             _DEFER[0] = True
             hookstatus.record(EXTEND, EXTEND_TARGET, "registered", f"{ENV_OFFSTATE_EXTEND}=defer: the off-state will "
-                              "defer its draft extend while every slot of ours is at steps 0 (row deferred_extend)")
+                              "defer its draft extend while every slot of ours that runs often is at steps 0 (row "
+                              "deferred_extend)")
         elif SKIP_VAR in os.environ:
             _OFF.append(None)
             hookstatus.record(EXTEND, EXTEND_TARGET, "skipped", f"{SKIP_VAR}={os.environ[SKIP_VAR]} set by the operator: "
@@ -199,18 +200,19 @@ def extend_policy():
         else:
             _OFF.append(OffSkip())
             hookstatus.record(EXTEND, EXTEND_TARGET, "registered", f"{ENV_OFFSTATE_EXTEND}=skip: the off-state will "
-                              "skip SGLang's draft extend while every slot of ours is at steps 0")
+                              "skip SGLang's draft extend while every slot of ours that runs often is at steps 0")
     return _OFF[0]
 
 
 def extend_detail(off) -> str:
     if _DEFER[0]:
-        return (f"{ENV_OFFSTATE_EXTEND}=defer: the off-state defers its draft extend while every slot is at steps 0 "
-                f"({'deferring now' if off.skipping else 'not deferring now'}; {off.skipped} batches deferred, "
-                f"{off.primes} step ups primed; flushes: row deferred_extend)")
-    return (f"{ENV_OFFSTATE_EXTEND}=skip: the off-state skips SGLang's draft extend while every slot is at steps 0 "
-            f"({'skipping now' if off.skipping else 'not skipping now'}; {off.skipped} batches skipped, "
-            f"{off.primes} step ups primed)")
+        return (f"{ENV_OFFSTATE_EXTEND}=defer: the off-state defers its draft extend while every slot that runs often "
+                f"is at steps 0 ({'deferring now' if off.skipping else 'not deferring now'}; {off.skipped} batches deferred, "
+                f"{off.primes} step ups primed, {off.held} batches of rarely used slots held at 0; flushes: row "
+                "deferred_extend)")
+    return (f"{ENV_OFFSTATE_EXTEND}=skip: the off-state skips SGLang's draft extend while every slot that runs "
+            f"often is at steps 0 ({'skipping now' if off.skipping else 'not skipping now'}; {off.skipped} batches skipped, "
+            f"{off.primes} step ups primed, {off.held} batches of rarely used slots held at 0)")
 
 
 def _set_skip(off) -> None:
@@ -237,7 +239,15 @@ def _all_zero(off) -> bool:
     where its candidates hold 0; one whose do not (a slot of a capped table, fixed to the launch's chain above a batch
     size) stays as it is: its next batch, should one come while skipping, drafts once from SGLang's zeroed stubs
     (outputs exact), and skipping stops there."""
-    return all(s._kimi_eagle3_ctl.steps == 0 for s in _SLOTS if off.active(getattr(s, "_kimi_eagle3_last", None)))
+    return all(s._kimi_eagle3_ctl.steps == 0 for s in _SLOTS if _counts(off, s))
+
+
+def _counts(off, s) -> bool:
+    """Slot `s` counts for `_all_zero`: it runs often (OffSkip.frequent), or it ran lately and cannot be parked (no 0
+    among its candidates). A rarely used positive slot does not keep the extend on: it is parked while skipping."""
+    if off.frequent(id(s)):
+        return True
+    return 0 not in s._kimi_eagle3_ctl.candidates and off.active(getattr(s, "_kimi_eagle3_last", None))
 
 
 def _park_unvisited(off) -> None:
@@ -246,7 +256,7 @@ def _park_unvisited(off) -> None:
     steps (OffSkip.parked: restored after a prime when its next batch comes)."""
     for s in _SLOTS:
         ctl = s._kimi_eagle3_ctl
-        if off.active(getattr(s, "_kimi_eagle3_last", None)) or s.current_steps == 0 or 0 not in ctl.candidates:
+        if off.frequent(id(s)) or s.current_steps == 0 or 0 not in ctl.candidates:
             continue
         if ctl.seen == 0:
             ctl.park()
@@ -411,6 +421,10 @@ def _update(slot, num_correct_drafts_per_req) -> bool:
     if new is None:
         return False
     why = ctl.history[-1][3]
+    if off is not None and _OFF[0] is off and old == 0 < new and off.skipping and not off.frequent(id(slot)):
+        off.parked[id(slot)] = new  # a rarely used slot: SGLang's slot stays at 0 and skipping goes on (OffSkip.hold)
+        hookstatus.count(NAME, "ours", f"steps {old}->{new}", "park, kept")
+        return False
     if off is not None and _OFF[0] is off and old == 0 < new and off.stale():
         off.defer(id(slot), new)  # SGLang's slot stays at 0 until the prime (_off_step)
         _set_skip(off)
@@ -430,8 +444,11 @@ def _off_step(slot, off):
     ran = slot.current_steps  # the steps SGLang ran this slot's batch at
     waiting = id(slot) in off.pending
     slot._kimi_eagle3_last = off.batch  # this batch's index (off.ran counts it)
+    off.note(id(slot))
     ready, turned_on = off.ran(ran, _all_zero(off) and not off.pending)
-    if off.unpark(id(slot)):  # parked with a decision, it ran at 0 (skipping stops): held, then restored after the prime
+    if off.hold(id(slot)):  # parked and not run often: it ran at 0, skipping goes on, its controller does not read it
+        waiting = True
+    elif off.unpark(id(slot)):  # parked with a decision, it ran at 0 (skipping stops): held, then restored after the prime
         waiting = True
         hookstatus.count(NAME, "ours", f"steps 0->{off.pending[id(slot)]}", "primed")
     for s in _SLOTS:
