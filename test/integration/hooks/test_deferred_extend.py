@@ -159,6 +159,7 @@ def test_deferred_rows_write_the_draft_kv_the_per_step_extend_writes(ours):
     assert {k: v for k, v in per_step12.kv.items() if k not in gone} == {k: v for k, v in deferred.kv.items() if k != 0}
     assert gone.isdisjoint(deferred.kv) and 0 in deferred.kv
     assert hook._STATE["flushes"] == 2 and hook._STATE["rows"] == 23 + 12 and hook._STATE["dropped"] == 6
+    assert "2 flushes, 35 rows, 6 dropped" in hookstatus.get(hook.NAME).detail  # the row as of the last flush
 
 
 def test_rows_of_a_request_gone_by_the_flush_go_to_the_padding_slot(ours):
