@@ -287,6 +287,8 @@ def test_a_rarely_used_positive_slot_does_not_keep_the_deferred_extend_off(monke
     first = deferred.index(True)
     assert first < off.min_runs + 8 and all(deferred[first:]), deferred[first:].count(False)
     assert off.held == 10 and "10 batches of rarely used slots held at 0" in hook.extend_detail(off)
+    shown = int(re.search(r"(\d+) batches deferred", hookstatus.get(hook.EXTEND).detail).group(1))
+    assert off.skipped - 16 < shown <= off.skipped  # the row refreshed while deferring, not every 256th
 
 
 def test_a_failing_off_state_policy_gives_sglang_its_extend_back_and_releases_held_switches(monkeypatch):

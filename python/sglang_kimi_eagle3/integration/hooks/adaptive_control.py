@@ -457,7 +457,7 @@ def _off_step(slot, off):
     if turned_on:
         _park_unvisited(off)
     _set_skip(off)
-    if off.skipping and off.skipped % 256 == 0:  # the row's count of skipped batches, refreshed while skipping
+    if off.skipping and off.skipped % 16 == 0:  # the row's count of skipped batches, refreshed while skipping
         hookstatus.record(EXTEND, EXTEND_TARGET, "applied", extend_detail(off))
         hookstatus.bump()
     if id(slot) in ready:
