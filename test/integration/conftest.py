@@ -17,8 +17,8 @@ def _fresh_adaptive_pool():
 
 
 def _reset():
-    """The pool, the slots, the off-state extend policy, SGLang's variable that policy sets in this process, and the
-    deferred extend's switch and stash."""
+    """The pool, the slots, the off-state extend policy, SGLang's variable that policy sets in this process, the
+    warm-up's end as the controllers saw it, the sync function, and the deferred extend's switch and stash."""
     hook = sys.modules.get("sglang_kimi_eagle3.integration.hooks.adaptive_control")
     if hook is not None:
         hook._POOL.clear()
@@ -27,6 +27,8 @@ def _reset():
             os.environ.pop(hook.SKIP_VAR, None)
         hook._OFF.clear()
         hook._DEFER[0] = False
+        hook._WARM_ENDED[0] = False
+        hook._SYNC.clear()
     deferred = sys.modules.get("sglang_kimi_eagle3.integration.hooks.deferred_extend")
     if deferred is not None:
         deferred.reset()

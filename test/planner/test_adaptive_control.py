@@ -438,6 +438,20 @@ def test_a_slot_runs_often_once_it_ran_min_runs_of_the_last_idle_window_and_a_ra
     assert not off.hold("bs4")  # not skipping: nothing is held
 
 
+def test_the_warm_up_readings_are_dropped_once_and_the_pools_once():
+    """Controller.drop_warm: the slot's synced ratios, unsynced samples and reading counts go, the acceptance stays;
+    the pool's ratios go at the first slot's drop only (a later slot's drop keeps what was read since)."""
+    a, b = _slot_bs1(), _slot_bs1()
+    b.shared = a.shared
+    a.corr, a.samples, a.reads, a.ema = {0: 0.6, 3: 0.5}, {0: [0.7]}, {0: 9}, 0.4
+    a.shared.corr[0] = 0.6
+    a.drop_warm()
+    assert (a.corr, a.samples, a.reads, a.ema) == ({}, {}, {}, 0.4) and a.warm_dropped and a.shared.corr == {}
+    a.shared.corr[0] = 0.44  # read while serving
+    b.drop_warm()
+    assert b.warm_dropped and a.shared.corr == {0: 0.44}
+
+
 def _slot_bs1(steps=3):
     """The bs-1 slot of the table the plugin wrote for run 24's servers (states [0, 3, 7]), pooled."""
     cfg = T.table(COST, BSS, operator_steps=3, state_gb=lambda s: T.state_memory_gb(s, 20480, 128), budget_gb=8.0)

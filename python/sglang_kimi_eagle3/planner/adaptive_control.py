@@ -30,7 +30,8 @@ readings. Ratios are kept per process and reach decisions only at a sync point: 
 each evaluation that ends a dwell or a probe, all counted in batches, so every TP rank reaches the same sync points;
 there `sync(summary)` (the hook: a broadcast of TP rank 0's medians over the TP group's CPU group; identity at TP 1)
 returns the same values on every rank, and decisions read only synced values: every rank still takes the same
-decision. The first `settle_batches` after a switch are not read (SGLang's overlap scheduler has the next batch in
+decision. The readings taken before the server's traffic warm-up ended are dropped at the first sync after it
+(`drop_warm`, on TP rank 0's word). The first `settle_batches` after a switch are not read (SGLang's overlap scheduler has the next batch in
 flight in the old state when a switch is decided); a median per sync interval keeps outliers out.
 
 Learning together (`Shared`, one per process). SGLang keeps one slot per batch size and a server's batch size moves
@@ -74,6 +75,7 @@ class Shared:
     probes: int = 0
     failed_probes: int = 0
     cache: tuple = (None, None)  # ((steps, ema), alpha): alpha_from_tau once per new estimate
+    warm_dropped: bool = False  # the readings taken in the traffic warm-up were dropped (Controller.drop_warm)
 
     @classmethod
     def from_entry(cls, entry: dict) -> Shared:
@@ -141,6 +143,7 @@ class Controller:
     explored: set = field(default_factory=set)  # positive candidates visited to be read (each once)
     shared: Shared | None = None  # this process's pooled learning (None: this slot learns alone)
     decided: bool = False  # the first decision at a positive state was taken
+    warm_dropped: bool = False  # its readings taken in the traffic warm-up were dropped (drop_warm)
     verified: int = 0  # requests verified since the last switch
     accepted_sum: int = 0  # their accepted drafts
 
@@ -243,6 +246,21 @@ class Controller:
         """To steps 0 without a decision: a slot that has run no batch, before the off-state skips its draft extend
         (OffSkip); it then steps up as any slot at 0 does."""
         self._switch(0, "park")
+
+    def drop_warm(self) -> None:
+        """Forget the cost readings taken so far, once: the server's traffic warm-up has ended and its steps are no
+        serving traffic's. On an H100 (2026-12-06, q 0.3) the slots that ran only in the warm-up read the off-state at
+        x0.53-0.63 of the model where the loaded bs-8 slot read x0.44 while serving, and the bs-4 slot priced steps 3
+        at 1.4x its off-state where the step clock read 2.0x at the tails of the rounds: it stepped up there. The
+        pool's readings go once too (Shared.warm_dropped); the acceptance stays. Called at a sync point, with the
+        same flag on every TP rank (the hook's sync carries TP rank 0's), so every rank forgets at the same batch."""
+        self.corr.clear()
+        self.samples = {}
+        self.reads.clear()
+        self.warm_dropped = True
+        if self.shared is not None and not self.shared.warm_dropped:
+            self.shared.corr.clear()
+            self.shared.warm_dropped = True
 
     def _switch(self, new: int, why: str) -> int:
         self.history = (self.history + [(self.seen, self.steps, new, why)])[-16:]

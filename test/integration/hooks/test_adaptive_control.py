@@ -60,6 +60,39 @@ def test_the_slots_of_a_process_learn_together(monkeypatch, pool):
         assert "pooled" not in detail
 
 
+def test_the_warm_up_readings_are_dropped_at_a_sync_on_tp_rank_0s_word(monkeypatch):
+    """The traffic warm-up's step times are no serving traffic's: at the first sync where TP rank 0 has seen the
+    warm-up's end, every rank forgets the readings so far (its own and the pool's), whatever it saw itself; readings
+    taken after refill them. This rank never saw the marker; the sync hands it rank 0's flag."""
+    from sglang_kimi_eagle3.base import ENV_ADAPTIVE_MEASURE
+
+    monkeypatch.setenv(ENV_ADAPTIVE_MEASURE, "on")
+    monkeypatch.setattr(hook, "_CORR", {})
+    monkeypatch.setattr(hook, "_warm_ended", lambda: False)
+    rank0 = [False]
+    sent = []
+
+    def broadcast(values):  # TP rank 0's values on this rank: its medians, and its flag where one is carried
+        sent.append(len(values))
+        return list(values[:-1]) + [1.0 if rank0[0] else 0.0] if len(values) > len(ctl.candidates) else list(values)
+
+    monkeypatch.setattr(hook, "_SYNC", [broadcast])
+    one = _slot("1")
+    ctl = one._kimi_eagle3_ctl
+    while not ctl.corr:
+        one.update([0])
+    assert not ctl.warm_dropped and ctl.shared.corr and sent[-1] == len(ctl.candidates) + 1
+    rank0[0] = True
+    syncs = ctl.syncs
+    while ctl.syncs == syncs:
+        one.update([0])
+    assert ctl.warm_dropped and ctl.corr == {} and ctl.shared.corr == {} and ctl.reads == {}
+    assert any(k[3] == "warm-up readings dropped" and n for k, n in hookstatus.count_items() if k[0] == hook.NAME)
+    while not ctl.corr:  # serving's readings from here on, no flag carried
+        one.update([0])
+    assert sent[-1] == len(ctl.candidates) and ctl.shared.corr
+
+
 @pytest.mark.parametrize("attaches", [1, 2])
 def test_a_controller_that_raises_hands_the_slot_back_to_sglang(monkeypatch, attaches):
     """Also when the slot was attached twice (the __init__ hook, installed by a plugin load earlier in the process,

@@ -399,8 +399,12 @@ def test_readings_before_the_traffic_warm_up_ended_are_dropped(clock, monkeypatc
     assert serving_compiles.warmup_ended() is False
     hook.tick()
     assert hookstatus.get(hook.NAME).detail.startswith("steps 0: 29 steps read; medians")
+    from sglang_kimi_eagle3.integration.hooks import adaptive_control
+
+    assert adaptive_control._warm_ended() is False
     serving_compiles.mark_warmup_done(30000, "applied")  # the HTTP server, at the warm-up's end
     assert serving_compiles.warmup_ended() is True  # the status writer's poll finds it
+    assert adaptive_control._warm_ended() is True  # the controllers drop their readings at their next sync
     for _ in range(21):
         _step(clock, w, wait=0.0, rest=5e-3)
     hook.tick()

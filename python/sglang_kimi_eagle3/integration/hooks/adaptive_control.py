@@ -160,6 +160,7 @@ def attach(slot, entry: dict) -> None:
     if getattr(slot, "_kimi_eagle3_sglang_update", None) is None:
         slot._kimi_eagle3_sglang_update = slot.update
     slot.current_steps = slot._kimi_eagle3_ctl.steps
+    slot._kimi_eagle3_sync = None  # made for this controller at its first sync (_slot_sync)
     slot._kimi_eagle3_bs = entry.get("bs")
     slot.update = types.MethodType(_update, slot)
     if not any(s is slot for s in _SLOTS):
@@ -385,6 +386,45 @@ def _sync_fn():
     return _SYNC[0]
 
 
+_WARM_ENDED = [False]  # serving_compiles saw the end of the server's traffic warm-up (its marker) in this process
+
+
+def traffic_warmup_ended() -> None:
+    """serving_compiles, when it first sees the traffic warm-up's end marker."""
+    _WARM_ENDED[0] = True
+
+
+def _warm_ended() -> bool:
+    return _WARM_ENDED[0]
+
+
+def _slot_sync(slot):
+    """The slot's sync function: the process's (_sync_fn), carrying one more value, TP rank 0's "the traffic warm-up
+    has ended"; the first time it comes back set, the slot forgets its readings (Controller.drop_warm) and this
+    sync applies none (they were the warm-up's). None where the process has no sync. Made once per slot."""
+    fn = getattr(slot, "_kimi_eagle3_sync", None)
+    if fn is not None:
+        return fn
+    base = _sync_fn()
+    if base is None:
+        return None
+    ctl = slot._kimi_eagle3_ctl
+
+    def sync(values):
+        if ctl.warm_dropped:
+            return base(values)
+        out = base(list(values) + [1.0 if _warm_ended() else 0.0])
+        if out[-1] > 0:
+            ctl.drop_warm()
+            _CORR.pop(slot._kimi_eagle3_bs, None)
+            hookstatus.count(NAME, "ours", "measured", "warm-up readings dropped")
+            return [0.0] * (len(out) - 1)
+        return out[:-1]
+
+    slot._kimi_eagle3_sync = sync
+    return sync
+
+
 def _update(slot, num_correct_drafts_per_req) -> bool:
     ctl = slot._kimi_eagle3_ctl
     now = time.perf_counter()
@@ -411,7 +451,7 @@ def _update(slot, num_correct_drafts_per_req) -> bool:
     old = ctl.steps
     syncs = ctl.syncs
     try:
-        new = ctl.update(list(num_correct_drafts_per_req), wall_us, _sync_fn() if ctl.measure else None)
+        new = ctl.update(list(num_correct_drafts_per_req), wall_us, _slot_sync(slot) if ctl.measure else None)
         if new is not None or (ctl.syncs != syncs and ctl.corr):  # the row: readings, pool (a switch or a sync)
             _note_measured(slot, ctl)
     except Exception as exc:  # never take the scheduler down: this slot goes back to SGLang's logic, the row says so

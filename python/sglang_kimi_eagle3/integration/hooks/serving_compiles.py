@@ -78,9 +78,10 @@ def warmup_ended() -> bool:
     try:
         if mark_path(_STATE["port"]).stat().st_mtime >= _STATE["t0"]:
             _STATE["warm_done"] = True
-            from . import step_clock
+            from . import adaptive_control, step_clock
 
             step_clock.traffic_warmup_ended()  # its readings from here on are serving traffic's
+            adaptive_control.traffic_warmup_ended()  # the controllers drop theirs at their next sync
     except OSError:
         pass
     return _STATE["warm_done"]
