@@ -232,4 +232,4 @@ def test_a_step_over_half_the_slots_is_extended_at_once(sglang_config):
         100 * r + p for r in (3, 4) for p in range(5 + r, 5 + r + 3)}
     for ref, got in zip(kv(per_step, written), kv(deferred, written)):
         assert torch.equal(ref, got)
-    assert hook._STATE["direct"] == 3 and "1 steps extended at once" in hookstatus.get(hook.NAME).detail  # said at the first
+    assert hook._STATE["direct"] == 3 and "3 steps extended at once" in hookstatus.get(hook.NAME).detail  # current
