@@ -439,17 +439,26 @@ def test_a_slot_runs_often_once_it_ran_min_runs_of_the_last_idle_window_and_a_ra
 
 
 def test_the_warm_up_readings_are_dropped_once_and_the_pools_once():
-    """Controller.drop_warm: the slot's synced ratios, unsynced samples and reading counts go, the acceptance stays;
-    the pool's ratios go at the first slot's drop only (a later slot's drop keeps what was read since)."""
+    """Controller.drop_warm: the slot's synced ratios, unsynced samples, reading counts and probe back-off go (its
+    own EMA at its current steps stays); the pool's ratios, acceptance estimate and probe back-off go at the first
+    slot's drop only (a later slot's drop keeps what was read since)."""
     a, b = _slot_bs1(), _slot_bs1()
-    b.shared = a.shared
-    a.corr, a.samples, a.reads, a.ema = {0: 0.6, 3: 0.5}, {0: [0.7]}, {0: 9}, 0.4
-    a.shared.corr[0] = 0.6
+    b.shared = sh = a.shared
+    a.corr, a.samples, a.reads, a.ema, a.wait, a.failed_probes = {0: 0.6, 3: 0.5}, {0: [0.7]}, {0: 9}, 0.4, 4096, 4
+    sh.corr[0] = 0.6
+    for _ in range(40):  # the warm-up's random prompts: nothing accepted, three probes that did not pay
+        sh.observe(3, 0.0)
+    sh.wait, sh.probes, sh.failed_probes = 8 * sh.probe_wait_batches, 3, 3
+    assert sh.known() and sh.alpha() < 1e-6
     a.drop_warm()
-    assert (a.corr, a.samples, a.reads, a.ema) == ({}, {}, {}, 0.4) and a.warm_dropped and a.shared.corr == {}
-    a.shared.corr[0] = 0.44  # read while serving
+    assert (a.corr, a.samples, a.reads, a.ema) == ({}, {}, {}, 0.4) and a.warm_dropped
+    assert (a.wait, a.failed_probes) == (a.probe_wait_batches, 0)
+    assert sh.corr == {} and sh.alpha() is None and not sh.known() and not sh.fresh()
+    assert (sh.wait, sh.probes, sh.failed_probes) == (sh.probe_wait_batches, 0, 0)
+    sh.corr[0] = 0.44  # read while serving
+    sh.observe(3, 2.0)
     b.drop_warm()
-    assert b.warm_dropped and a.shared.corr == {0: 0.44}
+    assert b.warm_dropped and sh.corr == {0: 0.44} and sh.count == 1
 
 
 def _slot_bs1(steps=3):

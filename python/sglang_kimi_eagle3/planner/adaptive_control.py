@@ -75,7 +75,7 @@ class Shared:
     probes: int = 0
     failed_probes: int = 0
     cache: tuple = (None, None)  # ((steps, ema), alpha): alpha_from_tau once per new estimate
-    warm_dropped: bool = False  # the readings taken in the traffic warm-up were dropped (Controller.drop_warm)
+    warm_dropped: bool = False  # the traffic warm-up's readings and acceptance were dropped (Controller.drop_warm)
 
     @classmethod
     def from_entry(cls, entry: dict) -> Shared:
@@ -252,15 +252,23 @@ class Controller:
         serving traffic's. On an H100 (2026-12-06, q 0.3) the slots that ran only in the warm-up read the off-state at
         x0.53-0.63 of the model where the loaded bs-8 slot read x0.44 while serving, and the bs-4 slot priced steps 3
         at 1.4x its off-state where the step clock read 2.0x at the tails of the rounds: it stepped up there. The
-        pool's readings go once too (Shared.warm_dropped); the acceptance stays. Called at a sync point, with the
-        same flag on every TP rank (the hook's sync carries TP rank 0's), so every rank forgets at the same batch."""
+        pool's readings go once too (Shared.warm_dropped), with its acceptance estimate and its probe back-off: the
+        warm-up's prompts are random ids, so what a drafter is accepted there and the probes that did not pay there
+        say nothing of the served traffic (the next probe comes `probe_wait_batches` later, not after a back-off of
+        thousands of batches, and the "has not paid" line counts serving's probes only). This slot's own EMA at its
+        current steps stays (it is replaced within its window). Called at a sync point, with the same flag on every
+        TP rank (the hook's sync carries TP rank 0's), so every rank forgets at the same batch."""
         self.corr.clear()
         self.samples = {}
         self.reads.clear()
         self.warm_dropped = True
-        if self.shared is not None and not self.shared.warm_dropped:
-            self.shared.corr.clear()
-            self.shared.warm_dropped = True
+        self.wait, self.probes, self.failed_probes = self.probe_wait_batches, 0, 0
+        sh = self.shared
+        if sh is not None and not sh.warm_dropped:
+            sh.corr.clear()
+            sh.ema, sh.last, sh.count, sh.since, sh.cache = {}, 0, 0, 0, (None, None)
+            sh.wait, sh.probes, sh.failed_probes = sh.probe_wait_batches, 0, 0
+            sh.warm_dropped = True
 
     def _switch(self, new: int, why: str) -> int:
         self.history = (self.history + [(self.seen, self.steps, new, why)])[-16:]
