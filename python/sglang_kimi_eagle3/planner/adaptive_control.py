@@ -31,8 +31,9 @@ each evaluation that ends a dwell or a probe, all counted in batches, so every T
 there `sync(summary)` (the hook: a broadcast of TP rank 0's medians over the TP group's CPU group; identity at TP 1)
 returns the same values on every rank, and decisions read only synced values: every rank still takes the same
 decision. The readings taken before the server's traffic warm-up ended are dropped at the first sync after it
-(`drop_warm`, on TP rank 0's word). The first `settle_batches` after a switch are not read (SGLang's overlap scheduler has the next batch in
-flight in the old state when a switch is decided); a median per sync interval keeps outliers out.
+(`drop_warm`, on TP rank 0's word). The first `settle_batches` after a switch are not read (SGLang's overlap
+scheduler has the next batch in flight in the old state when a switch is decided); a median per sync interval keeps
+outliers out.
 
 Learning together (`Shared`, one per process). SGLang keeps one slot per batch size and a server's batch size moves
 with its load, so on the H200 (2026-12-04, q 0.3 drafter, deployment-shaped pair) every slot paid its own first dwell
