@@ -235,9 +235,9 @@ def _set_skip(off) -> None:
 
 
 def _all_zero(off) -> bool:
-    """Every slot of this process that ran a batch within the last `off.idle_batches` is at steps 0 (a slot whose step
-    up waits counts positive). A slot that has run none, or none that recently, is parked at 0 when skipping starts,
-    where its candidates hold 0; one whose do not (a slot of a capped table, fixed to the launch's chain above a batch
+    """Every slot of this process that counts (`_counts`: it runs often) is at steps 0 (a slot whose step up waits
+    counts positive). A positive slot that does not run often is parked at 0 when skipping starts, where its
+    candidates hold 0; one whose do not (a slot of a capped table, fixed to the launch's chain above a batch
     size) stays as it is: its next batch, should one come while skipping, drafts once from SGLang's zeroed stubs
     (outputs exact), and skipping stops there."""
     return all(s._kimi_eagle3_ctl.steps == 0 for s in _SLOTS if _counts(off, s))
