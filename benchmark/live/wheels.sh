@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Download (here, with network) everything the lent H200 machine needs to serve SGLang 0.5.23, trim it,
-# and split it into parts of at most 44 MiB for carry.sh. Run from the project root; writes .whl/ (ignored).
+# and split it into parts of at most 36 MiB for carry.sh. Run from the project root; writes .whl/ (ignored).
 #   benchmark/live/wheels.sh            -> .whl/big, .whl/small, .whl/parts/part-NNN + .whl/parts/MANIFEST
 # The device image has torch 2.11 / triton 3.6 / Python 3.12 and no network; SGLang 0.5.23 pins torch 2.14.1
 # (which needs NCCL 2.30.7's ncclCommResume), triton 3.8, sglang-kernel 0.4.10, flashinfer 0.7.2,
@@ -38,6 +38,6 @@ if unzip -l "$k" | grep -q flash_ops; then
 fi
 # one stream of every wheel, split into parts; the manifest lists names, sizes and md5s
 rm -f $W/parts/part-* $W/parts/MANIFEST
-(cd $W && ls big/*.whl small/*.whl > parts/FILES && tar cf - $(cat parts/FILES)) | split -b 44M -d -a 3 - $W/parts/part-
+(cd $W && ls big/*.whl small/*.whl > parts/FILES && tar cf - $(cat parts/FILES)) | split -b 36M -d -a 3 - $W/parts/part-
 (cd $W/parts && md5sum part-* > MANIFEST)
 du -sh $W/big $W/small; ls $W/parts | wc -l
