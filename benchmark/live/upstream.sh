@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs ON the lent device machine (after device.sh install), from the repo root: the upstream series
 # applied to the carried SGLang, plugin off. Logs under $OUT (default /tmp/out):
-#   upstream-export.log, upstream-kernels.log (PR 02/03/04 GPU tests + PR 02 per eager call + PR 02/03 benchmarks), upstream-serving.log (PR 01)
+#   upstream-export.log, upstream-kernels.log (PR 02/03/04/05 GPU tests + PR 02 per eager call + PR 02/03 benchmarks), upstream-serving.log (PR 01)
 # Steps: export | kernels | serving | all (default)
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -19,7 +19,8 @@ rc=0
 if [ "$step" = kernels ] || [ "$step" = all ]; then
   { nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; date -u +%FT%TZ
     python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
-    for f in spec/test_tree_sampling_triton.py spec/test_draft_topk.py attention/test_triton_one_token_verify.py; do
+    for f in spec/test_tree_sampling_triton.py spec/test_draft_topk.py attention/test_triton_one_token_verify.py \
+             speculative/test_deferred_draft_extend.py; do
       echo "== $f"; python3 $T/test/registered/$f -v || rc=1  # one interpreter per file, as SGLang's CI
     done
     # per eager call first (where PR 02's dispatch decides): the CUDA kernel, the replayed default, the binder

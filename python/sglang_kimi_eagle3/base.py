@@ -46,7 +46,7 @@ CHOICES = {
     ENV_ADAPTIVE_POOL: (("on", "off"), "on"),  # integration/hooks/adaptive_control.py (slots learn together)
     # integration/hooks/adaptive_control.py: keep SGLang's per-step draft extend at steps 0, or skip it while every slot
     # is off (opt-in: live in runs 24-25 it bought nothing measurable at c 8-128; acceptance after a step up not measured)
-    ENV_OFFSTATE_EXTEND: (("keep", "skip", "defer"), "keep"),
+    ENV_OFFSTATE_EXTEND: (("keep", "skip", "defer"), "defer"),
     ENV_STEP_CLOCK: (("on", "off"), "on"),  # integration/hooks/step_clock.py (host and GPU-wait time per decode step)
     # ops/_host.py: our verify ops' kept launches call Triton's C launch directly / take pointers as ints (0: not)
     ENV_DIRECT_LAUNCH: (("1", "0"), "1"),

@@ -29,10 +29,10 @@ def _digest(folder: Path) -> dict:
 def test_export_applies_every_pr_to_the_installed_sglang(exported):
     prs = upstream_export.load_series()
     assert [p.name for p in prs] == ["01-draft-context-policy", "02-tree-sampling-triton", "03-draft-softmax-topk",
-                                     "04-offstate-verify-decode"]
+                                     "04-offstate-verify-decode", "05-offstate-deferred-extend"]
     names = sorted(p.name for p in (exported / "patches").iterdir())
     assert names == ["0001-draft-context-policy.patch", "0002-tree-sampling-triton.patch", "0003-draft-softmax-topk.patch",
-                     "0004-offstate-verify-decode.patch"]
+                     "0004-offstate-verify-decode.patch", "0005-offstate-deferred-extend.patch"]
     tree = exported / "tree"
     for pr in prs:
         for e in pr.edits:  # every edit's text is in the patched file
@@ -64,7 +64,7 @@ def test_patches_apply_with_git_am_to_the_original_files(exported, tmp_path):
     run("add", "-A")
     run("commit", "-qm", "base")
     run("am", "-q", *sorted(str(p) for p in (exported / "patches").iterdir()))
-    assert len(run("log", "--oneline").stdout.splitlines()) == 5
+    assert len(run("log", "--oneline").stdout.splitlines()) == 6
     for p in repo.rglob("*"):
         if p.is_file() and ".git" not in p.parts:
             assert p.read_bytes() == (exported / "tree" / p.relative_to(repo)).read_bytes(), p
@@ -83,7 +83,7 @@ def test_rerun_is_idempotent(exported, tmp_path):
 def test_check_verifies_and_writes_nothing(tmp_path, capsys):
     out = tmp_path / "nothing"
     assert cli.main(["upstream", "export", "--out", str(out), "--check"]) == 0
-    assert "4 PRs" in capsys.readouterr().out
+    assert "5 PRs" in capsys.readouterr().out
     assert not out.exists()
 
 
@@ -92,6 +92,28 @@ def test_only_applies_one_pr(tmp_path):
     assert sorted(p.name for p in (tmp_path / "patches").iterdir()) == ["0002-tree-sampling-triton.patch"]
     spec = tmp_path / "tree" / "python" / "sglang" / "srt" / "arg_groups" / "fields" / "spec.py"
     assert "speculative_draft_context_policy" not in spec.read_text()
+
+
+def test_pr_05_applies_alone_and_after_pr_03_on_the_same_worker_file(exported, tmp_path):
+    """PR 03 and PR 05 both edit eagle_worker_v2.py: PR 05 alone gives the deferred extend without PR 03's top-k;
+    the whole series gives both, and the worker imports from the patched tree (plugin off)."""
+    assert cli.main(["upstream", "export", "--out", str(tmp_path), "--only", "05"]) == 0
+    assert sorted(p.name for p in (tmp_path / "patches").iterdir()) == ["0005-offstate-deferred-extend.patch"]
+    rel = Path("python/sglang/srt/speculative/eagle_worker_v2.py")
+    alone, series = (tmp_path / "tree" / rel).read_text(), (exported / "tree" / rel).read_text()
+    for text in (alone, series):
+        assert "self.deferred_draft_extend.defer(batch, batch_output)" in text
+        assert "self.deferred_draft_extend.flush(batch, restore=True)" in text
+    assert "draft_probs_topk_dispatch" not in alone and "draft_probs_topk_dispatch" in series
+    assert (tmp_path / "tree" / "python/sglang/srt/speculative/deferred_draft_extend.py").is_file()
+    code = ("import sglang.srt.speculative.eagle_worker_v2 as ew; from sglang.srt.environ import envs; "
+            "print(ew.__file__, type(ew.EAGLEWorkerV2.__dict__['deferred_draft_extend']).__name__, "
+            "envs.SGLANG_SPEC_DEFER_ZERO_STEP_DRAFT_EXTEND.get())")
+    for out in (tmp_path, exported):
+        cp = run_python(code, timeout=400, SGLANG_KIMI_EAGLE3="0", PYTHONPATH=pythonpath(out / "tree" / "python"))
+        assert cp.returncode == 0, cp.stderr[-3000:]
+        path, kind, default = cp.stdout.split()[-3:]
+        assert path.startswith(str(out / "tree" / "python")) and kind == "cached_property" and default == "0", cp.stdout
 
 
 def _fake_sglang(tmp_path: Path, break_file: str, old: str, new: str) -> Path:
@@ -299,7 +321,7 @@ def test_series_is_found_after_a_non_editable_install(tmp_path):
     cp = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=str(tmp_path),
                         env={**env, "PYTHONPATH": str(target)})
     assert cp.returncode == 0, cp.stderr[-3000:]
-    assert str(target) in cp.stdout and "04-offstate-verify-decode" in cp.stdout, cp.stdout
+    assert str(target) in cp.stdout and "05-offstate-deferred-extend" in cp.stdout, cp.stdout
     n_files = sum(len(p.new_files) for p in upstream_export.load_series())
     assert cp.stdout.split()[-1] == str(n_files)
 

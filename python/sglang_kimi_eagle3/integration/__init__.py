@@ -28,7 +28,7 @@ HOOK_MODULES = (
     "draft_head_kernels",  # Triton lm_head GEMV / draft top-k (issue 4)
     "verify_kernels",  # Triton tree verification (issue 5)
     "offstate_attention",  # the steps-0 off-state's one-token verify through the Triton decode kernels
-    "deferred_extend",  # opt-in (OFFSTATE_EXTEND=defer): the off-state's draft extend every K steps, exactly
+    "deferred_extend",  # the default (OFFSTATE_EXTEND=defer): the off-state's draft extend every K steps, exactly
     "step_clock",  # per decode step: wall, launch (verify, draft extend), GPU wait: host- or GPU-bound, while serving
     "kernel_warmup",  # compile every reachable kernel variant before serving; queued before runtime_status: runs first
     "traffic_warmup",  # `kimi_eagle3` in SGLang's --warmups: real request batches before the server accepts traffic

@@ -23,27 +23,59 @@ _PENDING: dict[str, tuple[str, object]] = {}
 _APPLY_FAILED: set[str] = set()
 
 
-def register(name: str, target: str, fn, hook_type: str) -> str:
-    """Queue `fn` on `target` (hook_type: "before" | "after" | "around" | "replace")."""
+# target -> the one AROUND function HookRegistry holds for our hooks that share that target (register(..., shared=)):
+# SGLang warns on stderr at every plugin load when a target has several AROUND hooks, so ours go through one
+_SHARED: dict[str, object] = {}
+
+
+def register(name: str, target: str, fn, hook_type: str, shared: int | None = None) -> str:
+    """Queue `fn` on `target` (hook_type: "before" | "after" | "around" | "replace"). `shared` (an AROUND that another
+    of our hooks also puts on this target): every such fn goes into one dispatcher per target, lower `shared` outer."""
     from sglang.srt.plugins.hook_registry import HookRegistry, HookType
 
-    HookRegistry.register(target, fn, HookType(hook_type))
+    if shared is not None and hook_type == "around":
+        disp = _SHARED.get(target)
+        if disp is None:
+            disp = _SHARED[target] = _dispatcher()
+            HookRegistry.register(target, disp, HookType(hook_type))
+        fns = disp._kimi_eagle3_fns  # a hook installed again (a second plugin load) replaces its own entry
+        fns[:] = sorted([e for e in fns if e[1] != name] + [(shared, name, fn)], key=lambda e: e[0])
+    else:
+        HookRegistry.register(target, fn, HookType(hook_type))
     _PENDING[name] = (target, fn)
     hookstatus.record(name, target, "registered", f"{hook_type} hook queued for HookRegistry.apply_hooks")
     return "registered"
 
 
+def _dispatcher():
+    """One AROUND for several of ours: each gets the next (then SGLang's original) as its `original`."""
+    fns: list = []
+
+    def shared_around(original, *args, **kwargs):
+        return _call(0, original, args, kwargs)
+
+    def _call(i, original, args, kwargs):
+        if i == len(fns) - 1:
+            return fns[i][2](original, *args, **kwargs)
+        return fns[i][2](lambda *a, **k: _call(i + 1, original, a, k), *args, **kwargs)
+
+    shared_around._kimi_eagle3_fns = fns
+    return shared_around
+
+
 def _chain_contains(attr, fn) -> bool:
-    """True if `attr` is (a wrapper chain around) a HookRegistry wrapper that calls `fn`."""
+    """True if `attr` is (a wrapper chain around) a HookRegistry wrapper that calls `fn` (itself, or through the
+    dispatcher of hooks sharing the target)."""
     seen = 0
     while attr is not None and seen < 32:
         func = getattr(attr, "__func__", attr)  # classmethod / staticmethod
         for cell in getattr(func, "__closure__", None) or ():
             try:
-                if cell.cell_contents is fn:
-                    return True
+                held = cell.cell_contents
             except ValueError:  # empty cell
                 continue
+            if held is fn or any(f is fn for _r, _n, f in getattr(held, "_kimi_eagle3_fns", ())):
+                return True
         attr = getattr(func, "__wrapped__", None)
         seen += 1
     return False

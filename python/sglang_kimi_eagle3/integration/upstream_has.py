@@ -1,8 +1,9 @@
 """Which changes of this project's upstream series the running SGLang already carries (a leaf).
 
 The series in `upstream/` (`sglang-kimi-eagle3 upstream export`) gives SGLang itself the draft context
-policy (01), vocabulary-parallel tree rejection sampling (02), the draft top-k for topk > 1 (03) and the
-one-token target verify through the Triton backend's decode path (04).
+policy (01), vocabulary-parallel tree rejection sampling (02), the draft top-k for topk > 1 (03), the
+one-token target verify through the Triton backend's decode path (04) and the deferred steps-0 draft
+extend (05).
 Where the running SGLang has one of them, the plugin hooks that change replaces are not installed:
 each records `skipped` with a detail starting `upstream has it`, and SGLang's own code does the job.
 Stacking ours on top would fight it: SGLang's dispatch wraps the very function our hook replaces, so
@@ -22,6 +23,8 @@ file found with importlib.util.find_spec imports only its parent packages):
   draft_topk            eagle_worker_v2.py takes its draft top-k through
                         draft_topk.draft_probs_topk_dispatch (source files only)
   offstate_verify       triton_backend.py's TritonAttnBackend has `_one_token_verify_as_decode` (source file only)
+  deferred_extend       speculative/deferred_draft_extend.py defines DeferredDraftExtend and eagle_worker_v2.py
+                        imports it and defers through it (source files only)
 
 A marker that cannot be read (a module missing, a name moved) reads as "not there": the plugin's hook
 installs as it does on SGLang 0.5.23. Results are cached per process (the installed tree does not change
@@ -114,6 +117,19 @@ def offstate_verify() -> str:
             "(_one_token_verify_as_decode)")
 
 
+@functools.cache
+def deferred_extend() -> str:
+    module = "sglang.srt.speculative.deferred_draft_extend"
+    if not re.search(r"^class DeferredDraftExtend\b", _source(module), re.M):
+        return ""
+    worker = _source("sglang.srt.speculative.eagle_worker_v2")
+    if not re.search(rf"from\s+{re.escape(module)}\s+import\s+DeferredDraftExtend\b", worker) \
+            or ".deferred_draft_extend.defer(" not in worker:
+        return ""
+    return ("upstream has it: SGLang's EAGLEWorkerV2 defers its own steps-0 draft extend "
+            "(deferred_draft_extend.DeferredDraftExtend, SGLANG_SPEC_DEFER_ZERO_STEP_DRAFT_EXTEND=K, K >= 2; off at 0)")
+
+
 # plugin hook -> the marker of the upstream change that replaces it
 STEP_ASIDE = {
     "context_policy_flag": draft_context_flag,
@@ -125,6 +141,7 @@ STEP_ASIDE = {
     "offstate_attention": offstate_verify,
     "offstate_attention_metadata": offstate_verify,
     "offstate_attention_graph": offstate_verify,
+    "deferred_extend": deferred_extend,
 }
 
 

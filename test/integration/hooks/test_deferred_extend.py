@@ -287,11 +287,11 @@ def test_the_stubs_and_the_call_match_sglangs_worker():
     assert params == ["self", "batch", "batch_result", "kv_loc_plan"]
 
 
-def test_install_queues_the_hook_only_under_defer(monkeypatch):
+def test_install_queues_the_hook_under_defer_the_default(monkeypatch):
     from sglang_kimi_eagle3.base import ENV_OFFSTATE_EXTEND
 
     queued = []
-    monkeypatch.setattr(hook.registry, "register", lambda name, *a: queued.append(name))
+    monkeypatch.setattr(hook.registry, "register", lambda name, *a, **k: queued.append(name))
     for mode in ("keep", "skip"):
         monkeypatch.setenv(ENV_OFFSTATE_EXTEND, mode)
         hook.install()
@@ -299,6 +299,55 @@ def test_install_queues_the_hook_only_under_defer(monkeypatch):
     monkeypatch.setenv(ENV_OFFSTATE_EXTEND, "defer")
     hook.install()
     assert queued == [hook.NAME]
+    monkeypatch.delenv(ENV_OFFSTATE_EXTEND)  # unset: the default since run 31 (an H100, c 8 and 32 at or above keep)
+    hook.install()
+    assert queued == [hook.NAME, hook.NAME]
+
+
+ONE_AROUND = """
+import json
+import sglang.srt.plugins as plugins
+plugins.load_plugins()
+from sglang_kimi_eagle3.integration import refresh_status
+from sglang_kimi_eagle3.integration.hooks import deferred_extend as D, step_clock as C
+from sglang_kimi_eagle3.integration import launch_record
+from sglang_kimi_eagle3.status import hookstatus
+from sglang.srt.plugins.hook_registry import HookRegistry
+from sglang.srt.speculative.eagle_worker_v2 import EagleDraftWorker
+refresh_status()
+target = "sglang.srt.speculative.eagle_worker_v2.EagleDraftWorker._draft_extend_for_decode"
+launch_record._OURS[0] = True
+calls = []
+D.ACTIVE[0] = False  # not deferring: the hook hands the call on; the clock times it inside an open interval
+C._OPEN["t0"] = 0.0
+import types
+batch = types.SimpleNamespace(forward_mode=types.SimpleNamespace(is_idle=lambda: False), seq_lens=None)
+try:
+    EagleDraftWorker._draft_extend_for_decode(types.SimpleNamespace(), batch, None)
+except Exception as e:
+    calls.append(type(e).__name__)
+print(json.dumps({"queued": [h.__module__ for _t, h, _s in HookRegistry._hooks.get(target, [])],
+                  "rows": {n: hookstatus.get(n).state for n in (D.NAME, "step_clock_draft_extend")},
+                  "extend_timed": C._OPEN["extend"] > 0, "calls": calls}))
+"""
+
+
+@pytest.mark.slow
+def test_with_the_step_clock_one_around_of_ours_wraps_sglangs_extend():
+    """The default launch puts both the deferral and the step clock's timing on SGLang's draft extend: one AROUND
+    (SGLang logs a warning on stderr at every plugin load for several on one target), both rows applied, the clock
+    outermost, SGLang's extend reached through both."""
+    from helpers import run_python
+
+    cp = run_python(ONE_AROUND)
+    assert cp.returncode == 0, cp.stderr[-3000:]
+    assert "Multiple AROUND hooks" not in cp.stderr, cp.stderr[-3000:]
+    import json
+
+    out = json.loads(cp.stdout.strip().splitlines()[-1])
+    assert out["queued"] == ["sglang_kimi_eagle3.integration.registry"], out  # the one dispatcher
+    assert out["rows"] == {hook.NAME: "applied", "step_clock_draft_extend": "applied"}, out
+    assert out["extend_timed"] and out["calls"] == ["AttributeError"], out  # SGLang's own extend ran (and refused the stand-in)
 
 
 def test_a_bad_step_count_is_one_line_at_check_and_a_failed_row_at_launch(monkeypatch):

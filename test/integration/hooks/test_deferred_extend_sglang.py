@@ -38,7 +38,12 @@ from sglang_kimi_eagle3.status import hookstatus  # noqa: E402
 
 H, D, CTX, KV_SLOTS, REQ_SLOTS, HC, VOCAB = 2, 16, 64, 1024, 6, 8, 64
 DEV = kernel_device.DEVICE_NAME
-EXTEND = inspect.unwrap(ew.EagleDraftWorker._draft_extend_for_decode)  # SGLang's own, whatever wraps it here
+
+
+def sglang_extend():
+    """SGLang's own draft extend, read at call time: a plugin load in this process (another test) rebinds any module
+    global holding the original function to its hooked wrapper (HookRegistry patches the name's importers too)."""
+    return inspect.unwrap(ew.EagleDraftWorker._draft_extend_for_decode)
 
 
 class Bag(NS):
@@ -151,7 +156,7 @@ def serve(dw, schedule, defer, cpu_lens=False):
         for r in reqs:
             lens.setdefault(r.row, 5 + r.row)
         batch, result = step(dw, reqs, [lens[r.row] for r in reqs], t, cpu_lens)
-        hook._around(EXTEND, dw, batch, result, kv_loc_plan=None)
+        hook._around(sglang_extend(), dw, batch, result, kv_loc_plan=None)
         for r in reqs:
             lens[r.row] += 1
 

@@ -1,5 +1,5 @@
-"""Hook: the off-state's draft extend deferred, exactly, for a one-layer drafter (opt-in:
-SGLANG_KIMI_EAGLE3_OFFSTATE_EXTEND=defer).
+"""Hook: the off-state's draft extend deferred, exactly, for a one-layer drafter (the default,
+SGLANG_KIMI_EAGLE3_OFFSTATE_EXTEND=defer; `keep` or `skip` turn it off).
 
 Upstream target (sglang 0.5.23, through HookRegistry):
   sglang.srt.speculative.eagle_worker_v2.EagleDraftWorker._draft_extend_for_decode   AROUND
@@ -31,10 +31,13 @@ Scope: our launches, with this variable; a drafter of one layer and the LlamaFor
   was refused by the Triton backend's buffers and SGLang's extend took over (greedy ids equal), so no flush exceeds
   the slots; in that form (run 30, the deployment-shaped pair beside plain) at least 768 flushes of 11,112 rows ran,
   none failed, greedy ids equal plain's, and the off-state's step read 1.017x plain's against 1.052x with SGLang's
-  per-step extend; test_deferred_extend_sglang.py (SGLang's own extend, batch preparation and TritonAttnBackend: the
+  per-step extend; run 31 (the rare-slot hold in place): deferring at 5-32 requests, 1199 flushes of 95,434 rows, the
+  server 0.942 / 0.951 of plain at c 8 / 32 against 0.937 / 0.923 with the per-step extend (hence the default);
+  test_deferred_extend_sglang.py (SGLang's own extend, batch preparation and TritonAttnBackend: the
   draft KV bit-equal to the per-step extend's) passes on the CPU and compiled on an H100.
 Status row `deferred_extend`: registered / applied (flushes, rows, rows dropped, steps extended at once) / skipped (keep, skip, or not
-  eligible, and why) / failed (then SGLang's extend runs every step).
+  eligible, and why; or `upstream has it` where SGLang carries upstream PR 05 and defers itself) / failed (then SGLang's
+  extend runs every step).
 Remove when: SGLang defers its steps-0 draft extend itself.
 """
 
@@ -44,7 +47,7 @@ import copy
 
 from ...base import DEFER_STEPS, ENV_OFFSTATE_EXTEND, UserError, defer_steps as _defer_steps, env_choice, logger
 from ...status import hookstatus
-from .. import registry
+from .. import registry, upstream_has
 from ..launch_record import our_launch
 
 NAME = "deferred_extend"
@@ -61,12 +64,44 @@ def install() -> None:
     if mode != "defer":
         hookstatus.record(NAME, TARGET, "skipped", f"{ENV_OFFSTATE_EXTEND}={mode}: not deferred")
         return
+    why = upstream_has.detail(NAME)  # SGLang carries upstream PR 05: its worker defers the extend itself
+    if why:
+        hookstatus.record(NAME, TARGET, "skipped", f"{why}; {_upstream_on()}")
+        return
     try:
         _STATE["steps"] = _defer_steps()
     except UserError as exc:  # SGLang would swallow a raise here: the row says it, SGLang's extend every step
         hookstatus.record(NAME, TARGET, "failed", f"{exc}; SGLang's draft extend every step")
         return
-    registry.register(NAME, TARGET, _around, "around")
+    registry.register(NAME, TARGET, _around, "around", shared=1)  # inside step_clock's timing of the same target
+
+
+UPSTREAM_ENV = "SGLANG_SPEC_DEFER_ZERO_STEP_DRAFT_EXTEND"  # upstream PR 05's switch (0: off, its default)
+
+
+def apply_upstream_default() -> str | None:
+    """The launch step, main process, our launch, before any scheduler starts: on an SGLang with upstream PR 05 our
+    default (defer) is its variable set to the steps per flush, unless the operator set it or chose keep / skip. The
+    schedulers inherit it. What was done, or None where SGLang has no PR 05 or the mode is not defer."""
+    import os
+
+    if env_choice(ENV_OFFSTATE_EXTEND) != "defer" or not upstream_has.detail(NAME):
+        return None
+    given = os.environ.get(UPSTREAM_ENV, "").strip()
+    if given:
+        return f"SGLang defers its steps-0 draft extend itself: {UPSTREAM_ENV}={given}, as the operator set it"
+    os.environ[UPSTREAM_ENV] = str(defer_steps())
+    return f"SGLang defers its steps-0 draft extend itself: {UPSTREAM_ENV}={defer_steps()} set for this launch"
+
+
+def _upstream_on() -> str:
+    """What SGLang's own deferral runs with in this process (the variable as the launch left it)."""
+    import os
+
+    given = os.environ.get(UPSTREAM_ENV, "").strip()
+    if given and given != "0":
+        return f"{UPSTREAM_ENV}={given}"
+    return f"{UPSTREAM_ENV} unset or 0: SGLang's draft extend at every steps-0 step (set it to 8 to defer)"
 
 
 def defer_steps() -> int:

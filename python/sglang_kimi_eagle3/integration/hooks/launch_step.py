@@ -93,18 +93,22 @@ def _step(server_args, previous) -> None:
     if bad:
         raise _without_traceback(UserError(bad[0] if len(bad) == 1 else "; ".join(bad)))
     from ..preflight import launch as preflight_launch
-    from . import context_policy
+    from . import context_policy, deferred_extend
 
+    upstream_defer = None
     try:
         if sglang_error is None:
             context_policy.resolve_launch(server_args)
             traffic_warmup.apply_to_launch(server_args)  # --warmups gains `kimi_eagle3` (SGLANG_KIMI_EAGLE3_WARMUP)
+            upstream_defer = deferred_extend.apply_upstream_default()  # SGLang with upstream PR 05: its variable
         mode = preflight_launch.report(server_args, sglang_error)
     except (UserError, preflight_launch.PreflightFailed) as exc:
         raise _without_traceback(exc)
     done = f"ran in the main process for this EAGLE/EAGLE3 launch: context policy resolved, preflight {mode}"
     if adaptive:
         done += f"; {adaptive}"
+    if upstream_defer:
+        done += f"; {upstream_defer}"
     mark(server_args, done)  # bookkeeping attribute: pickled to the schedulers, read by confirm_in_scheduler
     hookstatus.record(NAME, TARGET, "applied", done)
     if sglang_error is not None:
