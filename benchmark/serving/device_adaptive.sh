@@ -35,7 +35,9 @@
 # SGLANG_KIMI_EAGLE3_OFFSTATE_EXTEND=skip), DA_PINNED (0; 1: `pinned`, port 30510: ours with the next batch's two CPU
 # length tensors pinned, benchmark/serving/plain_clock PINNED_LENS=1), DA_UPKERN (0; 1: `upkern`, port 30511: ours with
 # SGLANG_KIMI_EAGLE3_KERNELS=upstream, SGLang's kernels: auto's against them side by side), DA_DEFER (0; 1: `defer`, port 30512:
-# ours with SGLANG_KIMI_EAGLE3_OFFSTATE_EXTEND=defer, the off-state's draft extend deferred exactly), DA_PRESET (deploy: the pair shaped like the deployment; kimi-width: the
+# ours with SGLANG_KIMI_EAGLE3_OFFSTATE_EXTEND=defer, the default since 2026-12-06: the same as ours unless DA_OURS_ENV
+# changes it), DA_KEEPEXT (0; 1: `keepext`, port 30513: ours with SGLANG_KIMI_EAGLE3_OFFSTATE_EXTEND=keep, SGLang's draft
+# extend at every steps-0 step), DA_PRESET (deploy: the pair shaped like the deployment; kimi-width: the
 # 3-layer stress pair at vocab 163840, built without --int4 into $DA_WORK/kimi-width-qQ), DA_GRAPHS (128: decode
 # CUDA graphs to bs 128; sglang: SGLang's own sizes, to 512, clamped to MAXREQ), MAXREQ (128: --max-running-requests;
 # DA_PRESET=kimi-width DA_GRAPHS=sglang MAXREQ=512: the capped adaptive table, live), DA_SKIP (servers not
@@ -207,6 +209,9 @@ if os.environ.get("DA_SKIPEXT", "0") == "1":  # ours with SGLANG_KIMI_EAGLE3_OFF
 if os.environ.get("DA_DEFER", "0") == "1":  # ours with SGLANG_KIMI_EAGLE3_OFFSTATE_EXTEND=defer: while every slot is
     # off, the draft extend's rows are stashed and extended every 8 steps as one-token rows (exact for a one-layer drafter)
     servers.append(("defer", 30512, spec_args(draft, "chain"), {"SGLANG_KIMI_EAGLE3_OFFSTATE_EXTEND": "defer"}))
+if os.environ.get("DA_KEEPEXT", "0") == "1":  # ours with SGLANG_KIMI_EAGLE3_OFFSTATE_EXTEND=keep: SGLang's draft extend
+    # at every steps-0 step (the default before 2026-12-06, when `defer` became it): the default's gain side by side
+    servers.append(("keepext", 30513, spec_args(draft, "chain"), {"SGLANG_KIMI_EAGLE3_OFFSTATE_EXTEND": "keep"}))
 if os.environ.get("DA_PINNED", "0") == "1":  # ours with eagle_prepare_for_decode's two CPU length tensors pinned
     # (benchmark/serving/plain_clock/sitecustomize.py, PINNED_LENS=1): is a pageable copy's stream sync the host's wait?
     servers.append(("pinned", 30510, spec_args(draft, "chain"), {"PINNED_LENS": "1"}))
@@ -216,7 +221,7 @@ if os.environ.get("DA_UPKERN", "0") == "1":  # ours with SGLang's own verify and
 # DA_OURS_ENV ("K=V ..."): more environment for ours, skipext and alone, e.g. SGLANG_KIMI_EAGLE3_OFFSTATE=on (the
 # offstate_attention hook at every batch size) to measure a candidate default side by side with the step ratios
 ours_env = dict(kv.split("=", 1) for kv in os.environ.get("DA_OURS_ENV", "").split())
-servers = [(n, p, x, {**e, **ours_env} if n in ("ours", "skipext", "alone", "pinned", "upkern", "defer") else e)
+servers = [(n, p, x, {**e, **ours_env} if n in ("ours", "skipext", "alone", "pinned", "upkern", "defer", "keepext") else e)
            for n, p, x, e in servers]
 skip = os.environ.get("DA_SKIP", "").split()  # servers not started, e.g. "sglang"
 servers = [s for s in servers if s[0] not in skip]

@@ -60,6 +60,21 @@ def by_batch(detail: str) -> dict[str, dict[str, tuple[float, float, int]]]:
     return out
 
 
+PREFILL = re.compile(r"by new tokens: (.*)$")
+PREFILL_ENTRY = re.compile(r"(\d+-\d+|\d+\+): ([\d.]+) / ([\d.]+|-) \((\d+)\)")
+
+
+def prefill(detail: str) -> dict[str, tuple]:
+    """A step_clock detail's prefill part -> {new-token bucket: (GPU ms per 1000 new tokens, the draft's share of it
+    or None, batches)}; {} where the detail has none."""
+    for part in detail.split(" | "):
+        if part.startswith("prefill:"):
+            m = PREFILL.search(part)
+            return {b: (float(x), None if d == "-" else float(d), int(n))
+                    for b, x, d, n in PREFILL_ENTRY.findall(m.group(1))} if m else {}
+    return {}
+
+
 def _per_state(detail: str, pattern: re.Pattern) -> dict[str, tuple]:
     """{state label: the pattern's groups as floats (None where a group did not match)} over a detail's states."""
     out = {}
@@ -125,6 +140,12 @@ def compare_line(path: str, plain_path: str) -> str:
     ours_parts, ours_gpu, ours_gpu_bs = loop_parts(detail), gpu_parts(detail), gpu_by_batch(detail)
     plain_gpu = gpu_parts(plain_text).get("plain decoding")
     plain_gpu_bs = gpu_by_batch(plain_text).get("plain decoding", {})
+    ours_pf, plain_pf = prefill(detail), prefill(plain_text)
+    pf_common = [b for b in ours_pf if b in plain_pf]
+    if pf_common:  # first: the line is cut at 2000 characters
+        parts.append("prefill / plain's, GPU ms per 1000 new tokens: " + ", ".join(
+            f"{b}: {ours_pf[b][0] / plain_pf[b][0]:.3f} ({ours_pf[b][0]:.2f} / {plain_pf[b][0]:.2f}"
+            + ("" if ours_pf[b][1] is None else f", the draft's prefill {ours_pf[b][1]:.2f}") + ")" for b in pf_common))
     for label, buckets in by_batch(detail).items():
         common = [b for b in buckets if b in plain]
         if common:

@@ -85,6 +85,32 @@ def test_the_gpu_side_is_set_against_plain_decodings(tmp_path):
                         "plain's: bs 5-8: 1.043 (10.95 / 10.50 ms, after the verify 0.45)"), out
 
 
+def test_prefill_is_set_against_plain_decodings_first(tmp_path):
+    """The prefill batches' GPU time per 1000 new tokens (the real summary's part), bucket by bucket, ahead of the
+    decode states (the line is cut at 2000 characters): a speculative server's prefill also runs the draft."""
+    step_clock.reset()
+    try:
+        step_clock.STEPS[0] = deque(_readings(11.0, 7))
+        step_clock._READ[0] = 20
+        step_clock.PREFILL.extend([(43.0, 2.0, 1000)] * 10 + [(10.0, 0.6, 300)] * 3)  # 3: under MIN_PREFILL
+        ours = step_clock.summary()
+        step_clock.reset()
+        step_clock.STEPS[step_clock.PLAIN] = deque(_readings(10.5, 6))
+        step_clock._READ[step_clock.PLAIN] = 20
+        step_clock.PREFILL.extend([(40.0, None, 1000)] * 12)
+        plain = step_clock.summary()
+    finally:
+        step_clock.reset()
+    assert ours.endswith(" | prefill: 13 batches timed on the GPU; GPU ms per 1000 new tokens, the launch / the draft's "
+                         "prefill in it (batches), by new tokens: 513-2048: 43.00 / 2.00 (10)"), ours
+    status = tmp_path / "port30504.json"
+    status.write_text(json.dumps({"hooks": [{"name": "step_clock", "state": "applied", "detail": ours}]}))
+    (tmp_path / "plain.txt").write_text(plain + "\n")
+    out = _run("compare", str(status), str(tmp_path / "plain.txt")).stdout.strip()
+    assert out.startswith("prefill / plain's, GPU ms per 1000 new tokens: 513-2048: 1.075 (43.00 / 40.00, the draft's "
+                          "prefill 2.00) | steps 0 / plain decoding: bs 5-8: 1.048"), out
+
+
 def test_a_row_written_before_the_loop_was_split_still_compares(tmp_path):
     """Run 28's files (2026-12-05, an H100) hold no results / controller parts: those read `-`, the rest stands."""
     import importlib.util

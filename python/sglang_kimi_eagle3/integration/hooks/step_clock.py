@@ -10,6 +10,7 @@ Upstream targets (sglang 0.5.23, through HookRegistry):
   sglang.srt.managers.schedule_batch.ScheduleBatch.prepare_for_decode             AROUND: the next batch's preparation
   sglang.srt.model_executor.runner_backend.full_cuda_graph_backend.FullCudaGraphBackend.replay
                                                                                   AROUND: the CUDA-graph launches
+  sglang.srt.speculative.eagle_worker_v2.EagleDraftWorker._draft_extend_for_prefill AROUND: a prefill's draft part
 Why: on the H200 (2026-12-04, the deployment-shaped pair, 1024-token contexts) SGLang's steps-0 off-state, its verify
   attention already a decode's, took 10.0 / 10.0 / 10.3 ms a step at 2 / 4 / 8 requests where plain decoding took
   8.7 / 9.1 / 10.0: flat where the GPU's work grows with the batch, as a step that waits on the host would be. A
@@ -52,8 +53,18 @@ How: the scheduler thread launches a step (forward_batch_generation: CUDA runs i
   draft extend), and between launches (the scheduler's own GPU work: result copies, the next batch's inputs, plain
   decoding's delayed sampling). These are spans on the GPU's clock: in a GPU-bound step they are GPU work; in a
   host-bound one they also hold the GPU's idle waits for the host.
+  Prefill batches. On an H100 (2026-12-06, the deployment-shaped pair, chat traffic of about 640-token prompts) the
+  deferred off-state's decode step was within 1-2.5 % of plain decoding's GPU time while the server ran 5-6 % below
+  plain end to end: the rest is outside the decode steps, and at c 32 prefill is about half of the GPU's time. So
+  every prefill launch is timed too (CUDA events at its start and end on the launch's stream, and around the draft's
+  prefill inside it, `_draft_extend_for_prefill`), read after a later decode result's wait, and shown per size bucket
+  of new tokens (1-512, 513-2048, 2049-8192, 8193+; MIN_PREFILL batches each) as the median GPU ms per 1000 new
+  tokens, the launch's and the draft's part of it: `prefill: 412 batches timed on the GPU; GPU ms per 1000 new tokens,
+  the launch / the draft's prefill in it (batches), by new tokens: 513-2048: 43.10 / 2.05 (388)`. Set against plain
+  decoding's (benchmark/serving/plain_clock times plain's prefills the same way) it says what speculation's prefill
+  costs.
 Scope: our launches only (EAGLE/EAGLE3 with a draft); SGLANG_KIMI_EAGLE3_STEP_CLOCK=off registers nothing.
-Status row `step_clock`: registered / applied (the medians once 16 steps of a state were read) / skipped (off) /
+Status row `step_clock`: registered / applied (the medians once 16 steps of a state, or 8 prefills of a size, were read) / skipped (off) /
   failed (a target missing).
 Remove when: SGLang reports the host and GPU-wait time of its decode steps itself.
 """
@@ -80,6 +91,7 @@ TARGETS = {  # status row -> target
     f"{NAME}_control": f"{WORKER}.on_verify_complete_cpu",
     f"{NAME}_prepare": "sglang.srt.managers.schedule_batch.ScheduleBatch.prepare_for_decode",
     f"{NAME}_replay": "sglang.srt.model_executor.runner_backend.full_cuda_graph_backend.FullCudaGraphBackend.replay",
+    f"{NAME}_draft_prefill": "sglang.srt.speculative.eagle_worker_v2.EagleDraftWorker._draft_extend_for_prefill",
 }
 KEEP = 2048  # steps kept per runtime state
 PLAIN = -1  # the key of a plain (non-speculative) worker's steps: benchmark/serving/plain_clock times plain servers
@@ -109,6 +121,11 @@ _WARM = {"ended": False, "reset": False}
 GPU_FIELDS = ("step", "launch", "before", "verify", "between")
 GPU: dict[int, deque] = {}
 _GPU = {"n": 0, "open": None, "cur": None, "pending": deque(), "free": [], "on": None, "off": None}
+# prefill batches (every one, on the GPU's clock): per batch (ms of the launch's GPU work, ms of the draft's prefill in
+# it or None, the batch's new tokens); the batch being launched and those waiting for the GPU
+PREFILL: deque = deque(maxlen=KEEP)
+_PF = {"open": None, "pending": deque()}
+MIN_PREFILL = 8  # prefill batches of a size bucket before its median is shown
 
 
 def install() -> None:
@@ -120,11 +137,13 @@ def install() -> None:
 
     registry.register(NAME, TARGETS[NAME], _forward, "around")
     registry.register(f"{NAME}_verify", TARGETS[f"{NAME}_verify"], _part("verify"), "around")
-    registry.register(f"{NAME}_draft_extend", TARGETS[f"{NAME}_draft_extend"], _part("extend"), "around")
+    # shared with deferred_extend (one AROUND on the target); outermost: the extend's host time includes the deferral's
+    registry.register(f"{NAME}_draft_extend", TARGETS[f"{NAME}_draft_extend"], _part("extend"), "around", shared=0)
     registry.register(f"{NAME}_wait", TARGETS[f"{NAME}_wait"], _results, "around")
     registry.register(f"{NAME}_control", TARGETS[f"{NAME}_control"], _part("control"), "around")
     registry.register(f"{NAME}_prepare", TARGETS[f"{NAME}_prepare"], _prepare, "around")
     registry.register(f"{NAME}_replay", TARGETS[f"{NAME}_replay"], _replay, "around")
+    registry.register(f"{NAME}_draft_prefill", TARGETS[f"{NAME}_draft_prefill"], _draft_prefill, "around")
     runtime_status.on_tick(tick)
 
 
@@ -135,11 +154,18 @@ def _is_decode(batch) -> bool:
     return bool(mode.is_decode()) if hasattr(mode, "is_decode") else False
 
 
+def _is_prefill(batch) -> bool:
+    mode = getattr(batch, "forward_mode", None)
+    return bool(mode.is_extend()) if hasattr(mode, "is_extend") else False
+
+
 def _forward(original, worker, batch, *args, **kwargs):
     """AROUND EAGLEWorkerV2.forward_batch_generation: a decode launch closes the open interval (one step) and opens
-    the next; anything else (a prefill, an idle batch) breaks it."""
+    the next; anything else (a prefill, an idle batch) breaks it. A prefill launch is timed on the GPU (_prefill)."""
     if not _is_decode(batch) or (not _ALL[0] and our_launch() is False):
         _OPEN["t0"] = None
+        if _is_prefill(batch) and (_ALL[0] or our_launch() is not False):
+            return _prefill(original, worker, batch, *args, **kwargs)
         return original(worker, batch, *args, **kwargs)
     t0 = time.perf_counter()
     closed = _close(t0)  # the interval just closed was read: a timed step in it gets its end
@@ -155,6 +181,55 @@ def _forward(original, worker, batch, *args, **kwargs):
         sample["steps"], sample["bs"] = _OPEN["steps"], _OPEN["bs"]
         _GPU["open"], _GPU["cur"] = None, sample
     return out
+
+
+def _new_tokens(batch) -> int:
+    """A prefill batch's new (uncached) tokens: SGLang's `extend_num_tokens`; 0 where the batch does not say."""
+    try:
+        return int(getattr(batch, "extend_num_tokens", None) or 0)
+    except (TypeError, ValueError):
+        return 0
+
+
+def _prefill(original, worker, batch, *args, **kwargs):
+    """A prefill launch between two CUDA events on the launch's stream (the draft's prefill inside it between two more,
+    _draft_prefill): its GPU work, read after a later result's wait (_gpu_read)."""
+    tokens = _new_tokens(batch)
+    if tokens <= 0 or not _gpu_on(batch):
+        return original(worker, batch, *args, **kwargs)
+    _gpu_drop(_PF["open"])  # a launch that raised left its sample open
+    sample = {"ev": {}, "tokens": tokens}
+    _gpu_record(sample, "P0")
+    _PF["open"] = sample
+    try:
+        out = original(worker, batch, *args, **kwargs)
+    except BaseException:
+        _PF["open"] = None
+        _gpu_drop(sample)
+        raise
+    _PF["open"] = None
+    if _GPU["on"]:
+        _gpu_record(sample, "P1")
+    if _GPU["on"] and "P0" in sample["ev"] and "P1" in sample["ev"]:
+        _PF["pending"].append(sample)
+        while len(_PF["pending"]) > GPU_PENDING_MAX:
+            _gpu_drop(_PF["pending"].popleft())
+    else:
+        _gpu_drop(sample)
+    return out
+
+
+def _draft_prefill(original, *args, **kwargs):
+    """AROUND EagleDraftWorker._draft_extend_for_prefill: inside a timed prefill launch, its GPU span."""
+    sample = _PF["open"]
+    if sample is None:
+        return original(*args, **kwargs)
+    _gpu_record(sample, "D0")
+    try:
+        return original(*args, **kwargs)
+    finally:
+        if _PF["open"] is sample and _GPU["on"]:
+            _gpu_record(sample, "D1")
 
 
 # ---- the GPU's side: CUDA timing events on one decode step in GPU_EVERY ---------------------------------------------
@@ -236,6 +311,13 @@ def _gpu_read() -> None:
             GPU.setdefault(sample["steps"], deque(maxlen=KEEP)).append(
                 (step, launch, ms("L0", "V0"), ms("V0", "V1"), step - launch, sample["bs"]))
             _gpu_drop(sample)
+        pf = _PF["pending"]
+        while pf and pf[0]["ev"]["P1"].query():
+            sample = pf.popleft()
+            ev = sample["ev"]
+            draft = ev["D0"].elapsed_time(ev["D1"]) if "D0" in ev and "D1" in ev else None
+            PREFILL.append((ev["P0"].elapsed_time(ev["P1"]), draft, sample["tokens"]))
+            _gpu_drop(sample)
     except Exception as e:  # noqa: BLE001 - a measurement never breaks the result processing it sits in
         _gpu_off(e)
 
@@ -271,7 +353,7 @@ def _results(original, *args, **kwargs):
         done.synchronize()
     t1 = time.perf_counter()
     _OPEN["wait"] += t1 - t
-    if _GPU["pending"]:
+    if _GPU["pending"] or _PF["pending"]:
         _gpu_read()
         t1 = time.perf_counter()
     try:
@@ -344,6 +426,12 @@ def _gpu_forget() -> None:
         _gpu_drop(sample)
     _GPU.update(cur=None, open=None)
     _GPU["pending"].clear()
+    PREFILL.clear()
+    _gpu_drop(_PF["open"])
+    for sample in _PF["pending"]:
+        _gpu_drop(sample)
+    _PF["open"] = None
+    _PF["pending"].clear()
 
 
 def summary() -> str | None:
@@ -371,7 +459,39 @@ def summary() -> str | None:
                      f"previous step's results {results:.2f}, the adaptive controller {control:.2f} of it); "
                      f"waited over {WAITED_S * 1e3:.1f} ms in "
                      f"{waited:.0%} of steps: {verdict}{_gpu_text(steps)}{_by_batch(rows)}{_gpu_by_batch(steps)}")
+    prefill = _prefill_text()
+    if prefill:
+        parts.append(prefill)
     return " | ".join(parts) if parts else None
+
+
+def tokens_bucket(tokens: int) -> str:
+    """The new-token bucket a prefill batch is shown under: 1-512, 513-2048, 2049-8192, 8193+."""
+    for hi in (512, 2048, 8192):
+        if tokens <= hi:
+            return f"{hi // 4 + 1 if hi > 512 else 1}-{hi}"
+    return "8193+"
+
+
+def _prefill_text() -> str:
+    """Prefill batches on the GPU: per size bucket with MIN_PREFILL batches, the median GPU ms per 1000 new tokens of
+    the launch's work and (speculative decoding) of the draft's prefill in it."""
+    rows = list(PREFILL)
+    groups: dict[str, list] = {}
+    for r in rows:
+        groups.setdefault(tokens_bucket(r[2]), []).append(r)
+    shown = sorted(((b, g) for b, g in groups.items() if len(g) >= MIN_PREFILL), key=lambda bg: int(bg[0].split("-")[0].rstrip("+")))
+    if not shown:
+        return ""
+
+    def entry(g):
+        per = _med(r[0] / r[2] * 1e3 for r in g)
+        draft = _med(r[1] / r[2] * 1e3 for r in g if r[1] is not None)
+        return f"{per:.2f} / " + ("-" if draft is None else f"{draft:.2f}") + f" ({len(g)})"
+
+    since = " since the traffic warm-up ended" if _WARM["ended"] else ""
+    return (f"prefill: {len(rows)} batches timed on the GPU{since}; GPU ms per 1000 new tokens, the launch / the draft's "
+            f"prefill in it (batches), by new tokens: " + ", ".join(f"{b}: {entry(g)}" for b, g in shown))
 
 
 def _med(values) -> float | None:
