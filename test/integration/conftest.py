@@ -28,6 +28,7 @@ def _reset():
         hook._OFF.clear()
         hook._DEFER[0] = False
         hook._WARM_ENDED[0] = False
+        hook._WARM_DROPS[0] = 0
         hook._SYNC.clear()
     deferred = sys.modules.get("sglang_kimi_eagle3.integration.hooks.deferred_extend")
     if deferred is not None:

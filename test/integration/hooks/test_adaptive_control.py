@@ -77,10 +77,12 @@ def test_the_warm_up_readings_are_dropped_at_a_sync_on_tp_rank_0s_word(monkeypat
         return list(values[:-1]) + [1.0 if rank0[0] else 0.0] if len(values) > len(ctl.candidates) else list(values)
 
     monkeypatch.setattr(hook, "_SYNC", [broadcast])
+    hookstatus.record(hook.NAME, hook.TARGET, "applied", "around hook")  # as install leaves it
     one = _slot("1")
     ctl = one._kimi_eagle3_ctl
     while not ctl.corr:
         one.update([0])
+    assert "warm-up's readings dropped" not in hookstatus.get(hook.NAME).detail
     assert not ctl.warm_dropped and ctl.shared.corr and sent[-1] == len(ctl.candidates) + 1
     rank0[0] = True
     syncs = ctl.syncs
@@ -91,6 +93,7 @@ def test_the_warm_up_readings_are_dropped_at_a_sync_on_tp_rank_0s_word(monkeypat
     while not ctl.corr:  # serving's readings from here on, no flag carried
         one.update([0])
     assert sent[-1] == len(ctl.candidates) and ctl.shared.corr
+    assert "(the traffic warm-up's readings dropped in 1 slots)" in hookstatus.get(hook.NAME).detail  # the row says so
 
 
 @pytest.mark.parametrize("attaches", [1, 2])

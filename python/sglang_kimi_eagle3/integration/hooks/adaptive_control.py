@@ -301,6 +301,8 @@ def _note_measured(slot, ctl) -> None:
         if _CORR:
             parts = "; ".join(f"bs {k}: {v}" for k, v in sorted(_CORR.items(), key=lambda kv: (kv[0] is None, kv[0] or 0)))
             detail += f"; measured step time / modelled: {parts}"
+        if _WARM_DROPS[0]:
+            detail += f" (the traffic warm-up's readings dropped in {_WARM_DROPS[0]} slots)"
         sh = ctl.shared
         if sh is not None and sh.last:
             detail += (f"; pooled: acceptance alpha {sh.alpha():.2f} over {sh.count} batches, "
@@ -386,6 +388,7 @@ def _sync_fn():
     return _SYNC[0]
 
 
+_WARM_DROPS = [0]  # slots of this process that dropped the traffic warm-up's readings (the row says how many)
 _WARM_ENDED = [False]  # serving_compiles saw the end of the server's traffic warm-up (its marker) in this process
 
 
@@ -417,6 +420,7 @@ def _slot_sync(slot):
         if out[-1] > 0:
             ctl.drop_warm()
             _CORR.pop(slot._kimi_eagle3_bs, None)
+            _WARM_DROPS[0] += 1
             hookstatus.count(NAME, "ours", "measured", "warm-up readings dropped")
             return [0.0] * (len(out) - 1)
         return out[:-1]
