@@ -336,6 +336,17 @@ class TestDeferredDraftExtendCpu(unittest.TestCase):
         idx = torch.tensor(sorted(slots), device=self.DEVICE)
         return pool.k_buffer[0][idx].cpu(), pool.v_buffer[0][idx].cpu()
 
+    def serve_both(self, schedule):
+        """The schedule with the per-step extend, then deferred (K 8): the two draft
+        workers and the deferring EAGLE worker."""
+        per_step, deferred = self.draft_worker(), self.draft_worker()
+        with DEFER.override(0):
+            self.serve(self.worker(per_step), schedule)
+        worker = self.worker(deferred)
+        with DEFER.override(8):
+            self.serve(worker, schedule)
+        return per_step, deferred, worker
+
     def assert_same_kv(self, ref, got, slots):
         for a, b in zip(self.kv(ref, slots), self.kv(got, slots)):
             self.assertTrue(torch.equal(a, b))
@@ -383,15 +394,11 @@ class TestDeferredDraftExtendCpu(unittest.TestCase):
         is refused by the Triton backend's buffers (sized by the request slots)."""
         a, b, c = self.reqs(1, 2, 3)
         schedule = [[a], [a, b], [a, b, c], [a, b, c], [a, b], [a], [a, b, c], [a]]
-        per_step, deferred = self.draft_worker(), self.draft_worker()
-        with DEFER.override(0):
-            self.serve(self.worker(per_step), schedule)
-        worker = self.worker(deferred)
+        per_step, deferred, worker = self.serve_both(schedule)
+        self.assertEqual(deferred.draft_runner.forwards, [6, 6])
+        ext = worker.deferred_draft_extend
+        self.assertEqual([len(step.keys) for step in ext.pending], [3, 1])
         with DEFER.override(8):
-            self.serve(worker, schedule)
-            self.assertEqual(deferred.draft_runner.forwards, [6, 6])
-            ext = worker.deferred_draft_extend
-            self.assertEqual([len(step.keys) for step in ext.pending], [3, 1])
             ext.flush(self.batch(deferred, [a, b, c], [0] * 3, 0))
         self.assertEqual(deferred.draft_runner.forwards, [6, 6, 4])
         written = {
@@ -562,12 +569,7 @@ class TestDeferredDraftExtendCpu(unittest.TestCase):
         drafter of 2 layers is not deferred at all, said once in the log."""
         a, b, c, d = self.reqs(1, 2, 3, 4)
         schedule = [[a, b]] * 2 + [[a, b, c, d]] * 3
-        per_step, deferred = self.draft_worker(), self.draft_worker()
-        with DEFER.override(0):
-            self.serve(self.worker(per_step), schedule)
-        worker = self.worker(deferred)
-        with DEFER.override(8):
-            self.serve(worker, schedule)
+        per_step, deferred, worker = self.serve_both(schedule)
         self.assertEqual(deferred.draft_runner.forwards, [4, 4, 4, 4])
         self.assertEqual(worker.deferred_draft_extend.num_steps_extended_at_once, 3)
         written = {100 * r + p for r in (1, 2) for p in range(5 + r, 10 + r)}
