@@ -39,7 +39,9 @@ from sglang_kimi_eagle3.integration.hooks.draft_head_kernels import bind_worker_
 bind_worker_topk_outside_a_server()  # as `status` without --no-model-class: the worker's top-k binds or says why
 from sglang_kimi_eagle3.status import hookstatus
 from sglang.srt.plugins.hook_registry import HookRegistry
-ours = {name: [h.__module__ for _t, h, _s in hooks if h.__module__.startswith("sglang_kimi_eagle3")]
+def modules(h):  # a dispatcher of ours (hooks sharing a target, registry.register(shared=)): the hooks in it
+    return [f.__module__ for _r, _n, f in h._kimi_eagle3_fns] if hasattr(h, "_kimi_eagle3_fns") else [h.__module__]
+ours = {name: [m for _t, h, _s in hooks for m in modules(h) if m.startswith("sglang_kimi_eagle3")]
         for name, hooks in HookRegistry._hooks.items()}
 out = {"rc": rc, "status": {h["name"]: h["status"] for h in status["hooks"]},
        "rows": {r.name: [r.state, r.target, r.detail] for r in hookstatus.rows()}, "queued": ours}
