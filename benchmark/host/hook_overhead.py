@@ -147,8 +147,9 @@ def bench_step_clock(torch, bss, a):
     w_ctl = _wrap_fn(noop, sc._part("control"), HookType.AROUND)
     w_prep = _wrap_fn(noop, sc._prepare, HookType.AROUND)
     w_replay = _wrap_fn(noop, sc._replay, HookType.AROUND)
+    w_dpre = _wrap_fn(noop, sc._draft_prefill, HookType.AROUND)
     backend = NS()
-    out = {k: {} for k in ("fwd", "ver", "ext", "wait", "ctl", "prep", "replay")}
+    out = {k: {} for k in ("fwd", "ver", "ext", "wait", "ctl", "prep", "replay", "dpre")}
     for bs in bss:
         batch = NS(forward_mode=ForwardMode.DECODE, is_extend_in_batch=False, seq_lens=torch.zeros(bs))
         out["fwd"][bs] = paired(lambda: w_fwd(worker, batch), lambda: noop(worker, batch), a.calls, a.repeats)
@@ -164,12 +165,14 @@ def bench_step_clock(torch, bss, a):
         out["prep"][bs] = paired(lambda: w_prep(batch), lambda: noop(batch), a.calls, a.repeats)
         out["replay"][bs] = paired(lambda: w_replay(backend, (bs,), batch), lambda: noop(backend, (bs,), batch),
                                    a.calls, a.repeats)
+        out["dpre"][bs] = paired(lambda: w_dpre(draft_worker, batch, result), lambda: noop(draft_worker, batch, result),
+                                 a.calls, a.repeats)
     W = "eagle_worker_v2.EAGLEWorkerV2"
     row("step_clock", "step_clock", f"{W}.forward_batch_generation (AROUND)", 1, out["fwd"],
         "closes the previous interval (deque append), opens the next; 2 perf_counter")
     row("step_clock_verify", "step_clock_verify", f"{W}.verify (AROUND)", 1, out["ver"], "2 perf_counter, try/finally")
     row("step_clock_draft_extend", "step_clock_draft_extend", "EagleDraftWorker._draft_extend_for_decode (AROUND)", 1,
-        out["ext"], "0/step while OffSkip skips the extend (opt-in)")
+        out["ext"], "0/step while OffSkip skips the extend (opt-in); with deferred_extend (the default) in one AROUND")
     row("step_clock_wait", "step_clock_wait", "SchedulerBatchResultProcessor.process_batch_result_decode (AROUND)", 1,
         out["wait"], "copy_done.synchronize() stubbed (GPU wait, not host work); times the processing after it")
     row("step_clock_control", "step_clock_control", f"{W}.on_verify_complete_cpu (AROUND)", 1, out["ctl"],
@@ -177,6 +180,8 @@ def bench_step_clock(torch, bss, a):
     row("step_clock_prepare", "step_clock_prepare", "ScheduleBatch.prepare_for_decode (AROUND)", 1, out["prep"])
     row("step_clock_replay", "step_clock_replay", "FullCudaGraphBackend.replay (AROUND)", 2, out["replay"],
         "the target verify's and the draft extend's graph launches")
+    row("step_clock_draft_prefill", "step_clock_draft_prefill", "EagleDraftWorker._draft_extend_for_prefill (AROUND)",
+        0, out["dpre"], "once per prefill batch, never in a decode step (outside a timed prefill: a pass-through)")
 
 
 def _backend(torch, draft: bool, fwd_decode=noop):

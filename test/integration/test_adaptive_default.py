@@ -98,8 +98,10 @@ def launches(tmp_path_factory):
              ("operator_flag_big", big + ["--speculative-adaptive"], {}),
              ("operator_flag_big_off", big + ["--speculative-adaptive"], {"SGLANG_KIMI_EAGLE3_ADAPTIVE": "off"}),
              ("operator_marked_big", big + ["--speculative-adaptive", "--speculative-adaptive-config", str(marked)], {})]
+    # SGLang's draft extend every steps-0 step (keep, read once at the plugin's load), so that every switch counted is
+    # one SGLang's slot made: the default (defer) primes each step up first, counted apart (test_adaptive_control.py)
     return run_json(f"CASES = {cases!r}\n" + CODE, timeout=600, HF_HUB_OFFLINE="1", XDG_CACHE_HOME=str(tmp / "cache"),
-                    SGLANG_KIMI_EAGLE3_STATUS_DIR=str(tmp / "status")), theirs
+                    SGLANG_KIMI_EAGLE3_STATUS_DIR=str(tmp / "status"), SGLANG_KIMI_EAGLE3_OFFSTATE_EXTEND="keep"), theirs
 
 
 def test_a_chain_launch_gets_our_table_and_every_slot_our_controller(launches):
