@@ -63,6 +63,9 @@ OPTIONS = {  # option -> (default, kind); a spec may set any of them, a flag ove
     "template": ("raw", "str"), "finish_by": (0.0, "float"), "steady_servers": ("", "names"),
     "steady_temperatures": ("", "floats"), "workload": ("", "str"),
     "workload_cap": (0, "int"),  # at most this many new tokens per workload request (0: the workload's own lengths)
+    # a workload's prompts with a head of each send's own (bench/prompts.sent_text): every request prefills its whole
+    # prompt; false: replayed as written, each one a prefix-cache hit after its first send (decode alone)
+    "fresh_prompts": (True, "bool"),
     "greedy_check": (8, "count"),  # prompts each server answers greedily, one at a time, compared with the baseline's
 }
 
@@ -228,7 +231,7 @@ def timed_level(url: str, prompts, c: int, seconds: float, cfg: SweepConfig, tem
                 last_start[0] = max(last_start[0], now - t0)
             p = order[i % len(order)]
             at = time.perf_counter() - t0
-            r = client.generate(url, p.id, p.category, P.render(template, p.text), P.sampling(cfg.sampling(), p),
+            r = client.generate(url, p.id, p.category, P.sent_text(template, p), P.sampling(cfg.sampling(), p),
                                 cfg.timeout_s)
             with lock:
                 results.append(r)
@@ -611,7 +614,7 @@ def run(argv: list[str], progress=print, on_row=None) -> int:
     if opts["workload"]:  # request lengths from a bundled workload (bench/workload.py); categories unused
         from sglang_kimi_eagle3.bench import workload
 
-        prompts, _ = workload.load(opts["workload"], cap=opts["workload_cap"] or None)
+        prompts, _ = workload.load(opts["workload"], cap=opts["workload_cap"] or None, fresh=opts["fresh_prompts"])
     else:
         prompts = P.load([c.strip() for c in opts["categories"].split(",") if c.strip()])
     P.render(opts["template"], "")

@@ -107,7 +107,7 @@ def run_schedule(url: str, prompts, schedule: list[tuple[int, float]], sampling:
                 nxt[0] += 1
             p = order[i % len(order)]
             t_send = time.perf_counter() - t0
-            r = client.generate(url, p.id, p.category, P.render(template, p.text), P.sampling(sampling, p), timeout_s,
+            r = client.generate(url, p.id, p.category, P.sent_text(template, p), P.sampling(sampling, p), timeout_s,
                          stream=True)
             with lock:
                 stats["requests"] += 1

@@ -375,6 +375,7 @@ class ProtocolStub:
         self.cfg = cfg or StubConfig()
         self.count = 0
         self.in_flight = 0
+        self.texts: list[str] = []  # every /generate body's text, in arrival order (what a client sent)
         self.lock = threading.Lock()
         stub = self
 
@@ -417,6 +418,7 @@ class ProtocolStub:
                 with stub.lock:
                     stub.count += 1
                     n, stub.in_flight = stub.count, stub.in_flight + 1
+                    stub.texts.append(body.get("text"))
                 try:
                     self._answer(n, body)
                 finally:

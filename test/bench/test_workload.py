@@ -72,3 +72,38 @@ def test_bench_takes_a_workload_and_refuses_it_with_prompts(tmp_path, capsys):
         assert "--workload" in str(exc)
     else:
         raise AssertionError("--workload with --categories must be refused")
+
+
+def _shared_prefix(a: str, b: str) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def _e2e_sends(tmp_path, *extra) -> list[str]:
+    plain, spec = ProtocolStub(StubConfig(alphas=None, pass_ms=0.05)), ProtocolStub(StubConfig(pass_ms=0.05))
+    with plain as url, spec as u2:
+        rc = e2e.main(["--server", f"plain={url}", "--server", f"spec={u2}", "--json", str(tmp_path / "e2e.json"),
+                       "--workload", "chat", "--concurrency", "2", "--temperatures", "0", "--rounds", "2",
+                       "--round-s", "0.3", "--min-requests", "4", "--cold-requests", "1", "--max-new-tokens", "4",
+                       "--greedy-check", "0", *extra])
+    assert rc == 0
+    return plain.texts + spec.texts
+
+
+def test_no_two_sends_share_more_than_a_few_prompt_characters(tmp_path):
+    """Replayed as written, every chat prompt is a prefix of the same filler text: after its first send each one was
+    a radix-cache hit that prefilled 1-2 tokens, so no run measured a prefill. Each send now has a head of its own;
+    the workload's lengths stay exact. `--fresh-prompts false` replays them as written (decode alone)."""
+    texts = _e2e_sends(tmp_path)
+    lengths = {len(p.text) for p in workload.load("chat")[0]}
+    assert len(texts) > 8 and all(len(t) in lengths for t in texts)
+    ordered = sorted(texts)
+    assert max(_shared_prefix(a, b) for a, b in zip(ordered, ordered[1:])) <= 4  # the counter's low digits, no more
+    replayed = _e2e_sends(tmp_path, "--fresh-prompts", "false")
+    assert len(set(replayed)) < len(replayed)  # the same prompts again (the cold pass and both rounds)
+    ordered = sorted(replayed)
+    assert max(_shared_prefix(a, b) for a, b in zip(ordered, ordered[1:])) >= 16  # one filler text: prefixes of each other

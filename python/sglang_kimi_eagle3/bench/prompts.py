@@ -7,7 +7,9 @@ the tokenizer adds BOS itself, so it is left out.
 
 from __future__ import annotations
 
+import itertools
 import json
+import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,6 +37,7 @@ class Prompt:
     chars: int
     words: int
     max_new_tokens: int | None = None  # a workload's own output length (bench/workload.py); None: the run's flag
+    fresh: bool = False  # a workload's prompt: each send gets a head of its own (sent_text), so none is a cache hit
 
 
 def load(categories: list[str] | None = None) -> list[Prompt]:
@@ -63,6 +66,23 @@ def guess_template(model_path: str | None) -> str:
 def sampling(base: dict, p: Prompt) -> dict:
     """The run's sampling parameters, with the prompt's own max_new_tokens where a workload gives one."""
     return base if p.max_new_tokens is None else base | {"max_new_tokens": p.max_new_tokens}
+
+
+_SENDS = itertools.count()  # next() is atomic in CPython: the client threads share it
+_RUN = secrets.token_hex(2)  # this process's sends apart from another client's against the same server
+
+
+def sent_text(template: str, p: Prompt) -> str:
+    """What a request sends: the prompt in the template. A fresh prompt (a workload's) has its first characters
+    replaced by a tag of this send's own (the length unchanged), so that no send shares a prefix with another beyond
+    the template's: replayed as written, every workload prompt is a prefix of the filler text, and after its first
+    send each one was a radix-cache hit that prefilled 1-2 tokens (live on an H100, 2026-12-06: every prefill of a
+    c 1-128 run), where a real request's prompt is mostly new."""
+    text = p.text
+    if p.fresh:
+        tag = f"{next(_SENDS):06x}"[::-1] + _RUN + " "  # the fastest-changing digit first: no shared first token
+        text = (tag + text[len(tag):]) if len(text) > len(tag) else tag[: len(text)]
+    return render(template, text)
 
 
 def render(template: str, text: str) -> str:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from . import client
 from .document import SCHEMA  # noqa: E402  (one name for the format)
-from .prompts import Prompt, render, sampling
+from .prompts import Prompt, sampling, sent_text
 from .setting import reconcile
 from .stats import latency_ratio, reject_impossible_histograms, speedup, summarize
 from .step_costs import level_costs
@@ -81,7 +81,7 @@ def run_level(url: str, prompts: list[Prompt], n: int, c: int, cfg: SweepConfig,
                     return
                 nxt[0] += 1
             p = jobs[i]
-            r = client.generate(url, p.id, p.category, render(template, p.text), sampling(cfg.sampling(), p), cfg.timeout_s,
+            r = client.generate(url, p.id, p.category, sent_text(template, p), sampling(cfg.sampling(), p), cfg.timeout_s,
                                 cfg.keep_output, cfg.stream)
             with lock:
                 results.append(r)
