@@ -61,17 +61,17 @@ def by_batch(detail: str) -> dict[str, dict[str, tuple[float, float, int]]]:
 
 
 PREFILL = re.compile(r"by new tokens: (.*)$")
-PREFILL_ENTRY = re.compile(r"(\d+-\d+|\d+\+): ([\d.]+) / ([\d.]+|-) \((\d+)\)")
+PREFILL_ENTRY = re.compile(r"(\d+-\d+|\d+\+): ([\d.]+) / ([\d.]+|-) \((\d+), ([\d.]+)\)")
 
 
 def prefill(detail: str) -> dict[str, tuple]:
-    """A step_clock detail's prefill part -> {new-token bucket: (GPU ms per 1000 new tokens, the draft's share of it
-    or None, batches)}; {} where the detail has none."""
+    """A step_clock detail's prefill part -> {new-token bucket: (median GPU ms per batch, the draft's part of it or
+    None, batches, median new tokens)}; {} where the detail has none."""
     for part in detail.split(" | "):
         if part.startswith("prefill:"):
             m = PREFILL.search(part)
-            return {b: (float(x), None if d == "-" else float(d), int(n))
-                    for b, x, d, n in PREFILL_ENTRY.findall(m.group(1))} if m else {}
+            return {b: (float(x), None if d == "-" else float(d), int(n), float(t))
+                    for b, x, d, n, t in PREFILL_ENTRY.findall(m.group(1))} if m else {}
     return {}
 
 
@@ -143,8 +143,9 @@ def compare_line(path: str, plain_path: str) -> str:
     ours_pf, plain_pf = prefill(detail), prefill(plain_text)
     pf_common = [b for b in ours_pf if b in plain_pf]
     if pf_common:  # first: the line is cut at 2000 characters
-        parts.append("prefill / plain's, GPU ms per 1000 new tokens: " + ", ".join(
-            f"{b}: {ours_pf[b][0] / plain_pf[b][0]:.3f} ({ours_pf[b][0]:.2f} / {plain_pf[b][0]:.2f}"
+        parts.append("prefill / plain's, GPU ms per batch: " + ", ".join(
+            f"{b}: {ours_pf[b][0] / plain_pf[b][0]:.3f} ({ours_pf[b][0]:.2f} / {plain_pf[b][0]:.2f} ms, new tokens "
+            f"{ours_pf[b][3]:g} / {plain_pf[b][3]:g}"
             + ("" if ours_pf[b][1] is None else f", the draft's prefill {ours_pf[b][1]:.2f}") + ")" for b in pf_common))
     for label, buckets in by_batch(detail).items():
         common = [b for b in buckets if b in plain]

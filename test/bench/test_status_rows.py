@@ -86,7 +86,7 @@ def test_the_gpu_side_is_set_against_plain_decodings(tmp_path):
 
 
 def test_prefill_is_set_against_plain_decodings_first(tmp_path):
-    """The prefill batches' GPU time per 1000 new tokens (the real summary's part), bucket by bucket, ahead of the
+    """The prefill batches' GPU time per batch (the real summary's part), bucket by bucket, ahead of the
     decode states (the line is cut at 2000 characters): a speculative server's prefill also runs the draft."""
     step_clock.reset()
     try:
@@ -101,14 +101,14 @@ def test_prefill_is_set_against_plain_decodings_first(tmp_path):
         plain = step_clock.summary()
     finally:
         step_clock.reset()
-    assert ours.endswith(" | prefill: 13 batches timed on the GPU; GPU ms per 1000 new tokens, the launch / the draft's "
-                         "prefill in it (batches), by new tokens: 513-2048: 43.00 / 2.00 (10)"), ours
+    assert ours.endswith(" | prefill: 13 batches timed on the GPU; median GPU ms per batch, the launch / the draft's "
+                         "prefill in it (batches, median new tokens), by new tokens: 513-2048: 43.00 / 2.00 (10, 1000)"), ours
     status = tmp_path / "port30504.json"
     status.write_text(json.dumps({"hooks": [{"name": "step_clock", "state": "applied", "detail": ours}]}))
     (tmp_path / "plain.txt").write_text(plain + "\n")
     out = _run("compare", str(status), str(tmp_path / "plain.txt")).stdout.strip()
-    assert out.startswith("prefill / plain's, GPU ms per 1000 new tokens: 513-2048: 1.075 (43.00 / 40.00, the draft's "
-                          "prefill 2.00) | steps 0 / plain decoding: bs 5-8: 1.048"), out
+    assert out.startswith("prefill / plain's, GPU ms per batch: 513-2048: 1.075 (43.00 / 40.00 ms, new tokens 1000 / 1000, "
+                          "the draft's prefill 2.00) | steps 0 / plain decoding: bs 5-8: 1.048"), out
 
 
 def test_a_row_written_before_the_loop_was_split_still_compares(tmp_path):

@@ -308,7 +308,7 @@ def _prefill(worker, gpu, tokens=1000, target_ms=40.0, draft_ms=2.0, draft=True)
 def test_prefill_batches_are_timed_on_the_gpu_with_the_drafts_part(clock, gpu, monkeypatch):
     """Decode steps within 1-2.5 % of plain's while the server runs 5-6 % slower end to end (an H100, 2026-12-06): the
     rest is outside the decode steps. Every prefill launch is timed on the GPU (the draft's prefill inside it apart),
-    per 1000 new tokens, by batch size in new tokens, read after a later result's wait."""
+    per batch (its median new tokens beside), by batch size in new tokens, read after a later result's wait."""
     w = Worker(0)
     for _ in range(3):
         _step(clock, w, bs=4, gpu=gpu)
@@ -320,8 +320,9 @@ def test_prefill_batches_are_timed_on_the_gpu_with_the_drafts_part(clock, gpu, m
     _step(clock, w, bs=4, gpu=gpu)
     assert len(hook.PREFILL) == 2 * hook.MIN_PREFILL + 1 and not hook._PF["pending"]
     assert hook.summary().endswith(
-        "prefill: 17 batches timed on the GPU; GPU ms per 1000 new tokens, the launch / the draft's prefill in it "
-        "(batches), by new tokens: 513-2048: 42.00 / 2.00 (8), 2049-8192: 31.50 / 1.50 (8)"), hook.summary()
+        "prefill: 17 batches timed on the GPU; median GPU ms per batch, the launch / the draft's prefill in it "
+        "(batches, median new tokens), by new tokens: 513-2048: 42.00 / 2.00 (8, 1000), 2049-8192: 94.50 / 4.50 (8, "
+        "3000)"), hook.summary()
     # the GPU not there yet: the readings wait; a plain worker's prefill has no draft part; a foreign launch's none
     hook.reset()
     monkeypatch.setattr(hook, "_new_event", gpu.event)

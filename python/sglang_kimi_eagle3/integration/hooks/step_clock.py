@@ -55,14 +55,16 @@ How: the scheduler thread launches a step (forward_batch_generation: CUDA runs i
   host-bound one they also hold the GPU's idle waits for the host.
   Prefill batches. On an H100 (2026-12-06, the deployment-shaped pair, chat traffic of about 640-token prompts) the
   deferred off-state's decode step was within 1-2.5 % of plain decoding's GPU time while the server ran 5-6 % below
-  plain end to end: the rest is outside the decode steps, and at c 32 prefill is about half of the GPU's time. So
-  every prefill launch is timed too (CUDA events at its start and end on the launch's stream, and around the draft's
-  prefill inside it, `_draft_extend_for_prefill`), read after a later decode result's wait, and shown per size bucket
-  of new tokens (1-512, 513-2048, 2049-8192, 8193+; MIN_PREFILL batches each) as the median GPU ms per 1000 new
-  tokens, the launch's and the draft's part of it: `prefill: 412 batches timed on the GPU; GPU ms per 1000 new tokens,
-  the launch / the draft's prefill in it (batches), by new tokens: 513-2048: 43.10 / 2.05 (388)`. Set against plain
-  decoding's (benchmark/serving/plain_clock times plain's prefills the same way) it says what speculation's prefill
-  costs.
+  plain end to end: the rest is outside the decode steps. So every prefill launch is timed too (CUDA events at its
+  start and end on the launch's stream, and around the draft's prefill inside it, `_draft_extend_for_prefill`), read
+  after a later decode result's wait, and shown per size bucket of new tokens (1-512, 513-2048, 2049-8192, 8193+;
+  MIN_PREFILL batches each) as the median GPU ms per batch, the launch's and the draft's part of it, and the median
+  new tokens: `prefill: 412 batches timed on the GPU; median GPU ms per batch, the launch / the draft's prefill in it
+  (batches, median new tokens), by new tokens: 513-2048: 43.10 / 2.05 (388, 1024)`. Set against plain decoding's
+  (benchmark/serving/plain_clock times plain's prefills the same way) it says what speculation's prefill costs. Its
+  first reading (an H100, 2026-12-06): the chat workload, then replayed as written, made every prefill a prefix-cache
+  hit of 1-2 new tokens, and such a batch took 159 ms for plain decoding and 173 for ours (the draft's prefill 2.9 of
+  it): a prefill launch of the 84-layer pair costs its launches, whatever its tokens.
 Scope: our launches only (EAGLE/EAGLE3 with a draft); SGLANG_KIMI_EAGLE3_STEP_CLOCK=off registers nothing.
 Status row `step_clock`: registered / applied (the medians once 16 steps of a state, or 8 prefills of a size, were read) / skipped (off) /
   failed (a target missing).
@@ -474,8 +476,10 @@ def tokens_bucket(tokens: int) -> str:
 
 
 def _prefill_text() -> str:
-    """Prefill batches on the GPU: per size bucket with MIN_PREFILL batches, the median GPU ms per 1000 new tokens of
-    the launch's work and (speculative decoding) of the draft's prefill in it."""
+    """Prefill batches on the GPU: per size bucket with MIN_PREFILL batches, the median GPU ms per batch of the
+    launch's work and (speculative decoding) of the draft's prefill in it, and the median new tokens. Per batch, not
+    per token: a small prefill's cost is its launches (live on an H100, 2026-12-06, a 1-2-token prefill of the
+    84-layer pair took 159-173 ms), so a rate per token said more about the batch sizes than about the servers."""
     rows = list(PREFILL)
     groups: dict[str, list] = {}
     for r in rows:
@@ -485,13 +489,13 @@ def _prefill_text() -> str:
         return ""
 
     def entry(g):
-        per = _med(r[0] / r[2] * 1e3 for r in g)
-        draft = _med(r[1] / r[2] * 1e3 for r in g if r[1] is not None)
-        return f"{per:.2f} / " + ("-" if draft is None else f"{draft:.2f}") + f" ({len(g)})"
+        draft = _med(r[1] for r in g)
+        return (f"{_med(r[0] for r in g):.2f} / " + ("-" if draft is None else f"{draft:.2f}")
+                + f" ({len(g)}, {_med(r[2] for r in g):g})")
 
     since = " since the traffic warm-up ended" if _WARM["ended"] else ""
-    return (f"prefill: {len(rows)} batches timed on the GPU{since}; GPU ms per 1000 new tokens, the launch / the draft's "
-            f"prefill in it (batches), by new tokens: " + ", ".join(f"{b}: {entry(g)}" for b, g in shown))
+    return (f"prefill: {len(rows)} batches timed on the GPU{since}; median GPU ms per batch, the launch / the draft's "
+            f"prefill in it (batches, median new tokens), by new tokens: " + ", ".join(f"{b}: {entry(g)}" for b, g in shown))
 
 
 def _med(values) -> float | None:
