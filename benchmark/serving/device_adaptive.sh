@@ -37,7 +37,8 @@
 # SGLANG_KIMI_EAGLE3_KERNELS=upstream, SGLang's kernels: auto's against them side by side), DA_DEFER (0; 1: `defer`, port 30512:
 # ours with SGLANG_KIMI_EAGLE3_OFFSTATE_EXTEND=defer, the default since 2026-12-06: the same as ours unless DA_OURS_ENV
 # changes it), DA_KEEPEXT (0; 1: `keepext`, port 30513: ours with SGLANG_KIMI_EAGLE3_OFFSTATE_EXTEND=keep, SGLang's draft
-# extend at every steps-0 step), DA_PRESET (deploy: the pair shaped like the deployment; kimi-width: the
+# extend at every steps-0 step), DA_Q2 (unset; e.g. 0.9: `ours_q2`, port 30514: ours with a second drafter of that agreement,
+# the same target, so one lease measures two drafters in the same rounds), DA_PRESET (deploy: the pair shaped like the deployment; kimi-width: the
 # 3-layer stress pair at vocab 163840, built without --int4 into $DA_WORK/kimi-width-qQ), DA_GRAPHS (128: decode
 # CUDA graphs to bs 128; sglang: SGLang's own sizes, to 512, clamped to MAXREQ), MAXREQ (128: --max-running-requests;
 # DA_PRESET=kimi-width DA_GRAPHS=sglang MAXREQ=512: the capped adaptive table, live), DA_SKIP (servers not
@@ -119,6 +120,17 @@ else
   touch "$P/built"
   say "built"
 fi
+# 1a. DA_Q2 (e.g. 0.9): a second drafter, of agreement DA_Q2, for `ours_q2` (ours with it, beside the same target:
+#     the builder writes the same target for the same seed and preset, and the greedy check compares the ids)
+P2=
+if [ -n "${DA_Q2:-}" ]; then
+  P2=$W/q$DA_Q2$([ "$PRESET" = deploy ] || echo "-$PRESET")
+  if [ ! -f "$P2/built" ]; then
+    say "building the second drafter: python3 -m sglang_kimi_eagle3.tiny $P2 --preset $PRESET $INT4 --draft-agreement $DA_Q2"
+    python3 -m sglang_kimi_eagle3.tiny "$P2" --preset "$PRESET" $INT4 --draft-agreement "$DA_Q2" --device cuda \
+      > "$OUT/build-q$DA_Q2.log" 2>&1 && touch "$P2/built" || say "the second drafter did not build: no ours_q2"
+  fi
+fi
 # 1b. SGLang's speculative JIT modules (tree, tree sampling, FlashInfer sampling: what the plugin's kernel warm-up builds
 #     in every speculative server before it listens; 167-172 s of each server's start on a fresh H100, 2026-12-05),
 #     built while plain starts, into the caches every server shares (DA_PREBUILD=0: not)
@@ -152,10 +164,10 @@ for p in $(nvidia-smi --query-compute-apps=pid --format=csv,noheader 2>/dev/null
     say "killing a leftover test process on the GPU: $p $(tr '\0' ' ' < "/proc/$p/cmdline" | cut -c1-120)"; kill -KILL "$p"
   fi
 done
-python3 - "$W" "$Q" "$P" <<'PY'
+python3 - "$W" "$Q" "$P" "$P2" <<'PY'
 import json, os, shlex, sys
 from sglang_kimi_eagle3.tiny.launch import base_args, spec_args
-w, q, pair = sys.argv[1:4]
+w, q, pair, pair2 = sys.argv[1:5]
 target, draft = f"{pair}/target", f"{pair}/draft"
 off_cfg = f"{w}/off.json"
 # the off-state: SGLang refuses nothing about a [0]-only table, but our preflight refuses --speculative-num-steps 0,
@@ -212,6 +224,8 @@ if os.environ.get("DA_DEFER", "0") == "1":  # ours with SGLANG_KIMI_EAGLE3_OFFST
 if os.environ.get("DA_KEEPEXT", "0") == "1":  # ours with SGLANG_KIMI_EAGLE3_OFFSTATE_EXTEND=keep: SGLang's draft extend
     # at every steps-0 step (the default before 2026-12-06, when `defer` became it): the default's gain side by side
     servers.append(("keepext", 30513, spec_args(draft, "chain"), {"SGLANG_KIMI_EAGLE3_OFFSTATE_EXTEND": "keep"}))
+if pair2 and os.path.isfile(f"{pair2}/built"):  # DA_Q2: ours with the second drafter (port 30514)
+    servers.append(("ours_q2", 30514, spec_args(f"{pair2}/draft", "chain"), {}))
 if os.environ.get("DA_PINNED", "0") == "1":  # ours with eagle_prepare_for_decode's two CPU length tensors pinned
     # (benchmark/serving/plain_clock/sitecustomize.py, PINNED_LENS=1): is a pageable copy's stream sync the host's wait?
     servers.append(("pinned", 30510, spec_args(draft, "chain"), {"PINNED_LENS": "1"}))
@@ -221,7 +235,7 @@ if os.environ.get("DA_UPKERN", "0") == "1":  # ours with SGLang's own verify and
 # DA_OURS_ENV ("K=V ..."): more environment for ours, skipext and alone, e.g. SGLANG_KIMI_EAGLE3_OFFSTATE=on (the
 # offstate_attention hook at every batch size) to measure a candidate default side by side with the step ratios
 ours_env = dict(kv.split("=", 1) for kv in os.environ.get("DA_OURS_ENV", "").split())
-servers = [(n, p, x, {**e, **ours_env} if n in ("ours", "skipext", "alone", "pinned", "upkern", "defer", "keepext") else e)
+servers = [(n, p, x, {**e, **ours_env} if n in ("ours", "skipext", "alone", "pinned", "upkern", "defer", "keepext", "ours_q2") else e)
            for n, p, x, e in servers]
 skip = os.environ.get("DA_SKIP", "").split()  # servers not started, e.g. "sglang"
 servers = [s for s in servers if s[0] not in skip]
