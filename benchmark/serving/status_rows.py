@@ -61,17 +61,17 @@ def by_batch(detail: str) -> dict[str, dict[str, tuple[float, float, int]]]:
 
 
 PREFILL = re.compile(r"by new tokens: (.*)$")
-PREFILL_ENTRY = re.compile(r"(\d+-\d+|\d+\+): ([\d.]+) / ([\d.]+|-) \((\d+), ([\d.]+)\)")
+PREFILL_ENTRY = re.compile(r"(\d+-\d+|\d+\+): ([\d.]+) / ([\d.]+|-) \((\d+), ([\d.]+)(?:; host ([\d.]+|-))?\)")
 
 
 def prefill(detail: str) -> dict[str, tuple]:
     """A step_clock detail's prefill part -> {new-token bucket: (median GPU ms per batch, the draft's part of it or
-    None, batches, median new tokens)}; {} where the detail has none."""
+    None, batches, median new tokens, the launch's host ms or None)}; {} where the detail has none."""
     for part in detail.split(" | "):
         if part.startswith("prefill:"):
             m = PREFILL.search(part)
-            return {b: (float(x), None if d == "-" else float(d), int(n), float(t))
-                    for b, x, d, n, t in PREFILL_ENTRY.findall(m.group(1))} if m else {}
+            return {b: (float(x), None if d == "-" else float(d), int(n), float(t), float(h) if h not in ("", "-") else None)
+                    for b, x, d, n, t, h in PREFILL_ENTRY.findall(m.group(1))} if m else {}
     return {}
 
 
@@ -146,7 +146,9 @@ def compare_line(path: str, plain_path: str) -> str:
         parts.append("prefill / plain's, GPU ms per batch: " + ", ".join(
             f"{b}: {ours_pf[b][0] / plain_pf[b][0]:.3f} ({ours_pf[b][0]:.2f} / {plain_pf[b][0]:.2f} ms, new tokens "
             f"{ours_pf[b][3]:g} / {plain_pf[b][3]:g}"
-            + ("" if ours_pf[b][1] is None else f", the draft's prefill {ours_pf[b][1]:.2f}") + ")" for b in pf_common))
+            + ("" if ours_pf[b][1] is None else f", the draft's prefill {ours_pf[b][1]:.2f}")
+            + ("" if ours_pf[b][4] is None or plain_pf[b][4] is None
+               else f", host {ours_pf[b][4]:.2f} / {plain_pf[b][4]:.2f}") + ")" for b in pf_common))
     for label, buckets in by_batch(detail).items():
         common = [b for b in buckets if b in plain]
         if common:

@@ -92,23 +92,24 @@ def test_prefill_is_set_against_plain_decodings_first(tmp_path):
     try:
         step_clock.STEPS[0] = deque(_readings(11.0, 7))
         step_clock._READ[0] = 20
-        step_clock.PREFILL.extend([(43.0, 2.0, 1000)] * 10 + [(10.0, 0.6, 300)] * 3)  # 3: under MIN_PREFILL
+        step_clock.PREFILL.extend([(43.0, 2.0, 1000, 41.5)] * 10 + [(10.0, 0.6, 300, 9.0)] * 3)  # 3: under MIN_PREFILL
         ours = step_clock.summary()
         step_clock.reset()
         step_clock.STEPS[step_clock.PLAIN] = deque(_readings(10.5, 6))
         step_clock._READ[step_clock.PLAIN] = 20
-        step_clock.PREFILL.extend([(40.0, None, 1000)] * 12)
+        step_clock.PREFILL.extend([(40.0, None, 1000, 39.0)] * 12)
         plain = step_clock.summary()
     finally:
         step_clock.reset()
     assert ours.endswith(" | prefill: 13 batches timed on the GPU; median GPU ms per batch, the launch / the draft's "
-                         "prefill in it (batches, median new tokens), by new tokens: 513-2048: 43.00 / 2.00 (10, 1000)"), ours
+                         "prefill in it (batches, median new tokens; the launch's host ms), by new tokens: 513-2048: "
+                         "43.00 / 2.00 (10, 1000; host 41.50)"), ours
     status = tmp_path / "port30504.json"
     status.write_text(json.dumps({"hooks": [{"name": "step_clock", "state": "applied", "detail": ours}]}))
     (tmp_path / "plain.txt").write_text(plain + "\n")
     out = _run("compare", str(status), str(tmp_path / "plain.txt")).stdout.strip()
     assert out.startswith("prefill / plain's, GPU ms per batch: 513-2048: 1.075 (43.00 / 40.00 ms, new tokens 1000 / 1000, "
-                          "the draft's prefill 2.00) | steps 0 / plain decoding: bs 5-8: 1.048"), out
+                          "the draft's prefill 2.00, host 41.50 / 39.00) | steps 0 / plain decoding: bs 5-8: 1.048"), out
 
 
 def test_a_row_written_before_the_loop_was_split_still_compares(tmp_path):

@@ -291,12 +291,15 @@ def test_plain_decodings_gpu_step_has_no_verify_part(clock, gpu):
     assert detail.endswith("GPU by batch size, step / after the verify ms (timed): 5-8: 10.55 / - (19)"), detail
 
 
-def _prefill(worker, gpu, tokens=1000, target_ms=40.0, draft_ms=2.0, draft=True):
-    """A prefill launch as SGLang's EAGLE worker runs it: the target's extend, then the draft's prefill inside it."""
+def _prefill(worker, gpu, tokens=1000, target_ms=40.0, draft_ms=2.0, draft=True, now=None, host_ms=0.0):
+    """A prefill launch as SGLang's EAGLE worker runs it: the target's extend, then the draft's prefill inside it
+    (`host_ms` of host time on the `now` clock)."""
     def sglang_draft_prefill(dw, batch, out):
         gpu.t += draft_ms
 
     def sglang_forward(w, batch):
+        if now is not None:
+            now[0] += host_ms / 1e3
         gpu.t += target_ms
         if draft:
             hook._draft_prefill(sglang_draft_prefill, object(), batch, None)
@@ -308,21 +311,22 @@ def _prefill(worker, gpu, tokens=1000, target_ms=40.0, draft_ms=2.0, draft=True)
 def test_prefill_batches_are_timed_on_the_gpu_with_the_drafts_part(clock, gpu, monkeypatch):
     """Decode steps within 1-2.5 % of plain's while the server runs 5-6 % slower end to end (an H100, 2026-12-06): the
     rest is outside the decode steps. Every prefill launch is timed on the GPU (the draft's prefill inside it apart),
-    per batch (its median new tokens beside), by batch size in new tokens, read after a later result's wait."""
+    per batch (its median new tokens and host time beside), by batch size in new tokens, read after a later result's
+    wait."""
     w = Worker(0)
     for _ in range(3):
         _step(clock, w, bs=4, gpu=gpu)
     for _ in range(hook.MIN_PREFILL):
-        _prefill(w, gpu)
-        _prefill(w, gpu, tokens=3000, target_ms=90.0, draft_ms=4.5)
+        _prefill(w, gpu, now=clock, host_ms=41.0)  # host-bound: its host time about its GPU span
+        _prefill(w, gpu, tokens=3000, target_ms=90.0, draft_ms=4.5, now=clock, host_ms=60.0)
         _step(clock, w, bs=4, gpu=gpu)  # its result's wait reads the prefills the GPU has passed
     _prefill(w, gpu, tokens=200, target_ms=12.0, draft_ms=0.5)  # a bucket under MIN_PREFILL: not shown
     _step(clock, w, bs=4, gpu=gpu)
     assert len(hook.PREFILL) == 2 * hook.MIN_PREFILL + 1 and not hook._PF["pending"]
     assert hook.summary().endswith(
         "prefill: 17 batches timed on the GPU; median GPU ms per batch, the launch / the draft's prefill in it "
-        "(batches, median new tokens), by new tokens: 513-2048: 42.00 / 2.00 (8, 1000), 2049-8192: 94.50 / 4.50 (8, "
-        "3000)"), hook.summary()
+        "(batches, median new tokens; the launch's host ms), by new tokens: 513-2048: 42.00 / 2.00 (8, 1000; host "
+        "41.00), 2049-8192: 94.50 / 4.50 (8, 3000; host 60.00)"), hook.summary()
     # the GPU not there yet: the readings wait; a plain worker's prefill has no draft part; a foreign launch's none
     hook.reset()
     monkeypatch.setattr(hook, "_new_event", gpu.event)
@@ -332,7 +336,7 @@ def test_prefill_batches_are_timed_on_the_gpu_with_the_drafts_part(clock, gpu, m
     assert not hook.PREFILL and len(hook._PF["pending"]) == 1
     gpu.done = True
     _step(clock, w, bs=4, gpu=gpu)
-    assert list(hook.PREFILL) == [(40.0, None, 1000)]
+    assert list(hook.PREFILL) == [(40.0, None, 1000, 0.0)]
     monkeypatch.setattr(launch_record, "_OURS", [False])
     _prefill(w, gpu)
     assert not hook._PF["pending"] and hook._PF["open"] is None

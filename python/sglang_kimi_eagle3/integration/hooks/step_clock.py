@@ -53,14 +53,15 @@ How: the scheduler thread launches a step (forward_batch_generation: CUDA runs i
   draft extend), and between launches (the scheduler's own GPU work: result copies, the next batch's inputs, plain
   decoding's delayed sampling). These are spans on the GPU's clock: in a GPU-bound step they are GPU work; in a
   host-bound one they also hold the GPU's idle waits for the host.
-  Prefill batches. On an H100 (2026-12-06, the deployment-shaped pair, chat traffic of about 640-token prompts) the
-  deferred off-state's decode step was within 1-2.5 % of plain decoding's GPU time while the server ran 5-6 % below
-  plain end to end: the rest is outside the decode steps. So every prefill launch is timed too (CUDA events at its
-  start and end on the launch's stream, and around the draft's prefill inside it, `_draft_extend_for_prefill`), read
-  after a later decode result's wait, and shown per size bucket of new tokens (1-512, 513-2048, 2049-8192, 8193+;
-  MIN_PREFILL batches each) as the median GPU ms per batch, the launch's and the draft's part of it, and the median
-  new tokens: `prefill: 412 batches timed on the GPU; median GPU ms per batch, the launch / the draft's prefill in it
-  (batches, median new tokens), by new tokens: 513-2048: 43.10 / 2.05 (388, 1024)`. Set against plain decoding's
+  Prefill batches. On an H100 (2026-12-06, the deployment-shaped pair, chat traffic) the deferred off-state's decode
+  step was within 1-2.5 % of plain decoding's GPU time while the server ran 5-6 % below plain end to end: the rest is
+  outside the decode steps. So every prefill launch is timed too (CUDA events at its start and end on the launch's
+  stream, and around the draft's prefill inside it, `_draft_extend_for_prefill`), read after a later decode result's
+  wait, and shown per size bucket of new tokens (1-512, 513-2048, 2049-8192, 8193+; MIN_PREFILL batches each) as the
+  median GPU ms per batch, the launch's and the draft's part of it, the median new tokens and the launch's host time
+  (about its GPU span where the launch is host-bound, the GPU waiting for the host): `prefill: 412 batches timed on
+  the GPU; median GPU ms per batch, the launch / the draft's prefill in it (batches, median new tokens; the launch's
+  host ms), by new tokens: 513-2048: 43.10 / 2.05 (388, 1024; host 12.40)`. Set against plain decoding's
   (benchmark/serving/plain_clock times plain's prefills the same way) it says what speculation's prefill costs. Its
   first reading (an H100, 2026-12-06): the chat workload, then replayed as written, made every prefill a prefix-cache
   hit of 1-2 new tokens, and such a batch took 159 ms for plain decoding and 173 for ours (the draft's prefill 2.9 of
@@ -124,7 +125,7 @@ GPU_FIELDS = ("step", "launch", "before", "verify", "between")
 GPU: dict[int, deque] = {}
 _GPU = {"n": 0, "open": None, "cur": None, "pending": deque(), "free": [], "on": None, "off": None}
 # prefill batches (every one, on the GPU's clock): per batch (ms of the launch's GPU work, ms of the draft's prefill in
-# it or None, the batch's new tokens); the batch being launched and those waiting for the GPU
+# it or None, the batch's new tokens, the launch's host ms); the batch being launched and those waiting for the GPU
 PREFILL: deque = deque(maxlen=KEEP)
 _PF = {"open": None, "pending": deque()}
 MIN_PREFILL = 8  # prefill batches of a size bucket before its median is shown
@@ -203,12 +204,14 @@ def _prefill(original, worker, batch, *args, **kwargs):
     sample = {"ev": {}, "tokens": tokens}
     _gpu_record(sample, "P0")
     _PF["open"] = sample
+    t0 = time.perf_counter()
     try:
         out = original(worker, batch, *args, **kwargs)
     except BaseException:
         _PF["open"] = None
         _gpu_drop(sample)
         raise
+    sample["host"] = (time.perf_counter() - t0) * 1e3  # the launch's host ms: beside its GPU span, host- or GPU-bound
     _PF["open"] = None
     if _GPU["on"]:
         _gpu_record(sample, "P1")
@@ -318,7 +321,7 @@ def _gpu_read() -> None:
             sample = pf.popleft()
             ev = sample["ev"]
             draft = ev["D0"].elapsed_time(ev["D1"]) if "D0" in ev and "D1" in ev else None
-            PREFILL.append((ev["P0"].elapsed_time(ev["P1"]), draft, sample["tokens"]))
+            PREFILL.append((ev["P0"].elapsed_time(ev["P1"]), draft, sample["tokens"], sample.get("host")))
             _gpu_drop(sample)
     except Exception as e:  # noqa: BLE001 - a measurement never breaks the result processing it sits in
         _gpu_off(e)
@@ -489,13 +492,14 @@ def _prefill_text() -> str:
         return ""
 
     def entry(g):
-        draft = _med(r[1] for r in g)
+        draft, host = _med(r[1] for r in g), _med(r[3] for r in g if len(r) > 3)
         return (f"{_med(r[0] for r in g):.2f} / " + ("-" if draft is None else f"{draft:.2f}")
-                + f" ({len(g)}, {_med(r[2] for r in g):g})")
+                + f" ({len(g)}, {_med(r[2] for r in g):g}; host " + ("-" if host is None else f"{host:.2f}") + ")")
 
     since = " since the traffic warm-up ended" if _WARM["ended"] else ""
     return (f"prefill: {len(rows)} batches timed on the GPU{since}; median GPU ms per batch, the launch / the draft's "
-            f"prefill in it (batches, median new tokens), by new tokens: " + ", ".join(f"{b}: {entry(g)}" for b, g in shown))
+            f"prefill in it (batches, median new tokens; the launch's host ms), by new tokens: "
+            + ", ".join(f"{b}: {entry(g)}" for b, g in shown))
 
 
 def _med(values) -> float | None:
