@@ -10,13 +10,32 @@
 #              pieces of JIT_PART_MB (15) MiB in $OUT (jit-marlin.tgz.part-NN + jit-marlin.md5; at most JIT_MAX_PARTS,
 #              4: a call returns 8 files of 16 MiB): kept in .jit/ here, they spare the next lease the ~5.5-min nvcc
 #              build (run 24: 324-346 s, two variants side by side)
+#   jit-pack-spec DIR FIDIR  the same for what a speculative server's kernel warm-up builds (prebuild_jit.py --spec):
+#              SGLang's other JIT modules in DIR (every module but Marlin's: tree, tree sampling) and FlashInfer's JIT
+#              workspace FIDIR (its sampling module), as jit-spec.tgz.part-NN + jit-spec.md5 (run 32: 150 s of the
+#              launch, the speculative servers started only after it)
 #   jit-recv   copy the carried .jit/* (one or more pieces per call) to /tmp/jitparts
 #   jit-unpack DIR  when every piece is there (md5), unpack them into DIR; exit 0 either way (what it did, one line)
+#   jit-unpack-spec DIR FIDIR  the same for the jit-spec pieces (FlashInfer's part into FIDIR)
 # README.md in this folder is the whole recipe.
 set -euo pipefail
 PARTS=/tmp/parts SITE=${DEVICE_SITE:-/tmp/site}  # DEVICE_SITE: the CPU rehearsal's (test/bench/test_device_adaptive_rehearsal.py)
-step=${1:?usage: device.sh recv|install|env|smoke|jit-pack DIR|jit-recv|jit-unpack DIR}
+step=${1:?usage: device.sh recv|install|env|smoke|jit-pack DIR|jit-pack-spec DIR FIDIR|jit-recv|jit-unpack DIR|jit-unpack-spec DIR FIDIR}
 JITPARTS=${JITPARTS:-/tmp/jitparts}
+# split $tmp/$1.tgz into pieces of JIT_PART_MB in $OUT with an md5 list, or say why not (over JIT_MAX_PARTS); $2: what
+split_pieces() {
+  local name=$1 what=$2 mb=${JIT_PART_MB:-15} max=${JIT_MAX_PARTS:-4} n
+  n=$(( ($(stat -c %s "$tmp/$name.tgz") + mb * 1048576 - 1) / (mb * 1048576) ))
+  if [ "$n" -gt "$max" ]; then
+    echo "$step: $(du -h "$tmp/$name.tgz" | cut -f1) packed is $n pieces of $mb MiB, over JIT_PART_MB x JIT_MAX_PARTS ($max): not packed"
+    rm -rf "$tmp"; return 0
+  fi
+  (cd "$tmp" && split -b "${mb}M" -d -a 2 "$name.tgz" "$name.tgz.part-" && rm "$name.tgz" && md5sum "$name".tgz.part-* > "$name.md5")
+  mv "$tmp"/* "$out"/ && rm -rf "$tmp"
+  echo "$step: $what in $n pieces: $(cd "$out" && ls "$name".* | tr '\n' ' ')"
+}
+# the pieces of set $1 (jit-marlin, jit-spec) all here with their md5s?
+have_set() { [ -f "$JITPARTS/$1.md5" ] && (cd "$JITPARTS" && md5sum -c --quiet "$1.md5" 2>/dev/null); }
 case "$step" in
 recv)
   mkdir -p $PARTS
@@ -70,28 +89,47 @@ jit-pack)
   names=$(cd "$dir" 2>/dev/null && find . -mindepth 1 -maxdepth 3 -type d -name '*moe_wna16_marlin*' -prune -printf '%P\n' | sort)
   [ -n "$names" ] || { echo "jit-pack: no *moe_wna16_marlin* build in $dir: nothing packed; it holds: $(cd "$dir" 2>/dev/null && find . -mindepth 1 -maxdepth 3 | head -8 | tr '\n' ' ')"; exit 0; }
   tmp=$(mktemp -d); tar czf "$tmp/jit-marlin.tgz" --exclude='.staging-*' -C "$dir" $names
-  mb=${JIT_PART_MB:-15}; max=${JIT_MAX_PARTS:-4}
-  n=$(( ($(stat -c %s "$tmp/jit-marlin.tgz") + mb * 1048576 - 1) / (mb * 1048576) ))
-  if [ "$n" -gt "$max" ]; then
-    echo "jit-pack: $(du -h "$tmp/jit-marlin.tgz" | cut -f1) packed is $n pieces of $mb MiB, over JIT_PART_MB x JIT_MAX_PARTS ($max): not packed"
-    rm -rf "$tmp"; exit 0
-  fi
-  (cd "$tmp" && split -b "${mb}M" -d -a 2 jit-marlin.tgz jit-marlin.tgz.part- && rm jit-marlin.tgz && md5sum jit-marlin.tgz.part-* > jit-marlin.md5)
-  mv "$tmp"/* "$out"/ && rm -rf "$tmp"
-  echo "jit-pack: $(echo $names | wc -w) builds in $n pieces: $(cd "$out" && ls jit-marlin.* | tr '\n' ' ')"
+  split_pieces jit-marlin "$(echo $names | wc -w) builds"
+  ;;
+jit-pack-spec)
+  dir=${2:?usage: device.sh jit-pack-spec DIR FIDIR}; fidir=${3:?usage: device.sh jit-pack-spec DIR FIDIR}
+  out=${OUT:?jit-pack-spec writes into \$OUT}
+  names=$(cd "$dir" 2>/dev/null && find . -mindepth 2 -maxdepth 2 -type d ! -name '*moe_wna16_marlin*' ! -name '.staging-*' -printf '%P\n' | sort) || true
+  [ -d "$fidir" ] && [ -n "$(ls -A "$fidir" 2>/dev/null)" ] || fidir=
+  [ -n "$names$fidir" ] || { echo "jit-pack-spec: no module in $dir and no FlashInfer workspace: nothing packed"; exit 0; }
+  tmp=$(mktemp -d)
+  tar cf "$tmp/jit-spec.tar" --exclude='.staging-*' -C "$dir" $names --files-from /dev/null
+  [ -z "$fidir" ] || tar rf "$tmp/jit-spec.tar" -C "$fidir" --transform 's,^\.,flashinfer,' .
+  gzip -c "$tmp/jit-spec.tar" > "$tmp/jit-spec.tgz" && rm "$tmp/jit-spec.tar"
+  split_pieces jit-spec "$(echo $names | wc -w) SGLang modules$([ -n "$fidir" ] && echo " and FlashInfer's workspace")"
   ;;
 jit-recv)
   mkdir -p $JITPARTS
-  cp .jit/jit-marlin.* $JITPARTS/ 2>/dev/null || true
-  echo "jit pieces here: $(ls $JITPARTS | grep -c 'part-' || true) of $( [ -f $JITPARTS/jit-marlin.md5 ] && wc -l < $JITPARTS/jit-marlin.md5 || echo '?')"
+  cp .jit/jit-marlin.* .jit/jit-spec.* $JITPARTS/ 2>/dev/null || true
+  for set in jit-marlin jit-spec; do
+    if [ -f $JITPARTS/$set.md5 ]; then
+      echo "jit pieces here ($set): $(ls $JITPARTS | grep -c "^$set.tgz.part-" || true) of $(wc -l < $JITPARTS/$set.md5)"
+    fi
+  done
+  echo "jit pieces here: $(ls $JITPARTS | grep -c 'part-' || true) of $(cat $JITPARTS/*.md5 2>/dev/null | wc -l)"
   ;;
 jit-unpack)
   dir=${2:?usage: device.sh jit-unpack DIR}
-  if [ ! -f $JITPARTS/jit-marlin.md5 ] || ! (cd $JITPARTS && md5sum -c --quiet jit-marlin.md5 2>/dev/null); then
+  if ! have_set jit-marlin; then
     echo "jit-unpack: no complete set of pieces in $JITPARTS: SGLang builds its JIT kernels itself"; exit 0
   fi
   mkdir -p "$dir" && cat $JITPARTS/jit-marlin.tgz.part-* | tar xzf - -C "$dir"
   echo "jit-unpack: $(cat $JITPARTS/jit-marlin.tgz.part-* | tar tzf - | cut -d/ -f1-2 | sort -u | tr '\n' ' ')into $dir"
+  ;;
+jit-unpack-spec)
+  dir=${2:?usage: device.sh jit-unpack-spec DIR FIDIR}; fidir=${3:?usage: device.sh jit-unpack-spec DIR FIDIR}
+  if ! have_set jit-spec; then
+    echo "jit-unpack-spec: no complete set of jit-spec pieces in $JITPARTS: the speculative modules build at the start"; exit 0
+  fi
+  mkdir -p "$dir" "$fidir"
+  cat $JITPARTS/jit-spec.tgz.part-* | tar xzf - -C "$dir" --exclude='flashinfer' --exclude='flashinfer/*'
+  cat $JITPARTS/jit-spec.tgz.part-* | tar xzf - -C "$fidir" --wildcards 'flashinfer/*' --strip-components=1 2>/dev/null || true
+  echo "jit-unpack-spec: $(cat $JITPARTS/jit-spec.tgz.part-* | tar tzf - | grep -v '^flashinfer' | cut -d/ -f1-2 | sort -u | tr '\n' ' ')into $dir; FlashInfer's workspace into $fidir"
   ;;
 *) echo "unknown step $step"; exit 2 ;;
 esac

@@ -95,6 +95,8 @@ if [ "$STEP" != measure ]; then
 # Marlin builds an earlier lease packed (benchmark/live/device.sh jit-pack, carried back by jit-recv) go into the shared
 # JIT cache first: the prebuild then finds them in seconds (it took 324-346 s in run 24)
 [ -d "${JITPARTS:-/tmp/jitparts}" ] && bash benchmark/live/device.sh jit-unpack "$W/cache/jit-shared"
+# and the speculative modules an earlier lease packed (jit-spec): the prebuild below then finds them too
+[ -d "${JITPARTS:-/tmp/jitparts}" ] && bash benchmark/live/device.sh jit-unpack-spec "$W/cache/jit-shared" "$W/cache/flashinfer-shared"
 if [ "${DA_PREBUILD:-1}" = 1 ] && [ "${DA_MOE:-auto}" = auto ]; then
   setsid python3 benchmark/live/prebuild_jit.py --cache "$W/cache/jit-shared" --timeout "${DA_PREBUILD_S:-$([ "$STEP" = prep ] && echo 900 || echo 400)}" \
     > "$W/prebuild-$STEP.log" 2>&1 < /dev/null &

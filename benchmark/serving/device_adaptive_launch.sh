@@ -3,7 +3,8 @@
 # starts benchmark/serving/device_adaptive.sh DA_STEP=start detached, with its own output folder (DA_START_OUT,
 # /tmp/da-start), so that its staged server start goes on past this call (in run 24 the install, the 6-minute Marlin
 # build and plain's start alone filled a 600-s call), waits for its JIT prebuild, packs the Marlin builds into $OUT
-# (device.sh jit-pack: keep the pieces in .jit/ for the next lease; not when this lease unpacked carried ones), and
+# (device.sh jit-pack: keep the pieces in .jit/ for the next lease; not when this lease unpacked carried ones) and the
+# speculative JIT modules (jit-pack-spec, the same way), and
 # returns with start.tgz (install, build and suite logs so far) and the start log so far. The measure calls after it
 # (DA_STEP=measure, STARTUP_S long enough) wait for the servers; DA_STEP=measure's logs-q$Q.tgz holds every server log.
 # Knobs: LAUNCH_WAIT_S (480: the longest wait for the prebuild), LAUNCH_HEALTHY_S (540: then every server's /health is
@@ -38,6 +39,13 @@ if [ -f "$spec" ]; then
 fi
 if [ -f "${JITPARTS:-/tmp/jitparts}/jit-marlin.md5" ]; then echo "Marlin builds carried in: not packed again"
 else bash benchmark/live/device.sh jit-pack "${DA_WORK:-/tmp/da}/cache/jit-shared"; fi
+# the speculative modules (SGLang's tree and tree sampling, FlashInfer's sampling) too, in the pieces this call may still
+# return (8 files a call: start.tgz, the log and their md5 besides)
+if [ -f "${JITPARTS:-/tmp/jitparts}/jit-spec.md5" ]; then echo "speculative builds carried in: not packed again"
+elif [ $(( 8 - 3 - $(ls "$OUT" | wc -l) )) -ge 1 ]; then
+  JIT_MAX_PARTS=$(( 8 - 3 - $(ls "$OUT" | wc -l) )) bash benchmark/live/device.sh jit-pack-spec \
+    "${DA_WORK:-/tmp/da}/cache/jit-shared" "${DA_WORK:-/tmp/da}/cache/flashinfer-shared"
+else echo "speculative builds not packed: this call returns 8 files already"; fi
 sleep 2
 tar czf "$OUT/start.tgz.tmp" -C "$S" --exclude='logs-*' . 2>/dev/null && mv "$OUT/start.tgz.tmp" "$OUT/start.tgz"
 cp "$log" "$OUT/" 2>/dev/null

@@ -61,3 +61,39 @@ def test_an_incomplete_set_or_too_many_pieces_changes_nothing(tmp_path):
             (parts / p.name).write_bytes(p.read_bytes())
     assert "no complete set" in _sh("jit-unpack", str(new), cwd=tmp_path, JITPARTS=str(parts))
     assert not new.exists()
+
+
+def test_the_speculative_modules_and_flashinfers_workspace_travel_apart_from_marlin(tmp_path):
+    """jit-pack-spec: every SGLang module but Marlin's (the tree and tree-sampling builds the kernel warm-up makes) and
+    FlashInfer's JIT workspace (its sampling module) as the jit-spec pieces; jit-recv brings both sets; jit-unpack-spec
+    puts the modules back into the JIT cache and the workspace into its own folder, byte for byte (run 32: building them
+    took 150 s of the launch before any speculative server could start)."""
+    cache, fi, out, repo, parts, new, new_fi = (tmp_path / d for d in ("cache", "fi", "out", "repo", "parts", "new", "nfi"))
+    tree = cache / "sm90a" / (_MODULE_NAME_PREFIX + "tree_greedy") / "build-a" / "deps-b"
+    tree.mkdir(parents=True)
+    (tree / "tree.so").write_bytes(os.urandom(700_000))
+    (cache / "sm90a" / MARLIN / "build-c").mkdir(parents=True)
+    (cache / "sm90a" / MARLIN / "build-c" / "m.so").write_bytes(b"marlin")  # Marlin's: its own set, left out here
+    (cache / "sm90a" / ".staging-2").mkdir()  # a build in progress: left out
+    ops = fi / ".cache" / "flashinfer" / "0.7.2" / "90a" / "cached_ops" / "sampling"
+    ops.mkdir(parents=True)
+    (ops / "sampling.so").write_bytes(os.urandom(900_000))
+    (ops / "build.ninja").write_text("rule x\n")
+    out.mkdir()
+    said = _sh("jit-pack-spec", str(cache), str(fi), cwd=tmp_path, OUT=str(out), JIT_PART_MB="1")
+    assert "1 SGLang modules and FlashInfer's workspace in 2 pieces" in said, said
+    assert sorted(p.name for p in out.iterdir()) == ["jit-spec.md5", "jit-spec.tgz.part-00", "jit-spec.tgz.part-01"]
+    (repo / ".jit").mkdir(parents=True)
+    for p in out.iterdir():
+        (repo / ".jit" / p.name).write_bytes(p.read_bytes())
+    assert "jit pieces here (jit-spec): 2 of 2" in _sh("jit-recv", cwd=repo, JITPARTS=str(parts))
+    assert "into" in _sh("jit-unpack-spec", str(new), str(new_fi), cwd=repo, JITPARTS=str(parts))
+    assert _tree(new) == {k: v for k, v in _tree(cache).items() if "moe_wna16_marlin" not in k}
+    assert _tree(new_fi) == _tree(fi)
+    # the Marlin set's own unpack finds no pieces of its own: nothing
+    assert "no complete set" in _sh("jit-unpack", str(tmp_path / "m"), cwd=repo, JITPARTS=str(parts))
+    # over the pieces a call may still return: not packed, nothing written
+    out2 = tmp_path / "out2"
+    out2.mkdir()
+    said = _sh("jit-pack-spec", str(cache), str(fi), cwd=tmp_path, OUT=str(out2), JIT_PART_MB="1", JIT_MAX_PARTS="1")
+    assert "not packed" in said and list(out2.iterdir()) == []

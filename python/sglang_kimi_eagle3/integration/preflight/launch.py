@@ -90,7 +90,31 @@ def runtime_findings(server_args) -> list[Finding]:
                            "(context policy, draft_lm_head and verify hooks still do)",
                            "EAGLEWorkerV2 for the draft-head top-k hooks",
                            "drop --enable-multi-layer-eagle to use them; nothing to fix otherwise"))
+    out += _deferral_slots(cfg, getattr(server_args, "max_running_requests", None))
     return out
+
+
+def _deferral_slots(cfg, slots) -> list[Finding]:
+    """An operator's --max-running-requests bounds where the off-state defers its draft extend: a flush carries at most
+    the request slots' rows, so a step of more than half the slots is extended at once (integration/hooks/
+    deferred_extend.py). Live on an H100 (2026-12-06, 128 slots at c 128) that step paid SGLang's extend every step,
+    2.3 % of plain decoding's GPU time. An info line, for the operator's own value only (`slots`, as given; SGLang's
+    resolved default is not it): nothing is wrong with the launch."""
+    from ...base import ENV_ADAPTIVE, ENV_OFFSTATE_EXTEND
+
+    if not isinstance(slots, int) or slots < 1 or getattr(cfg, "speculative_eagle_topk", None) not in (None, 1):
+        return []
+    if env_choice(ENV_OFFSTATE_EXTEND) != "defer":
+        return []
+    if env_choice(ENV_ADAPTIVE) != "on" and not getattr(cfg, "speculative_adaptive", False):
+        return []  # no off-state to defer in
+    return [Finding("info", "request_slots",
+                    f"--max-running-requests {slots}: the off-state defers its draft extend (a one-layer EAGLE-3 "
+                    f"drafter) up to {slots // 2} running requests; above that every step extends at once, as a "
+                    f"deferred flush carries at most the request slots' rows",
+                    "request slots at least twice the batch the server runs (SGLang's own default: 2048-4096 where "
+                    "memory allows)",
+                    "leave --max-running-requests unset, or set it to twice your peak batch or more")]
 
 
 def report(server_args, sglang_error: Exception | None) -> str:
