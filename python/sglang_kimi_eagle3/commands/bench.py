@@ -64,7 +64,8 @@ def parser() -> ArgParser:
     p.add_argument("--prompts", metavar="FILE", help="your prompts instead of the bundled set: JSONL ({\"prompt\": ...} "
                    "or {\"text\": ...} per line) or ShareGPT-style JSON")
     p.add_argument("--workload", metavar="NAME", help="request lengths from a bundled workload (chat: seeded "
-                   "lognormal prompt/output lengths; each request's own max_new_tokens) instead of prompts")
+                   "lognormal prompt/output lengths; each request's own max_new_tokens; every send's prompt its own, so "
+                   "each prefills in full, no prefix-cache hits) instead of prompts")
     p.add_argument("--max-new-tokens", default="256", help=f"default 256, at most {MAX_NEW_TOKENS}")
     p.add_argument("--temperature", default="0", help="default 0 (greedy)")
     p.add_argument("--ignore-eos", action="store_true", help="always generate --max-new-tokens tokens")
