@@ -29,6 +29,7 @@ ENV_ADAPTIVE_MEASURE = "SGLANG_KIMI_EAGLE3_ADAPTIVE_MEASURE"
 ENV_ADAPTIVE_POOL = "SGLANG_KIMI_EAGLE3_ADAPTIVE_POOL"
 ENV_OFFSTATE_EXTEND = "SGLANG_KIMI_EAGLE3_OFFSTATE_EXTEND"
 ENV_STEP_CLOCK = "SGLANG_KIMI_EAGLE3_STEP_CLOCK"
+ENV_DEFER_FLUSH = "SGLANG_KIMI_EAGLE3_DEFER_FLUSH"
 ENV_DIRECT_LAUNCH = "SGLANG_KIMI_EAGLE3_DIRECT_LAUNCH"  # read in ops/_host.py (as != "0")
 ENV_INT_POINTERS = "SGLANG_KIMI_EAGLE3_INT_POINTERS"  # read in ops/_host.py (as != "0")
 ENV_BUNDLED_DIR = "SGLANG_KIMI_EAGLE3_BUNDLED_DIR"  # read in ops/tables.py
@@ -48,6 +49,9 @@ CHOICES = {
     # is off (opt-in: live in runs 24-25 it bought nothing measurable at c 8-128; acceptance after a step up not measured)
     ENV_OFFSTATE_EXTEND: (("keep", "skip", "defer"), "defer"),
     ENV_STEP_CLOCK: (("on", "off"), "on"),  # integration/hooks/step_clock.py (host and GPU-wait time per decode step)
+    # integration/hooks/deferred_extend.py: a flush through SGLang's draft extend, or writing the rows' K and V alone
+    # (a one-layer drafter's own modules, no attention, no cap at the request slots; opt-in: not yet run on a GPU)
+    ENV_DEFER_FLUSH: (("extend", "kv"), "extend"),
     # ops/_host.py: our verify ops' kept launches call Triton's C launch directly / take pointers as ints (0: not)
     ENV_DIRECT_LAUNCH: (("1", "0"), "1"),
     ENV_INT_POINTERS: (("1", "0"), "1"),

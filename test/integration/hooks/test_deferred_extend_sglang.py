@@ -238,3 +238,122 @@ def test_a_step_over_half_the_slots_is_extended_at_once(sglang_config):
     for ref, got in zip(kv(per_step, written), kv(deferred, written)):
         assert torch.equal(ref, got)
     assert hook._STATE["direct"] == 3 and "3 steps extended at once" in hookstatus.get(hook.NAME).detail  # current
+
+
+# ---- SGLANG_KIMI_EAGLE3_DEFER_FLUSH=kv: the rows' K and V alone, set against SGLang's extend through the real drafter --
+
+KV_H, KV_D, KV_HID = 2, 64, 128  # rope's CPU path takes head sizes 64/128/256/512
+
+
+def one_rank():
+    """SGLang's parallel names for one rank, as a launched process would have published them (the drafter's layers
+    read them when built and when run)."""
+    from sglang.srt.runtime_context import get_parallel
+
+    group = NS(is_first_rank=True, is_last_rank=True, rank_in_group=0, world_size=1)
+    return get_parallel().override(attn_tp_size=1, attn_dcp_size=1, attn_dcp_rank=0, dcp_enabled=False, moe_ep_size=1,
+                                   moe_tp_size=1, tp_size=1, pp_size=1, pp_group=group, tp_group=None, tp_rank=0,
+                                   attn_tp_rank=0, enable_dp_lm_head=False, enable_tp_lm_head_all_to_all=False)
+
+
+def real_drafter():
+    """SGLang's own LlamaForCausalLMEagle3 (one input layer, fc over three target layers), built on the CPU with the
+    parallel and config bags an unlaunched process lacks, random weights (seeded)."""
+    from unittest import mock
+
+    import sglang.srt.layers.logits_processor as lp
+    import sglang.srt.layers.rotary_embedding.base as rb
+    import sglang.srt.models.llama_eagle3 as le
+    from transformers import LlamaConfig
+
+    cfg = LlamaConfig(vocab_size=VOCAB, hidden_size=KV_HID, intermediate_size=64, num_hidden_layers=1,
+                      num_attention_heads=KV_H, num_key_value_heads=KV_H, head_dim=KV_D, rms_norm_eps=1e-6,
+                      max_position_embeddings=CTX)
+    cfg.draft_vocab_size, cfg.target_hidden_size = VOCAB, KV_HID
+    bag = Bag(features=Bag(), deterministic=Bag(), kernel=Bag(), dllm=Bag())
+    with one_rank(), \
+            mock.patch.object(le, "get_spec", lambda: NS(speculative_draft_window_size=None)), \
+            mock.patch.object(rb, "_is_cpu", True), mock.patch.object(lp, "get_exec", lambda: bag):
+        model = le.LlamaForCausalLMEagle3(cfg)
+    g = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(torch.randn(p.shape, generator=g) * 0.2)
+    return model.float().to(DEV)
+
+
+def real_worker(model, req_slots=REQ_SLOTS):
+    """draft_worker's pools and backend around SGLang's real drafter: its forward is LlamaModel.forward (the layer's
+    RadixAttention writes K and V through the real TritonAttnBackend), logits from its lm_head."""
+    dw = draft_worker(req_slots)
+    runner = dw.draft_runner
+    runner.token_to_kv_pool = MHATokenToKVPool(size=KV_SLOTS, page_size=1, dtype=torch.float32, head_num=KV_H,
+                                               head_dim=KV_D, layer_num=1, device=DEV, enable_memory_saver=False)
+    runner.kv_index_translator = KVIndexTranslator(req_to_token=runner.req_to_token_pool.req_to_token,
+                                                   token_to_kv_pool_allocator=None,
+                                                   token_to_kv_pool=runner.token_to_kv_pool, page_size=1, device=DEV)
+    mc = runner.model_config
+    mc.get_max_num_attention_heads, mc.get_num_kv_heads = (lambda: KV_H), (lambda tp, dcp=1: KV_H)
+    mc.v_head_dim = mc.head_dim = KV_D
+    mc.spec_hidden_size = 3 * KV_HID
+    runner.attn_backend = tb.TritonAttnBackend(runner)
+    runner.model = model
+
+    from sglang.srt.model_executor.forward_context import ForwardContext, forward_context
+
+    def forward(fb):  # as ModelRunner.forward: the model's attention reads its backend from the forward context
+        with torch.inference_mode(), one_rank(), forward_context(ForwardContext(attn_backend=runner.attn_backend)):
+            hidden, aux = model.model(fb.input_ids, fb.positions, fb)
+        runner.forwards.append(fb.input_ids.shape[0])
+        return NS(logits_output=NS(next_token_logits=hidden @ model.lm_head.weight.T, hidden_states=aux[0]))
+
+    runner.forward = forward
+    return dw
+
+
+def real_step(dw, reqs, lens, t, cpu_lens):
+    batch, result = step(dw, reqs, lens, t, cpu_lens)
+    rows = batch.req_pool_indices
+    result.logits_output = NS(hidden_states=(torch.arange(3 * KV_HID, device=DEV)[None] * 0.003 + 0.1 * t
+                                             + 0.2 * rows[:, None]).float().sin())
+    return batch, result
+
+
+def real_serve(dw, schedule, defer):
+    lens = {}
+    for t, rs in enumerate(schedule):
+        hook.ACTIVE[0] = defer(t)
+        for r in rs:
+            lens.setdefault(r.row, 5 + r.row)
+        batch, result = real_step(dw, rs, [lens[r.row] for r in rs], t, False)
+        with one_rank():
+            hook._around(sglang_extend(), dw, batch, result, kv_loc_plan=None)
+        for r in rs:
+            lens[r.row] += 1
+
+
+def test_a_kv_only_flush_writes_what_sglangs_extend_writes_through_the_real_drafter(sglang_config, monkeypatch):
+    """DEFER_FLUSH=kv: SGLang's LlamaForCausalLMEagle3 on the CPU, its extend through the real TritonAttnBackend at
+    every step, against the rows stashed for 10 steps and flushed as K and V alone (embedding, fc, the two norms,
+    qkv_proj and rope of the drafter's own modules, the pool's set_kv_buffer): every slot holds the same K and V. The
+    flush is not capped at the request slots (8 steps of 3 rows into 6 slots: one flush of 24), and a request gone by
+    the flush writes only the padding slot."""
+    model = real_drafter()
+    a, b, c = reqs(1, 2, 3)
+    schedule = [[a, b, c]] * 8 + [[a, b]] * 2 + [[a, b]]
+    per_step = real_worker(model)
+    real_serve(per_step, schedule, defer=lambda t: False)
+    assert per_step.draft_runner.forwards == [3] * 8 + [2] * 3
+    hook.reset()
+    monkeypatch.setitem(hook._STATE, "flush", "kv")
+    deferred = real_worker(model)
+    real_serve(deferred, schedule, defer=lambda t: t < 10)
+    assert hook.kv_flush(deferred) is None, hook.kv_flush(deferred)
+    assert deferred.draft_runner.forwards == [2], deferred.draft_runner.forwards  # only step 10's own extend
+    assert hook._STATE["kv"] == 2 and hook._STATE["rows"] == 24 + 4 and hook._STATE["failed"] is None, hook._STATE
+    written = {100 * r + p for r in (1, 2) for p in range(5 + r, 5 + r + 11)} | {300 + p for p in range(8, 16)}
+    ref, got = kv(per_step, written), kv(deferred, written)
+    for x, y in zip(ref, got):
+        torch.testing.assert_close(y, x, rtol=1e-5, atol=1e-6)
+        assert x.abs().sum() > 0
+    assert "2 flushes of K and V alone" in hookstatus.get(hook.NAME).detail

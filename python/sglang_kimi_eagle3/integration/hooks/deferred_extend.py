@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import copy
 
-from ...base import DEFER_STEPS, ENV_OFFSTATE_EXTEND, UserError, defer_steps as _defer_steps, env_choice, logger
+from ...base import DEFER_STEPS, ENV_DEFER_FLUSH, ENV_OFFSTATE_EXTEND, UserError, defer_steps as _defer_steps, env_choice, logger
 from ...status import hookstatus
 from .. import registry, upstream_has
 from ..launch_record import our_launch
@@ -56,7 +56,8 @@ TARGET = "sglang.srt.speculative.eagle_worker_v2.EagleDraftWorker._draft_extend_
 ACTIVE = [False]  # OffSkip says every slot that runs often is at steps 0: defer (set by adaptive_control's hook)
 _PENDING: list = []  # stashed steps: dicts of GPU tensors (tokens, hidden, req, pos) and the host `rids`
 _ELIGIBLE: dict = {}  # a sentinel: the draft worker's `_kimi_eagle3_defer_why` not yet read
-_STATE = {"flushes": 0, "rows": 0, "dropped": 0, "direct": 0, "failed": None, "steps": None}
+_STATE = {"flushes": 0, "rows": 0, "dropped": 0, "direct": 0, "failed": None, "steps": None, "kv": 0, "flush": None}
+KV_MAX_ROWS = 8192  # a K/V-only flush's rows per pass (its activations: rows x (3 + 2) x hidden; none of SGLang's buffers)
 
 
 def install() -> None:
@@ -71,6 +72,11 @@ def install() -> None:
     try:
         _STATE["steps"] = _defer_steps()
     except UserError as exc:  # SGLang would swallow a raise here: the row says it, SGLang's extend every step
+        hookstatus.record(NAME, TARGET, "failed", f"{exc}; SGLang's draft extend every step")
+        return
+    try:
+        _STATE["flush"] = env_choice(ENV_DEFER_FLUSH)
+    except UserError as exc:
         hookstatus.record(NAME, TARGET, "failed", f"{exc}; SGLang's draft extend every step")
         return
     registry.register(NAME, TARGET, _around, "around", shared=1)  # inside step_clock's timing of the same target
@@ -169,13 +175,15 @@ def _around(original, dw, batch, batch_result, *args, **kwargs):
     try:
         deferring = (ACTIVE[0] and getattr(dw, "speculative_num_draft_tokens", None) == 1
                      and not batch.forward_mode.is_idle() and why_not(dw) is None)
-        if deferring and 2 * batch.seq_lens.shape[0] > max_rows(dw):
+        if deferring and kv_flush(dw) is None:
+            pass  # the K/V-only flush has no cap at the request slots: every step may wait for it
+        elif deferring and 2 * batch.seq_lens.shape[0] > max_rows(dw):
             deferring = False  # a flush would hold this step alone: deferring saves no extend, SGLang's runs now
             _STATE["direct"] += 1
             hookstatus.record(NAME, TARGET, "applied", detail())  # the row current whenever it is read
             hookstatus.bump()
         if deferring:
-            if _PENDING and _pending_rows() + batch.seq_lens.shape[0] > max_rows(dw):
+            if _PENDING and _pending_rows() + batch.seq_lens.shape[0] > flush_rows(dw):
                 _flush(original, dw, batch, batch_result)  # a flush never exceeds what one batch may hold
             _stash(batch, batch_result)
             if len(_PENDING) >= defer_steps():
@@ -222,6 +230,65 @@ def max_rows(dw) -> int:
     return int(dw.draft_runner.req_to_token_pool.size)
 
 
+def flush_rows(dw) -> int:
+    """Rows one flush may carry: the request slots through SGLang's extend (max_rows), KV_MAX_ROWS for the K/V-only
+    flush."""
+    return KV_MAX_ROWS if kv_flush(dw) is None else max_rows(dw)
+
+
+def kv_flush(dw) -> str | None:
+    """None where this worker's flushes write the rows' K and V alone (SGLANG_KIMI_EAGLE3_DEFER_FLUSH=kv and the
+    drafter and pools it needs), else why not (cached on the worker; `extend`: the default)."""
+    if _STATE["flush"] != "kv":
+        return f"{ENV_DEFER_FLUSH}={_STATE['flush'] or 'extend'}"
+    cached = getattr(dw, "_kimi_eagle3_kv_why", _ELIGIBLE)
+    if cached is _ELIGIBLE:
+        cached = _kv_why_not(dw)
+        if cached is not None:
+            hookstatus.record(NAME, TARGET, "applied", f"{ENV_DEFER_FLUSH}=kv not used: {cached}; flushes through "
+                              "SGLang's draft extend")
+            hookstatus.bump()
+        try:
+            dw._kimi_eagle3_kv_why = cached
+        except AttributeError:
+            pass
+    return cached
+
+
+def _kv_why_not(dw) -> str | None:
+    """The K/V-only flush computes a row's K and V with the drafter's own modules as SGLang's llama_eagle3 does for an
+    input layer (embedding, fc over the target's layers, input_layernorm / hidden_norm, qkv_proj and rope through
+    `forward_prepare_native`) and writes them with the KV pool's own `set_kv_buffer`, as the Triton backend's extend
+    does: only for that drafter's layout, an unscaled plain MHA pool whose slots are physical (no id translation), the
+    Triton backend without context parallelism."""
+    try:
+        runner = dw.draft_runner
+        m = runner.model.model
+        if len(m.layers) != 1 or not getattr(m.layers[0], "is_input_layer", False):
+            return "the drafter's layer is not one input layer"
+        layer = m.layers[0]
+        for holder, attr in ((m, "embed_tokens"), (layer, "hidden_norm"), (layer, "input_layernorm"),
+                             (layer, "self_attn"), (layer.self_attn, "forward_prepare_native"), (layer.self_attn, "attn")):
+            if not hasattr(holder, attr):
+                return f"the drafter has no {attr}"
+        if getattr(m, "is_mrope_enabled", False):
+            return "mrope positions"
+        attn = layer.self_attn.attn
+        if getattr(attn, "k_scale", None) is not None or getattr(attn, "v_scale", None) is not None:
+            return "a scaled KV cache"
+        pool = runner.token_to_kv_pool
+        if type(pool).__name__ != "MHATokenToKVPool" or getattr(pool, "is_quantized_kv_cache", False):
+            return f"the draft KV pool is {type(pool).__name__}, not a plain MHATokenToKVPool"
+        if getattr(getattr(runner, "kv_index_translator", None), "is_translating", False):
+            return "the draft's KV slots are translated (a unified or fused pool)"
+        backend = runner.attn_backend
+        if type(backend).__name__ != "TritonAttnBackend" or getattr(backend, "dcp_size", 1) != 1:
+            return f"the draft's attention backend is {type(backend).__name__} (Triton's without DCP is the one checked)"
+    except Exception as e:  # noqa: BLE001 - unreadable: SGLang's extend flushes
+        return f"not readable ({type(e).__name__}: {e})"
+    return None
+
+
 def _pending_rows() -> int:
     return sum(len(s["rids"]) for s in _PENDING)
 
@@ -245,27 +312,20 @@ def _flush(original, dw, batch, batch_result) -> None:
     slots allow (max_rows); outputs discarded."""
     pending = list(_PENDING)
     _PENDING.clear()
-    for group in chunks(pending, max_rows(dw)):
-        _flush_rows(original, dw, batch, batch_result, group)
+    kv = kv_flush(dw) is None
+    for group in chunks(pending, flush_rows(dw)):
+        if kv:
+            _flush_kv(dw, batch, group)
+        else:
+            _flush_rows(original, dw, batch, batch_result, group)
 
 
 def _flush_rows(original, dw, batch, batch_result, pending: list) -> None:
     import torch
 
-    ok = rows_alive(pending, batch.reqs)
-    m = len(ok)
-    if m == 0:
+    if not pending:
         return
-    tokens = torch.cat([s["tokens"] for s in pending])
-    hidden = torch.cat([s["hidden"] for s in pending])
-    req = torch.cat([s["req"] for s in pending])
-    pos = torch.cat([s["pos"] for s in pending])
-    req_to_token = dw.draft_runner.req_to_token_pool.req_to_token
-    locs = req_to_token[req.long(), pos].to(torch.int64)
-    dropped = m - sum(ok)
-    if dropped:
-        keep = torch.tensor(ok, dtype=torch.bool).to(locs.device, non_blocking=True)
-        locs = torch.where(keep, locs, torch.zeros_like(locs))  # slot 0: the padding row's
+    tokens, hidden, req, pos, locs, m, dropped = _rows(dw, batch, pending)
     by_id = {id(r): r for r in batch.reqs}
     any_req = batch.reqs[0]
     rows_reqs = [by_id.get(rid, any_req) for s in pending for rid in s["rids"]]
@@ -303,9 +363,65 @@ def _flush_rows(original, dw, batch, batch_result, pending: list) -> None:
     hookstatus.bump()
 
 
+def _rows(dw, batch, pending: list):
+    """The stashed rows of `pending`: (tokens, hidden states, positions, slots, rows, rows dropped); a row of a request
+    gone from the batch goes to the padding slot 0."""
+    import torch
+
+    ok = rows_alive(pending, batch.reqs)
+    m = len(ok)
+    tokens = torch.cat([s["tokens"] for s in pending])
+    hidden = torch.cat([s["hidden"] for s in pending])
+    req = torch.cat([s["req"] for s in pending])
+    pos = torch.cat([s["pos"] for s in pending])
+    locs = dw.draft_runner.req_to_token_pool.req_to_token[req.long(), pos].to(torch.int64)
+    dropped = m - sum(ok)
+    if dropped:
+        keep = torch.tensor(ok, dtype=torch.bool).to(locs.device, non_blocking=True)
+        locs = torch.where(keep, locs, torch.zeros_like(locs))  # slot 0: the padding row's
+    return tokens, hidden, req, pos, locs, m, dropped
+
+
+def _flush_kv(dw, batch, pending: list) -> None:
+    """The stashed rows' K and V, written at their slots: what SGLang's draft extend writes for them (kv_flush says
+    when), without its attention, MLP, norm and head (their outputs the off-state never reads)."""
+    import torch
+    from sglang.srt.mem_cache.memory_pool import KVWriteLoc
+
+    if not pending or not any(rows_alive(pending, batch.reqs)):
+        return
+    tokens, hidden, _req, pos, locs, m, dropped = _rows(dw, batch, pending)
+    model = dw.draft_runner.model.model
+    layer = model.layers[0]
+    with torch.inference_mode():
+        embeds = model.embed_tokens(tokens)
+        h = hidden
+        if h.shape[-1] != embeds.shape[-1]:  # as LlamaModel.forward (llama_eagle3): fc over the target's layers
+            if getattr(model, "input_norm", None) is not None:
+                h = model.input_norm(h)
+            if getattr(model, "fc_norm", None) is not None:
+                h = torch.cat([norm(c) for norm, c in zip(model.fc_norm, h.chunk(model.num_aux_hidden_states, dim=-1))],
+                              dim=-1)
+            h = model.fc(h)
+        # as LlamaDecoderLayer.forward for the input layer: cat(input_layernorm(embeds), hidden_norm(hidden))
+        x = torch.cat([layer.input_layernorm(embeds), layer.hidden_norm(h)], dim=-1)
+        _q, k, v = layer.self_attn.forward_prepare_native(positions=pos, hidden_states=x)
+        attn = layer.self_attn.attn
+        k = k.view(-1, attn.tp_k_head_num, attn.qk_head_dim)
+        v = v.view(-1, attn.tp_v_head_num, attn.v_head_dim)
+        dw.draft_runner.token_to_kv_pool.set_kv_buffer(attn, KVWriteLoc(locs, physical=True), k, v)
+    _STATE["flushes"] += 1
+    _STATE["kv"] += 1
+    _STATE["rows"] += m
+    _STATE["dropped"] += dropped
+    hookstatus.record(NAME, TARGET, "applied", detail())
+    hookstatus.bump()
+
+
 def detail() -> str:
     return (f"{ENV_OFFSTATE_EXTEND}=defer: the off-state's draft extend every {defer_steps()} steps as one-token rows; "
             f"{_STATE['flushes']} flushes, {_STATE['rows']} rows, {_STATE['dropped']} dropped (their requests gone); "
+            + (f"{_STATE['kv']} flushes of K and V alone ({ENV_DEFER_FLUSH}=kv); " if _STATE["kv"] else "") +
             f"{_STATE['direct']} steps extended at once (over half the request slots in the batch)")
 
 
@@ -329,4 +445,4 @@ def reset() -> None:
     """Tests: forget the stash, the eligibility and the counts."""
     ACTIVE[0] = False
     _PENDING.clear()
-    _STATE.update(flushes=0, rows=0, dropped=0, direct=0, failed=None, steps=None)
+    _STATE.update(flushes=0, rows=0, dropped=0, direct=0, failed=None, steps=None, kv=0, flush=None)
