@@ -147,16 +147,17 @@ def step(dw, reqs, lens, t, cpu_lens):
     return batch, result
 
 
-def serve(dw, schedule, defer, cpu_lens=False):
+def serve(dw, schedule, defer, cpu_lens=False, make_step=None, ctx=contextlib.nullcontext):
     """The steps of `schedule` (request lists), each through the hook (which defers while `defer(t)`) around SGLang's
-    real extend; each request decodes one token a step from position 5 + its row."""
+    real extend (inside `ctx()`); each request decodes one token a step from position 5 + its row."""
     lens = {}
     for t, reqs in enumerate(schedule):
         hook.ACTIVE[0] = defer(t)
         for r in reqs:
             lens.setdefault(r.row, 5 + r.row)
-        batch, result = step(dw, reqs, [lens[r.row] for r in reqs], t, cpu_lens)
-        hook._around(sglang_extend(), dw, batch, result, kv_loc_plan=None)
+        batch, result = (make_step or step)(dw, reqs, [lens[r.row] for r in reqs], t, cpu_lens)
+        with ctx():
+            hook._around(sglang_extend(), dw, batch, result, kv_loc_plan=None)
         for r in reqs:
             lens[r.row] += 1
 
@@ -320,16 +321,7 @@ def real_step(dw, reqs, lens, t, cpu_lens):
 
 
 def real_serve(dw, schedule, defer):
-    lens = {}
-    for t, rs in enumerate(schedule):
-        hook.ACTIVE[0] = defer(t)
-        for r in rs:
-            lens.setdefault(r.row, 5 + r.row)
-        batch, result = real_step(dw, rs, [lens[r.row] for r in rs], t, False)
-        with one_rank():
-            hook._around(sglang_extend(), dw, batch, result, kv_loc_plan=None)
-        for r in rs:
-            lens[r.row] += 1
+    serve(dw, schedule, defer, make_step=real_step, ctx=one_rank)
 
 
 def test_a_kv_only_flush_writes_what_sglangs_extend_writes_through_the_real_drafter(sglang_config, monkeypatch):
