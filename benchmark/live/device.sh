@@ -98,7 +98,8 @@ jit-pack-spec)
   [ -d "$fidir" ] && [ -n "$(ls -A "$fidir" 2>/dev/null)" ] || fidir=
   [ -n "$names$fidir" ] || { echo "jit-pack-spec: no module in $dir and no FlashInfer workspace: nothing packed"; exit 0; }
   tmp=$(mktemp -d)
-  tar cf "$tmp/jit-spec.tar" --exclude='.staging-*' -C "$dir" $names --files-from /dev/null
+  if [ -n "$names" ]; then tar cf "$tmp/jit-spec.tar" --exclude='.staging-*' -C "$dir" $names
+  else tar cf "$tmp/jit-spec.tar" --files-from /dev/null; fi  # FlashInfer's alone (no JIT cache folder)
   [ -z "$fidir" ] || tar rf "$tmp/jit-spec.tar" -C "$fidir" --transform 's,^\.,flashinfer,' .
   gzip -c "$tmp/jit-spec.tar" > "$tmp/jit-spec.tgz" && rm "$tmp/jit-spec.tar"
   split_pieces jit-spec "$(echo $names | wc -w) SGLang modules$([ -n "$fidir" ] && echo " and FlashInfer's workspace")"

@@ -35,9 +35,15 @@ Scope: our launches, with this variable; a drafter of one layer and the LlamaFor
   server 0.942 / 0.951 of plain at c 8 / 32 against 0.937 / 0.923 with the per-step extend (hence the default);
   test_deferred_extend_sglang.py (SGLang's own extend, batch preparation and TritonAttnBackend: the
   draft KV bit-equal to the per-step extend's) passes on the CPU and compiled on an H100.
-Status row `deferred_extend`: registered / applied (flushes, rows, rows dropped, steps extended at once) / skipped (keep, skip, or not
-  eligible, and why; or `upstream has it` where SGLang carries upstream PR 05 and defers itself) / failed (then SGLang's
-  extend runs every step).
+  SGLANG_KIMI_EAGLE3_DEFER_FLUSH=kv (opt-in; `extend` the default): a flush writes the rows' K and V alone, with the
+  drafter's own modules (embedding, fc, the two norms, qkv_proj and rope: `forward_prepare_native`) and the draft KV
+  pool's `set_kv_buffer`, as the Triton backend's extend writes them; no attention, MLP or head, so no cap at the
+  request slots and no step extended at once (kv_flush says where it applies: a one-layer input layer, an unscaled
+  plain MHA pool with untranslated slots, the Triton backend without DCP; elsewhere the row says why and the extend
+  flushes). On the CPU the same K and V as SGLang's extend through the real LlamaForCausalLMEagle3; not yet on a GPU.
+Status row `deferred_extend`: registered / applied (flushes, rows, rows dropped, flushes of K and V alone, steps
+  extended at once) / skipped (keep, skip, or not eligible, and why; or `upstream has it` where SGLang carries upstream
+  PR 05 and defers itself) / failed (then SGLang's extend runs every step).
 Remove when: SGLang defers its steps-0 draft extend itself.
 """
 
