@@ -28,7 +28,7 @@
 #      steps timed by benchmark/serving/plain_clock into status/plain/clock/; the log prints both after the rounds)
 # Knobs: DA_Q (0.9), DA_OFF (0), CONC (1,8,32,128), ROUNDS (3), CAP (256: output tokens per request at most), MEMF (0.7: --mem-fraction-static as device_e2e.sh, five servers
 # co-resident), MAXTOK (65536: --max-total-tokens), BUDGET_S (555), STARTUP_S (330), DA_FIRST_S (420: the staged
-# start's wait for the first server), DA_PREBUILD (1: step 0), DA_PREBUILD_S, DA_OFFSKIP (0; 1: a sixth server, the off-state with
+# start's wait for the first server; 0 where both JIT sets were carried), DA_PREBUILD (1: step 0), DA_PREBUILD_S, DA_OFFSKIP (0; 1: a sixth server, the off-state with
 # SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND=1, and its step ratio), DA_OFFEXT (0; 1: the off-state with
 # SGLANG_KIMI_EAGLE3_OFFSTATE=off, port 30507: SGLang's extend-kernel verify; `off` has the hook at every bs), DA_ALONE (0; 1: `alone`,
 # port 30508: ours with SGLANG_KIMI_EAGLE3_ADAPTIVE_POOL=off), DA_SKIPEXT (0; 1: `skipext`, port 30509: ours with
@@ -98,6 +98,13 @@ if [ "$STEP" != measure ]; then
 [ -d "${JITPARTS:-/tmp/jitparts}" ] && bash benchmark/live/device.sh jit-unpack "$W/cache/jit-shared"
 # and the speculative modules an earlier lease packed (jit-spec): the prebuild below then finds them too
 [ -d "${JITPARTS:-/tmp/jitparts}" ] && bash benchmark/live/device.sh jit-unpack-spec "$W/cache/jit-shared" "$W/cache/flashinfer-shared"
+# both sets carried: nothing is left to build, so the servers start together (the staged wait's default becomes 0; run
+# 33's plain spent 153 s alone, 55 s of it capturing its graphs, while the speculative modules built beside it)
+FIRST_DEFAULT=420
+if (cd "${JITPARTS:-/tmp/jitparts}" 2>/dev/null && md5sum -c --quiet jit-marlin.md5 jit-spec.md5 > /dev/null 2>&1); then
+  FIRST_DEFAULT=0
+  say "both JIT sets carried: every server starts at once (DA_FIRST_S=${DA_FIRST_S:-0})"
+fi
 if [ "${DA_PREBUILD:-1}" = 1 ] && [ "${DA_MOE:-auto}" = auto ]; then
   setsid python3 benchmark/live/prebuild_jit.py --cache "$W/cache/jit-shared" --timeout "${DA_PREBUILD_S:-$([ "$STEP" = prep ] && echo 900 || echo 400)}" \
     > "$W/prebuild-$STEP.log" 2>&1 < /dev/null &
@@ -289,7 +296,7 @@ for n in $NAMES; do
   if [ $first = 1 ]; then
     first=0
     u=$(python3 -c "import json; print(json.load(open('$W/spec-q$Q.json'))['servers'][0]['url'])")
-    end=$(( $(date +%s) + ${DA_FIRST_S:-420} ))
+    end=$(( $(date +%s) + ${DA_FIRST_S:-${FIRST_DEFAULT:-420}} ))
     until curl -s -m 3 -o /dev/null -w '%{http_code}' "$u/health" | grep -q 200 || [ "$(date +%s)" -ge $end ]; do sleep 3; done
     say "$n: $(curl -s -m 3 -o /dev/null -w '%{http_code}' "$u/health") after the staged wait; starting the rest"
     [ -f "$W/prebuild-spec.log" ] && say "speculative JIT prebuild so far: $(tr '\n' ' ' < "$W/prebuild-spec.log" | cut -c1-400)"

@@ -59,14 +59,24 @@ def test_the_never_slower_lease_runs_end_to_end_with_stub_servers(tmp_path):
     site.mkdir()
     (site / ".installed").write_text("rehearsal\n")  # device.sh install: "already installed"
     work = tmp_path / "da"
+    jit = tmp_path / "jitparts"  # both JIT sets as a lease carries them (device.sh jit-recv): the servers start at once
+    for name, member in (("jit-marlin", "sm90a/moe"), ("jit-spec", "sm90a/tree")):
+        src = tmp_path / f"src-{name}"
+        (src / member).mkdir(parents=True)
+        jit.mkdir(exist_ok=True)
+        subprocess.run(["tar", "czf", str(jit / f"{name}.tgz.part-00"), "-C", str(src), "sm90a"], check=True)
+        subprocess.run(f"md5sum {name}.tgz.part-00 > {name}.md5", shell=True, cwd=jit, check=True)
     env = clean_env(PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}", DEVICE_SITE=str(site), DA_WORK=str(work),
                     DA_START_OUT=str(tmp_path / "start"), JITPARTS=str(tmp_path / "jitparts"), DA_Q="0.3",
                     DA_PREBUILD="0", DA_MOE="triton")
     try:
         c1 = _call(env, tmp_path / "o1", "benchmark/serving/device_adaptive_launch.sh", DA_SKIP="sglang", DA_PINNED=1, DA_UPKERN=1,
-                   DA_Q2="0.9", DA_FIRST_S=60, DA_SUITE="test/planner/test_calibration.py", DA_SUITE_N=1, LAUNCH_WAIT_S=120)
+                   DA_Q2="0.9", DA_SUITE="test/planner/test_calibration.py", DA_SUITE_N=1, LAUNCH_WAIT_S=120)
         assert c1.returncode == 0, c1.stdout[-3000:] + c1.stderr[-2000:]
-        assert "started plain" in (tmp_path / "start" / "device_adaptive-q0.3.log").read_text()
+        start_log = (tmp_path / "start" / "device_adaptive-q0.3.log").read_text()
+        assert "started plain" in start_log
+        assert "both JIT sets carried: every server starts at once (DA_FIRST_S=0)" in start_log, start_log[-3000:]
+        assert (work / "cache" / "jit-shared" / "sm90a" / "moe").is_dir()  # unpacked where the servers look
         assert (tmp_path / "o1" / "start.tgz").is_file()
         assert "6 of 6 servers answer /health" in c1.stdout, c1.stdout[-3000:]  # the launch call waited for them
         # ours' status file as a live server writes it (the stub writes none): the log must carry its rows
