@@ -105,8 +105,10 @@ def test_the_never_slower_lease_runs_end_to_end_with_stub_servers(tmp_path):
         assert all(_listening(p) for p in PORTS.values())  # DA_KEEP=1: still serving for the next call
         c3 = _call(env, tmp_path / "o3", "benchmark/serving/device_adaptive.sh", DA_STEP="measure", STARTUP_S=60,
                    DA_LOADSTEP=1, DA_LOADSTEP_SCHEDULE="1:3,128:4,1:3", DA_LOADSTEP_ROUNDS=1, CONC="32",
-                   ROUNDS=1, BUDGET_S=50)
+                   ROUNDS=1, BUDGET_S=50, DA_TEMPS="0.7")
         assert c3.returncode == 0, c3.stdout[-3000:]
+        rows = json.loads((tmp_path / "o3" / "e2e-q0.3.json").read_text())["rows"]
+        assert rows and {r["temperature"] for r in rows} == {0.7}, rows  # DA_TEMPS: the rounds' temperature
         assert "load_step.py exit 0" in c3.stdout and (tmp_path / "o3" / "load-step-q0.3.json").is_file()
         for o in ("o1", "o2", "o3"):  # a device call returns at most 8 files
             assert len(list((tmp_path / o).iterdir())) <= 8, o
