@@ -5,6 +5,8 @@ target and draft ModelConfig built exactly as TpModelWorker / EagleDraftWorker b
 Usage from a test: run_json(WORKER_PATH + "print(json.dumps(matrix(CASES)))", **env)
 """
 
+from helpers import EMULATED_SM90_PREFLIGHT
+
 WORKER_PATH = r'''
 import json, os, warnings
 warnings.filterwarnings("ignore")
@@ -16,12 +18,7 @@ from sglang.srt.runtime_context import override_platform, publish, get_model, ge
 
 from sglang_kimi_eagle3.commands.check import platform_facts
 SM90 = platform_facts(90)  # an H200's SGLang platform facts, as `check --for-gpu sm90` emulates them
-# and preflight's GPU the same emulated SM90 on every machine: on an 80-GB H100, Kimi-K2.5's 72 GiB per GPU at TP 8
-# is a memory error (H100, 2026-12-06: the context-policy cases failed on it), which is not what these cases test
-import sglang_kimi_eagle3.integration.preflight.launch as _preflight_launch
-from sglang_kimi_eagle3.preflight import GpuTarget
-_preflight_launch.local_gpu = lambda assumed="assumed: the tests' emulated SM90": GpuTarget(
-    "sm90 (assumed: H100/H200)", 90, assumed)
+#EMULATED_SM90_PREFLIGHT
 
 def launch(argv, env):
     """One launch: returns what the target and draft ModelConfigs came out as, or the error."""
@@ -59,7 +56,7 @@ def launch(argv, env):
 
 def matrix(cases):
     return {name: launch(argv, env) for name, (argv, env) in cases.items()}
-'''
+'''.replace("#EMULATED_SM90_PREFLIGHT", EMULATED_SM90_PREFLIGHT, 1)
 
 
 # ---- a scheduler-like child, spawned the way SGLang spawns run_scheduler_process -------------------

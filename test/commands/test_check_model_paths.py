@@ -59,7 +59,8 @@ def test_model_paths_spelled_as_prefixes_sglang_takes_are_the_model_paths():
     """`--model-p NAME` is `--model-path NAME` to SGLang's parser (a unique prefix). check read it as no model path: it
     overlaid the embedded default, left the profile name unresolved and refused it as not downloaded (exit 2)."""
     cp = run_check("--model-p", "kimi-k2.5", "--speculative-algo", "EAGLE3", "--speculative-draft-model-p",
-                   "aq-medai/kimi-k25-eagle3", "--trust-remote-code", "--tp", "8", "--json")
+                   "aq-medai/kimi-k25-eagle3", "--trust-remote-code", "--tp", "8", "--json",
+                   "--for-gpu", "sm90")  # not this machine's GPU: Kimi at TP 8 is a memory error on an 80-GB H100
     assert cp.returncode == 0, cp.stdout[-2000:] + cp.stderr[-2000:]
     out = json.loads(cp.stdout)
     assert out["title"].startswith("launch_server --model-p kimi-k2.5"), out["title"]

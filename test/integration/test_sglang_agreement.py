@@ -21,7 +21,7 @@ import shlex
 import struct
 
 import pytest
-from helpers import AQ_K2_DRAFT, KIMI_K25, LLAMA_8B, LLAMA_8B_DRAFT, edited_copy, run_json
+from helpers import AQ_K2_DRAFT, EMULATED_SM90_PREFLIGHT, KIMI_K25, LLAMA_8B, LLAMA_8B_DRAFT, edited_copy, run_json
 
 from sglang_kimi_eagle3.cli import main as cli_main
 from sglang_kimi_eagle3.planner.profiles import names as profile_names
@@ -43,6 +43,7 @@ from sglang.srt.runtime_context import override_platform, publish, get_model, ge
 from sglang_kimi_eagle3.errors import UserError
 from sglang_kimi_eagle3.commands import check as check_cmd
 SM90 = check_cmd.platform_facts(90)
+#EMULATED_SM90_PREFLIGHT
 
 class env_set:
     def __init__(self, env): self.env = env
@@ -373,7 +374,8 @@ def plan_cases(root, kimi) -> dict:
 def table(tmp_path_factory):
     root = tmp_path_factory.mktemp("agree")
     cases, home = build_cases(root)
-    return cases, run_json(f"CASES = {cases!r}\n" + CODE, timeout=900, HF_HUB_OFFLINE="1", HOME=home)
+    code = CODE.replace("#EMULATED_SM90_PREFLIGHT", EMULATED_SM90_PREFLIGHT, 1)  # preflight's GPU: helpers.py
+    return cases, run_json(f"CASES = {cases!r}\n" + code, timeout=900, HF_HUB_OFFLINE="1", HOME=home)
 
 
 NAMES = ("default", "class_qwen3_eagle3", "class_eagle3_llama", "class_mla", "aux_top_level_4", "aux_top_level_3",
