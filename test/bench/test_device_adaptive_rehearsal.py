@@ -60,14 +60,14 @@ def test_the_never_slower_lease_runs_end_to_end_with_stub_servers(tmp_path):
     (site / ".installed").write_text("rehearsal\n")  # device.sh install: "already installed"
     work = tmp_path / "da"
     jit = tmp_path / "jitparts"  # both JIT sets as a lease carries them (device.sh jit-recv): the servers start at once
+    jit.mkdir()
     for name, member in (("jit-marlin", "sm90a/moe"), ("jit-spec", "sm90a/tree")):
         src = tmp_path / f"src-{name}"
         (src / member).mkdir(parents=True)
-        jit.mkdir(exist_ok=True)
         subprocess.run(["tar", "czf", str(jit / f"{name}.tgz.part-00"), "-C", str(src), "sm90a"], check=True)
         subprocess.run(f"md5sum {name}.tgz.part-00 > {name}.md5", shell=True, cwd=jit, check=True)
     env = clean_env(PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}", DEVICE_SITE=str(site), DA_WORK=str(work),
-                    DA_START_OUT=str(tmp_path / "start"), JITPARTS=str(tmp_path / "jitparts"), DA_Q="0.3",
+                    DA_START_OUT=str(tmp_path / "start"), JITPARTS=str(jit), DA_Q="0.3",
                     DA_PREBUILD="0", DA_MOE="triton")
     try:
         c1 = _call(env, tmp_path / "o1", "benchmark/serving/device_adaptive_launch.sh", DA_SKIP="sglang", DA_PINNED=1, DA_UPKERN=1,
