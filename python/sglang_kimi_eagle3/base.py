@@ -27,6 +27,7 @@ ENV_ADAPTIVE = "SGLANG_KIMI_EAGLE3_ADAPTIVE"
 ENV_OFFSTATE = "SGLANG_KIMI_EAGLE3_OFFSTATE"
 ENV_ADAPTIVE_MEASURE = "SGLANG_KIMI_EAGLE3_ADAPTIVE_MEASURE"
 ENV_ADAPTIVE_POOL = "SGLANG_KIMI_EAGLE3_ADAPTIVE_POOL"
+ENV_ADAPTIVE_RESERVE = "SGLANG_KIMI_EAGLE3_ADAPTIVE_RESERVE"
 ENV_OFFSTATE_EXTEND = "SGLANG_KIMI_EAGLE3_OFFSTATE_EXTEND"
 ENV_STEP_CLOCK = "SGLANG_KIMI_EAGLE3_STEP_CLOCK"
 ENV_DEFER_FLUSH = "SGLANG_KIMI_EAGLE3_DEFER_FLUSH"
@@ -45,6 +46,9 @@ CHOICES = {
     ENV_OFFSTATE: (("auto", "on", "off"), "auto"),  # integration/hooks/offstate_attention.py
     ENV_ADAPTIVE_MEASURE: (("on", "off"), "on"),  # integration/hooks/adaptive_control.py (measured costs)
     ENV_ADAPTIVE_POOL: (("on", "off"), "on"),  # integration/hooks/adaptive_control.py (slots learn together)
+    # integration/hooks/adaptive_control.py: each decode batch's KV reserve follows the steps that can run (off:
+    # SGLang's, from the table's largest candidate, at every state)
+    ENV_ADAPTIVE_RESERVE: (("on", "off"), "on"),
     # integration/hooks/adaptive_control.py: keep SGLang's per-step draft extend at steps 0, or skip it while every slot
     # is off (opt-in: live in runs 24-25 it bought nothing measurable at c 8-128; acceptance after a step up not measured)
     ENV_OFFSTATE_EXTEND: (("keep", "skip", "defer"), "defer"),

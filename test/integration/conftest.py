@@ -30,6 +30,12 @@ def _reset():
         hook._WARM_ENDED[0] = False
         hook._WARM_DROPS[0] = 0
         hook._SYNC.clear()
+        hook._FOREIGN[0] = 0
+        hook._RES.clear()
+        hook._RES_FAILED[0] = False
+        hook._RESERVED[0] = None
+        hook._BS[0] = None
+        hook._PARAMS[0] = None
     deferred = sys.modules.get("sglang_kimi_eagle3.integration.hooks.deferred_extend")
     if deferred is not None:
         deferred.reset()

@@ -548,3 +548,24 @@ def test_a_short_probe_decides_on_its_mean_per_request_not_on_an_ema_of_its_few_
         assert ctl.update([1] * 4 + [0] * 4) is None
     assert ctl.update([1] * 4 + [0] * 4) in (None, 3)  # it paid: stay at 1, or on to 3 where that pays more
     assert ctl.steps > 0 and not ctl.probing and ctl.failed_probes == 1, ctl.history
+
+
+def test_the_reserve_covers_the_batch_in_flight_and_the_next_and_waits_a_batch_before_a_step_up():
+    """Reserve (pure): the level is the routed slot's steps, its armed step up and the latest two forwards' steps;
+    tokens per request ahead of the committed ones are 2 x (level + 1), SGLang's formula at that level (16 at steps 7,
+    2 at steps 0, where a plain server allocates 1 per step)."""
+    from sglang_kimi_eagle3.planner.adaptive_control import Reserve
+
+    r = Reserve()
+    assert [Reserve.tokens(s) for s in (0, 3, 7)] == [2, 8, 16]
+    assert r.level([0]) == 0 and r.level([]) == 0
+    r.forward(3)  # a batch at steps 3 in flight: its tokens are not committed yet
+    assert r.level([0], "a") == 3
+    r.forward(0)
+    assert r.level([0], "a") == 3  # the one before it may still be uncommitted in the grammar-sync order
+    r.forward(0)
+    assert r.level([0], "a") == 0
+    r.arm("a", 7)  # slot a's step up: its next batches are prepared at 7 before it runs there
+    assert r.level([0], "a") == 7 and r.level([0], "b") == 0 and r.level([0, 0]) == 7  # b's batches are not a's
+    assert r.arms == 1 and r.verified() == {"a": 7} and r.armed == {} and r.level([0], "a") == 0
+    assert r.verified() == {}

@@ -360,4 +360,4 @@ def test_a_value_the_off_state_extend_policy_does_not_accept_is_a_failed_row_not
     hook.install()
     row = hookstatus.get(hook.EXTEND)
     assert row.state == "failed" and "SGLANG_KIMI_EAGLE3_OFFSTATE_EXTEND='sometimes'" in row.detail, row.detail
-    assert queued == [hook.STATES, hook.NAME, hook.CLOCK] and hook._OFF == [None]
+    assert queued == [hook.STATES, hook.NAME, hook.RESERVE, hook.FORWARD, hook.BATCH, hook.CHECK, hook.CLOCK] and hook._OFF == [None]

@@ -44,7 +44,15 @@ import os
 import time
 import types
 
-from ...base import ENV_ADAPTIVE, ENV_ADAPTIVE_MEASURE, ENV_ADAPTIVE_POOL, ENV_OFFSTATE_EXTEND, env_choice, logger
+from ...base import (
+    ENV_ADAPTIVE,
+    ENV_ADAPTIVE_MEASURE,
+    ENV_ADAPTIVE_POOL,
+    ENV_ADAPTIVE_RESERVE,
+    ENV_OFFSTATE_EXTEND,
+    env_choice,
+    logger,
+)
 from ...errors import UserError
 from ...status import hookstatus
 from .. import registry
@@ -78,14 +86,49 @@ SKIP_VAR = "SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND"
 EXTEND_TARGET = f"sglang.srt.environ.envs.{SKIP_VAR}"
 
 
+# The decode KV reserve (planner/adaptive_control.Reserve): SGLang's function, read at every decode batch's allocation
+# (eagle_utils.eagle_prepare_for_decode) and by the scheduler's memory check and retraction
+# (schedule_batch.ScheduleBatch.new_tokens_required_next_decode), both through names imported from allocation_sizing
+# (HookRegistry re-binds them); each decode forward's steps are read where SGLang's worker takes its slot's state.
+RESERVE = "adaptive_reserve"
+RESERVE_TARGET = "sglang.srt.mem_cache.allocation_sizing.get_alloc_reserve_per_decode"
+RESERVE_SITES = ["sglang.srt.mem_cache.allocation_sizing:get_alloc_reserve_per_decode",
+                 "sglang.srt.speculative.eagle_utils:get_alloc_reserve_per_decode",
+                 "sglang.srt.managers.schedule_batch:get_alloc_reserve_per_decode"]
+FORWARD = "adaptive_forward"
+FORWARD_TARGET = "sglang.srt.speculative.adaptive_runtime_state.AdaptiveController.activate_step_by_batch"
+# the batch each reserve is read for (its size routes it to a slot, as SGLang's worker routes it at the forward): the
+# decode allocation and the scheduler's memory check / retraction (a subset of the running batch)
+BATCH = "adaptive_reserve_batch"
+BATCH_TARGET = "sglang.srt.speculative.eagle_utils.eagle_prepare_for_decode"
+CHECK = "adaptive_reserve_check"
+CHECK_TARGET = "sglang.srt.managers.schedule_batch.ScheduleBatch.new_tokens_required_next_decode"
+
+
 def install() -> None:
     registry.register(STATES, STATES_TARGET, _build_state, "around")
     if env_choice(ENV_ADAPTIVE) == "off":
         hookstatus.record(NAME, TARGET, "skipped", f"{ENV_ADAPTIVE}=off: SGLang's own slot logic everywhere")
         hookstatus.record(CLOCK, CLOCK_TARGET, "skipped", f"{ENV_ADAPTIVE}=off: no controller to time")
         hookstatus.record(EXTEND, EXTEND_TARGET, "skipped", f"{ENV_ADAPTIVE}=off: no controller")
+        for name, target in ((RESERVE, RESERVE_TARGET), (FORWARD, FORWARD_TARGET), (BATCH, BATCH_TARGET),
+                             (CHECK, CHECK_TARGET)):
+            hookstatus.record(name, target, "skipped", f"{ENV_ADAPTIVE}=off: SGLang's reserve")
         return
     registry.register(NAME, TARGET, _init, "around")
+    if env_choice(ENV_ADAPTIVE_RESERVE) == "off":
+        for name, target in ((RESERVE, RESERVE_TARGET), (FORWARD, FORWARD_TARGET), (BATCH, BATCH_TARGET),
+                             (CHECK, CHECK_TARGET)):
+            hookstatus.record(name, target, "skipped", f"{ENV_ADAPTIVE_RESERVE}=off: SGLang's reserve (its largest "
+                              "candidate's) at every decode batch")
+    else:
+        from . import runtime_status
+
+        runtime_status.watch(RESERVE, RESERVE_SITES)
+        registry.register(RESERVE, RESERVE_TARGET, _reserve, "around")
+        registry.register(FORWARD, FORWARD_TARGET, _forward, "after")
+        registry.register(BATCH, BATCH_TARGET, _prepare, "around")
+        registry.register(CHECK, CHECK_TARGET, _check, "around")
     try:
         extend_policy()
     except UserError as exc:  # a value we do not accept: the row says so (SGLang would swallow the raise)
@@ -143,7 +186,10 @@ def _init(original, slot, initial_steps, cfg, *args, **kwargs):
         try:
             attach(slot, entry)
         except Exception as exc:  # a malformed entry: SGLang's own logic stays, the row says why
+            _FOREIGN[0] += 1
             hookstatus.record(NAME, TARGET, "failed", f"slot left to SGLang: {type(exc).__name__}: {exc}")
+    else:
+        _FOREIGN[0] += 1  # SGLang's own slot logic moves its steps: the reserve stays SGLang's in this process
     return out
 
 
@@ -174,6 +220,8 @@ _POOL: list = []  # [Shared]: this process's slots learn together (one scheduler
 _SLOTS: list = []  # the slots attached in this process (OffSkip reads their steps)
 _OFF: list = []  # [OffSkip or None]: this process's off-state extend policy, resolved once
 _DEFER = [False]  # that policy drives the deferred_extend hook (OFFSTATE_EXTEND=defer), not SGLang's skip flag
+_FOREIGN = [0]  # slots of this process whose steps SGLang's own logic moves (a table not ours, a malformed entry)
+_RES: list = []  # [Reserve]: this process's decode KV reserve (planner/adaptive_control.Reserve), made at first use
 
 
 def extend_policy():
@@ -266,6 +314,119 @@ def _park_unvisited(off) -> None:
             off.parked[id(s)] = ctl.steps
             hookstatus.count(NAME, "ours", f"steps {ctl.steps}->0", "park, kept")
         s.current_steps = 0
+
+
+def reserve_state():
+    """This process's Reserve, where ours decides every slot (slots attached, none left to SGLang's own logic) and
+    SGLANG_KIMI_EAGLE3_ADAPTIVE_RESERVE is on; else None (SGLang's reserve). The switch is read once."""
+    if not _SLOTS or _FOREIGN[0]:
+        return None
+    if not _RES:
+        from ...planner.adaptive_control import Reserve
+
+        _RES.append(None if env_choice(ENV_ADAPTIVE_RESERVE) == "off" else Reserve())
+    return _RES[0]
+
+
+def _current(off, slot=None) -> list[int]:
+    """The steps SGLang reads for `slot` (every slot's without one), and the step up OffSkip holds for it (it reaches
+    SGLang after its prime)."""
+    if slot is None:
+        return [s.current_steps for s in _SLOTS] + (list(off.pending.values()) if off is not None else [])
+    return [slot.current_steps] + ([off.pending[id(slot)]] if off is not None and id(slot) in off.pending else [])
+
+
+_BS = [None]  # the size of the batch whose reserve SGLang is reading (set around its two callers), else None
+_PARAMS = [None]  # SGLang's AdaptiveSpeculativeParams of this process (its router), seen at the first decode forward
+
+
+def _level(res, off) -> int:
+    """The reserve's level for the batch being prepared: its slot's (routed as SGLang's worker routes it at the
+    forward), or every slot's where the batch or the router is not known."""
+    bs, params = _BS[0], _PARAMS[0]
+    if bs and params is not None:
+        try:
+            slot = params._route(bs)
+        except Exception:  # SGLang's router moved: every slot's, still exact
+            slot = None
+        if slot is not None and any(s is slot for s in _SLOTS):
+            return res.level(_current(off, slot), id(slot))
+    return res.level(_current(off))
+
+
+def _prepare(original, batch, *args, **kwargs):
+    """SGLang allocates a decode batch's KV: its reserve is read for this batch's slot."""
+    _BS[0] = len(batch.reqs)
+    try:
+        return original(batch, *args, **kwargs)
+    finally:
+        _BS[0] = None
+
+
+def _check(original, batch, selected_indices=None, *args, **kwargs):
+    """SGLang checks that the next decode fits (and retracts until it does): the reserve of that batch's slot."""
+    _BS[0] = len(batch.reqs) if selected_indices is None else len(selected_indices)
+    try:
+        return original(batch, selected_indices, *args, **kwargs)
+    finally:
+        _BS[0] = None
+
+
+_RESERVED = [None]  # (tokens per request, SGLang's) at the latest call: the row is rewritten when it changes
+
+
+def _reserve(original, *args, **kwargs):
+    """SGLang's decode KV reserve per request, or ours (Reserve.tokens) where ours is smaller and in effect: this
+    process's slots are all ours and a decode batch has run (before that, the pools are being sized: SGLang's)."""
+    full = original(*args, **kwargs)
+    res = reserve_state()
+    if res is None or not res.ran or _RES_FAILED[0]:
+        return full
+    try:
+        ours = res.tokens(_level(res, _OFF[0] if _OFF else None))
+    except Exception as exc:  # SGLang's reserve from now on (larger: it covers every state), the row says why
+        _RES_FAILED[0] = True
+        hookstatus.record(RESERVE, RESERVE_TARGET, "failed", f"raised, SGLang's reserve back: {type(exc).__name__}: {exc}")
+        return full
+    out = min(ours, full)
+    if _RESERVED[0] != (out, full):
+        _RESERVED[0] = (out, full)
+        hookstatus.record(RESERVE, RESERVE_TARGET, "applied", reserve_detail(res))
+        hookstatus.bump()
+    return out
+
+
+_RES_FAILED = [False]
+
+
+def reserve_detail(res) -> str:
+    now = _RESERVED[0]
+    head = (f"decode KV reserved per request ahead of the committed tokens: {now[0]} now (SGLang's {now[1]})"
+            if now else "decode KV reserved per request: SGLang's until the first decode batch")
+    return f"{head}; follows the steps that can run; {res.arms} step ups waited one verified batch for it"
+
+
+def _forward(result, controller, *args, **kwargs):
+    """SGLang's worker has taken the state its next decode batch runs at: the reserve remembers it (in flight)."""
+    res = reserve_state()
+    if res is not None:
+        if _PARAMS[0] is None:
+            _PARAMS[0] = getattr(controller, "params", None)
+        res.forward(controller.worker.speculative_num_steps)
+    return None
+
+
+def _apply_armed(slot) -> bool:
+    """A decode batch was verified: the step ups armed before it reach SGLang's slots (their next batches are
+    prepared with the raised reserve already). True when `slot` itself was armed (its batch ran at the old steps)."""
+    res = _RES[0] if _RES else None
+    if res is None or not res.armed:
+        return False
+    ready = res.verified()
+    for s in _SLOTS:
+        if id(s) in ready:
+            s.current_steps = ready[id(s)]
+    return id(slot) in ready
 
 
 def pool(entry: dict):
@@ -435,6 +596,8 @@ def _update(slot, num_correct_drafts_per_req) -> bool:
     last, _LAST[0] = _LAST[0], now
     wall_us = (now - last) * 1e6 if last is not None and now - last < MAX_WALL_S else None
     off = _OFF[0] if _OFF else None
+    if _apply_armed(slot):  # this slot's armed step up reaches SGLang now (counted when armed); the batch just
+        return True         # verified ran at the old steps: its controller does not read it
     if off is not None and num_correct_drafts_per_req:
         try:
             held = _off_step(slot, off)
@@ -445,8 +608,11 @@ def _update(slot, num_correct_drafts_per_req) -> bool:
                 from . import deferred_extend
 
                 deferred_extend.ACTIVE[0] = False  # its stash is flushed at the next extend
+            res = reserve_state()
             for s in _SLOTS:
-                if id(s) in off.pending or id(s) in off.parked:
+                if id(s) in off.parked and res is not None and res.ran and not _RES_FAILED[0]:
+                    res.arm(id(s), s._kimi_eagle3_ctl.steps)  # held at 0 until now: not in the reserve yet
+                elif id(s) in off.pending or id(s) in off.parked:  # pending: in the reserve already
                     s.current_steps = s._kimi_eagle3_ctl.steps
             hookstatus.record(EXTEND, EXTEND_TARGET, "failed", f"raised, SGLang's extend back: {type(exc).__name__}: {exc}")
             held = None
@@ -474,8 +640,14 @@ def _update(slot, num_correct_drafts_per_req) -> bool:
         _set_skip(off)
         hookstatus.count(NAME, "ours", f"steps {old}->{new}", "primed")
         return False
-    slot.current_steps = new
     kind = why if why in ("probe", "explore") else "back" if why.startswith("probe did not") else "cost"
+    res = reserve_state()
+    if res is not None and res.ran and not _RES_FAILED[0] and new > res.level(_current(off, slot), id(slot)):
+        res.arm(id(slot), new)  # SGLang's slot moves at the next verified batch, prepared with the raised reserve
+        hookstatus.count(NAME, "ours", f"steps {old}->{new}", kind)
+        logger().debug("adaptive steps %s -> %s armed (%s; switch %d)", old, new, why, ctl.switches)
+        return False
+    slot.current_steps = new
     hookstatus.count(NAME, "ours", f"steps {old}->{new}", kind)
     logger().debug("adaptive steps %s -> %s (%s; switch %d)", old, new, why, ctl.switches)
     return True
