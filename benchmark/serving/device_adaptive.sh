@@ -39,7 +39,8 @@
 # changes it), DA_KEEPEXT (0; 1: `keepext`, port 30513: ours with SGLANG_KIMI_EAGLE3_OFFSTATE_EXTEND=keep, SGLang's draft
 # extend at every steps-0 step), DA_Q2 (unset; e.g. 0.9: `ours_q2`, port 30514: ours with a second drafter of that agreement,
 # the same target, so one lease measures two drafters in the same rounds), DA_KVFLUSH (0; 1: `kvflush`, port 30515: ours
-# with SGLANG_KIMI_EAGLE3_DEFER_FLUSH=kv, the deferred rows' K and V written alone), DA_PRESET (deploy: the pair shaped like the deployment; kimi-width: the
+# with SGLANG_KIMI_EAGLE3_DEFER_FLUSH=kv, the deferred rows' K and V written alone), DA_NORES (0; 1: `nores`, port 30516: ours with
+# SGLANG_KIMI_EAGLE3_ADAPTIVE_RESERVE=off, SGLang's decode KV reserve), DA_PRESET (deploy: the pair shaped like the deployment; kimi-width: the
 # 3-layer stress pair at vocab 163840, built without --int4 into $DA_WORK/kimi-width-qQ), DA_GRAPHS (128: decode
 # CUDA graphs to bs 128; sglang: SGLang's own sizes, to 512, clamped to MAXREQ), MAXREQ (128: --max-running-requests;
 # DA_PRESET=kimi-width DA_GRAPHS=sglang MAXREQ=512: the capped adaptive table, live), DA_SKIP (servers not
@@ -237,6 +238,9 @@ if os.environ.get("DA_KEEPEXT", "0") == "1":  # ours with SGLANG_KIMI_EAGLE3_OFF
 if os.environ.get("DA_KVFLUSH", "0") == "1":  # ours with SGLANG_KIMI_EAGLE3_DEFER_FLUSH=kv: the deferred rows' K and V
     # written alone (no attention, no cap at the request slots) against ours' flushes through SGLang's extend
     servers.append(("kvflush", 30515, spec_args(draft, "chain"), {"SGLANG_KIMI_EAGLE3_DEFER_FLUSH": "kv"}))
+if os.environ.get("DA_NORES", "0") == "1":  # ours with SGLANG_KIMI_EAGLE3_ADAPTIVE_RESERVE=off: SGLang's decode KV
+    # reserve (its largest candidate's, at every state) against ours' (the running states'), where the KV pool is the limit
+    servers.append(("nores", 30516, spec_args(draft, "chain"), {"SGLANG_KIMI_EAGLE3_ADAPTIVE_RESERVE": "off"}))
 if pair2 and os.path.isfile(f"{pair2}/built"):  # DA_Q2: ours with the second drafter (port 30514)
     servers.append(("ours_q2", 30514, spec_args(f"{pair2}/draft", "chain"), {}))
 if os.environ.get("DA_PINNED", "0") == "1":  # ours with eagle_prepare_for_decode's two CPU length tensors pinned
@@ -248,7 +252,7 @@ if os.environ.get("DA_UPKERN", "0") == "1":  # ours with SGLang's own verify and
 # DA_OURS_ENV ("K=V ..."): more environment for ours, skipext and alone, e.g. SGLANG_KIMI_EAGLE3_OFFSTATE=on (the
 # offstate_attention hook at every batch size) to measure a candidate default side by side with the step ratios
 ours_env = dict(kv.split("=", 1) for kv in os.environ.get("DA_OURS_ENV", "").split())
-servers = [(n, p, x, {**e, **ours_env} if n in ("ours", "skipext", "alone", "pinned", "upkern", "defer", "keepext", "ours_q2", "kvflush") else e)
+servers = [(n, p, x, {**e, **ours_env} if n in ("ours", "skipext", "alone", "pinned", "upkern", "defer", "keepext", "ours_q2", "kvflush", "nores") else e)
            for n, p, x, e in servers]
 skip = os.environ.get("DA_SKIP", "").split()  # servers not started, e.g. "sglang"
 servers = [s for s in servers if s[0] not in skip]

@@ -33,7 +33,8 @@ STEP_CLOCK = ("steps 0: 1863 steps read; medians per step of the last 1863: wall
               "wait ms (steps): 5-8: 77.19 / 67.08 (1000)")
 PLAIN_CLOCK = ("plain decoding: 900 steps read; medians per step of the last 900: wall 49.54 ms: GPU-bound; by batch size, "
                "wall / GPU wait ms (steps): 5-8: 49.54 / 45.72 (900)")
-PORTS = {"plain": 30501, "fixed": 30502, "ours": 30504, "pinned": 30510, "upkern": 30511, "ours_q2": 30514}
+PORTS = {"plain": 30501, "fixed": 30502, "ours": 30504, "pinned": 30510, "upkern": 30511, "ours_q2": 30514,
+         "nores": 30516}
 
 
 def _listening(port: int) -> bool:
@@ -71,14 +72,14 @@ def test_the_never_slower_lease_runs_end_to_end_with_stub_servers(tmp_path):
                     DA_PREBUILD="0", DA_MOE="triton")
     try:
         c1 = _call(env, tmp_path / "o1", "benchmark/serving/device_adaptive_launch.sh", DA_SKIP="sglang", DA_PINNED=1, DA_UPKERN=1,
-                   DA_Q2="0.9", DA_SUITE="test/planner/test_calibration.py", DA_SUITE_N=1, LAUNCH_WAIT_S=120)
+                   DA_NORES=1, DA_Q2="0.9", DA_SUITE="test/planner/test_calibration.py", DA_SUITE_N=1, LAUNCH_WAIT_S=120)
         assert c1.returncode == 0, c1.stdout[-3000:] + c1.stderr[-2000:]
         start_log = (tmp_path / "start" / "device_adaptive-q0.3.log").read_text()
         assert "started plain" in start_log
         assert "both JIT sets carried: every server starts at once (DA_FIRST_S=0)" in start_log, start_log[-3000:]
         assert (work / "cache" / "jit-shared" / "sm90a" / "moe").is_dir()  # unpacked where the servers look
         assert (tmp_path / "o1" / "start.tgz").is_file()
-        assert "6 of 6 servers answer /health" in c1.stdout, c1.stdout[-3000:]  # the launch call waited for them
+        assert "7 of 7 servers answer /health" in c1.stdout, c1.stdout[-3000:]  # the launch call waited for them
         # ours' status file as a live server writes it (the stub writes none): the log must carry its rows
         (work / "status" / "ours").mkdir(parents=True, exist_ok=True)
         (work / "status" / "ours" / "port30504.json").write_text(json.dumps({"hooks": [
@@ -94,7 +95,7 @@ def test_the_never_slower_lease_runs_end_to_end_with_stub_servers(tmp_path):
                    STARTUP_S=120, DA_ANATOMY=1, DA_ANATOMY_SERVERS="ours plain", DA_ANATOMY_LEVELS=8, CONC="1,8",
                    ROUNDS=1, BUDGET_S=50)
         assert c2.returncode == 0, c2.stdout[-3000:]
-        for n in ("fixed", "ours", "pinned", "upkern", "ours_q2"):
+        for n in ("fixed", "ours", "pinned", "upkern", "ours_q2", "nores"):
             assert f"greedy check {n} vs plain: 8/8 prompts identical" in c2.stdout, n
         assert f"ours step_clock: applied: {STEP_CLOCK}" in c2.stdout, c2.stdout[-3000:]
         assert "ours status: adaptive_control applied {'steps 3->0': 7}" in c2.stdout, c2.stdout[-3000:]
@@ -116,6 +117,7 @@ def test_the_never_slower_lease_runs_end_to_end_with_stub_servers(tmp_path):
         assert "PINNED_LENS=1" in starts["pinned"] and "plain_clock" in starts["pinned"]
         assert "STEP_CLOCK_DIR=" in starts["plain"] and "PINNED_LENS" not in starts["ours"]
         assert "SGLANG_KIMI_EAGLE3_KERNELS=upstream" in starts["upkern"] and "KERNELS=" not in starts["ours"]
+        assert "SGLANG_KIMI_EAGLE3_ADAPTIVE_RESERVE=off" in starts["nores"] and "_RESERVE=" not in starts["ours"]
         # DA_Q2: the second drafter beside the first pair's target
         assert f"{work}/q0.9/draft" in starts["ours_q2"] and f"{work}/q0.3/target" in starts["ours_q2"]
         assert not any(_listening(p) for p in PORTS.values())  # the last call stopped them
