@@ -361,3 +361,38 @@ def test_a_value_the_off_state_extend_policy_does_not_accept_is_a_failed_row_not
     row = hookstatus.get(hook.EXTEND)
     assert row.state == "failed" and "SGLANG_KIMI_EAGLE3_OFFSTATE_EXTEND='sometimes'" in row.detail, row.detail
     assert queued == [hook.STATES, hook.NAME, hook.RESERVE, hook.FORWARD, hook.BATCH, hook.CHECK, hook.CLOCK] and hook._OFF == [None]
+
+
+def test_a_bad_reserve_switch_is_a_failed_row_and_the_other_hooks_still_queue(monkeypatch):
+    """SGLANG_KIMI_EAGLE3_ADAPTIVE_RESERVE=maybe: install does not raise (SGLang would swallow it and leave the hooks
+    after it unqueued); the row says failed and why, the reserve's hooks are not queued, the rest are."""
+    from sglang_kimi_eagle3.base import ENV_ADAPTIVE_RESERVE
+
+    queued = []
+    monkeypatch.setattr(hook.registry, "register", lambda name, *a: queued.append(name))
+    monkeypatch.setenv(ENV_ADAPTIVE_RESERVE, "maybe")
+    hook.install()
+    row = hookstatus.get(hook.RESERVE)
+    assert row.state == "failed" and "SGLANG_KIMI_EAGLE3_ADAPTIVE_RESERVE='maybe'" in row.detail, row.detail
+    assert queued == [hook.STATES, hook.NAME, hook.CLOCK]
+    assert hookstatus.get(hook.FORWARD).state == "skipped"
+
+
+def test_a_forward_whose_steps_cannot_be_read_gives_sglang_its_reserve_back(monkeypatch):
+    """The reserve hook's forward record never raises into SGLang's forward: where the worker's steps cannot be read,
+    the row says failed and every later reserve is SGLang's."""
+    from types import SimpleNamespace as NS
+
+    monkeypatch.setattr(hook, "_OFF", [None])
+    slot = _slot("1")  # at the launch's steps 3
+    assert hook._reserve(lambda: 16) == 16  # no decode forward yet: SGLang's
+    hook._forward(None, NS(worker=NS(speculative_num_steps=3), params=None))
+    assert hook._reserve(lambda: 16) == 8  # steps 3 can run: 2 x (3 + 1)
+    slot.current_steps = 0
+    hook._forward(None, NS(worker=NS(speculative_num_steps=0), params=None))
+    hook._forward(None, NS(worker=NS(speculative_num_steps=0), params=None))
+    assert hook._reserve(lambda: 16) == 2
+    hook._forward(None, NS(params=None))  # a worker without its steps
+    row = hookstatus.get(hook.RESERVE)
+    assert row.state == "failed" and "SGLang's reserve back: AttributeError" in row.detail, row.detail
+    assert hook._reserve(lambda: 16) == 16

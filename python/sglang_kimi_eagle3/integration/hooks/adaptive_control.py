@@ -116,11 +116,17 @@ def install() -> None:
             hookstatus.record(name, target, "skipped", f"{ENV_ADAPTIVE}=off: SGLang's reserve")
         return
     registry.register(NAME, TARGET, _init, "around")
-    if env_choice(ENV_ADAPTIVE_RESERVE) == "off":
+    try:
+        reserve_off = env_choice(ENV_ADAPTIVE_RESERVE) == "off"
+    except UserError as exc:  # a value we do not accept (the launch step refuses it): the row says so, no raise here
+        reserve_off = True    # (SGLang would swallow it and leave the hooks after it unregistered)
+        hookstatus.record(RESERVE, RESERVE_TARGET, "failed", f"{exc}; SGLang's reserve")
+    if reserve_off:
         for name, target in ((RESERVE, RESERVE_TARGET), (FORWARD, FORWARD_TARGET), (BATCH, BATCH_TARGET),
                              (CHECK, CHECK_TARGET)):
-            hookstatus.record(name, target, "skipped", f"{ENV_ADAPTIVE_RESERVE}=off: SGLang's reserve (its largest "
-                              "candidate's) at every decode batch")
+            if (hookstatus.get(name) is None or hookstatus.get(name).state != "failed"):
+                hookstatus.record(name, target, "skipped", f"{ENV_ADAPTIVE_RESERVE}=off: SGLang's reserve (its "
+                                  "largest candidate's) at every decode batch")
     else:
         from . import runtime_status
 
@@ -324,7 +330,11 @@ def reserve_state():
     if not _RES:
         from ...planner.adaptive_control import Reserve
 
-        _RES.append(None if env_choice(ENV_ADAPTIVE_RESERVE) == "off" else Reserve())
+        try:
+            off = env_choice(ENV_ADAPTIVE_RESERVE) == "off"
+        except UserError:  # refused at the launch step; never raised inside a scheduler
+            off = True
+        _RES.append(None if off else Reserve())
     return _RES[0]
 
 
@@ -354,9 +364,17 @@ def _level(res, off) -> int:
     return res.level(_current(off))
 
 
+def _size(batch, selected=None) -> int | None:
+    """The batch's size (the subset's where SGLang checks one), None where it cannot be read (every slot's level)."""
+    try:
+        return len(batch.reqs) if selected is None else len(selected)
+    except Exception:
+        return None
+
+
 def _prepare(original, batch, *args, **kwargs):
     """SGLang allocates a decode batch's KV: its reserve is read for this batch's slot."""
-    _BS[0] = len(batch.reqs)
+    _BS[0] = _size(batch)
     try:
         return original(batch, *args, **kwargs)
     finally:
@@ -365,7 +383,7 @@ def _prepare(original, batch, *args, **kwargs):
 
 def _check(original, batch, selected_indices=None, *args, **kwargs):
     """SGLang checks that the next decode fits (and retracts until it does): the reserve of that batch's slot."""
-    _BS[0] = len(batch.reqs) if selected_indices is None else len(selected_indices)
+    _BS[0] = _size(batch, selected_indices)
     try:
         return original(batch, selected_indices, *args, **kwargs)
     finally:
@@ -409,10 +427,16 @@ def reserve_detail(res) -> str:
 def _forward(result, controller, *args, **kwargs):
     """SGLang's worker has taken the state its next decode batch runs at: the reserve remembers it (in flight)."""
     res = reserve_state()
-    if res is not None:
+    if res is None or _RES_FAILED[0]:
+        return None
+    try:
         if _PARAMS[0] is None:
             _PARAMS[0] = getattr(controller, "params", None)
         res.forward(controller.worker.speculative_num_steps)
+    except Exception as exc:  # never into SGLang's forward: SGLang's reserve from now on (it covers every state)
+        _RES_FAILED[0] = True
+        hookstatus.record(RESERVE, RESERVE_TARGET, "failed", f"the forward's steps unreadable, SGLang's reserve back: "
+                          f"{type(exc).__name__}: {exc}")
     return None
 
 
