@@ -1,7 +1,9 @@
 """The decode KV reserve under our adaptive table, on SGLang's real pieces: load_plugins, a chain EAGLE3 launch resolved
 and published by SGLang's own code (our table: candidates up to steps 7), SGLang's AdaptiveSpeculativeParams and
-AdaptiveController (only the GPU worker is a stand-in: its state is a steps number) and SGLang's
-get_alloc_reserve_per_decode at the names its decode allocation and memory check call.
+AdaptiveController, and SGLang's memory check (ScheduleBatch.new_tokens_required_next_decode) and decode preparation
+(eagle_prepare_for_decode) calling get_alloc_reserve_per_decode. Stood in: the GPU worker (its state is a steps
+number), the batch (a namespace of the fields those two read) and the KV pool's allocation itself (what it is asked
+for is captured).
 
 SGLang reserves 2 x (largest candidate + 1) = 16 tokens per request ahead of the committed ones at every state; a plain
 server holds 1. With the hook the reserve follows the steps that can run, and the property that keeps the KV exact is
