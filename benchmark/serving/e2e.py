@@ -15,7 +15,11 @@ NAME=URL of servers already running. Per temperature (default greedy and 0.7):
   steady   for each c: rounds A B C, B C A, C A B ... (--rounds per server; each round starts one server later),
            each round --round-s seconds of closed-loop
            traffic (c requests in flight; none starts after the deadline, the ones in flight finish), so a stall
-           of a second moves one round by a few percent, not the level.
+           of a second moves one round by a few percent, not the level. With --finish-by (a Unix time) every
+           server's warm pass runs before the first round, each rotation's round length is planned again so that
+           the rounds left end by then (their drains counted: at first the warm passes' p90 latency, then the
+           longest measured past a round's window), and a rotation that cannot end by then is not started: the
+           rounds run are whole rotations ("rounds_cut" in the JSON says how many were left).
 
 Before any pass, a greedy check (--greedy-check N, default 8; 0: none): each server answers the first N prompts at
 temperature 0, one at a time, and its output ids are compared with the baseline's ("greedy_check" in the JSON).
@@ -115,12 +119,47 @@ def schedule(names: list[str], opts: dict, cold: bool = True) -> list[Unit]:
     return out
 
 
-def round_length(round_s: float, finish_by: float, now: float, rounds_left: int, floor_s: float = 1.0) -> float:
-    """Seconds per steady round: round_s, or less so that rounds_left rounds end by finish_by (20 % kept for the
-    drain after each deadline), never below floor_s."""
+def round_length(round_s: float, finish_by: float, now: float, rounds_left: int, floor_s: float = 1.0,
+                 drain_s: float | None = None) -> float:
+    """Seconds per steady round: round_s, or less so that rounds_left rounds end by finish_by, never below floor_s.
+    drain_s: the measured seconds all the rounds left spend after their windows, waiting for the requests in flight
+    (and queued) to finish; 10 % of the time is kept besides. Where the rounds cannot all fit, the later ones are
+    not started (rotation_fits), whole rotations at a time. Without it 20 % is kept for the drains (at c 128 on an
+    H100, 2026-12-06, rounds of 20 s took 31-33 s: a queue's drain is not 20 %)."""
     if not finish_by:
         return round_s
-    return max(floor_s, min(round_s, 0.8 * (finish_by - now) / max(1, rounds_left)))
+    floor_s = min(floor_s, round_s)
+    if drain_s is None:
+        return max(floor_s, min(round_s, 0.8 * (finish_by - now) / max(1, rounds_left)))
+    return max(floor_s, min(round_s, (0.9 * (finish_by - now) - drain_s) / max(1, rounds_left)))
+
+
+def drains(rows: list[dict], warm_rows: list[dict] = ()) -> dict[tuple[float, int], float]:
+    """Per (temperature, concurrency): the seconds a round spends past its window, waiting for the requests in flight
+    (and queued) to finish. The longest measured over the steady rounds; before any, the 90th-percentile latency of
+    the level's warm passes (a window's last requests start at its end and take about that long)."""
+    out: dict[tuple[float, int], float] = {}
+    for r in warm_rows:
+        p90 = r["summary"].get("latency_p90_s")
+        if p90 is not None:
+            key = (r["temperature"], r["concurrency"])
+            out[key] = max(out.get(key, 0.0), p90)
+    measured: dict[tuple[float, int], float] = {}
+    for r in rows:
+        if r.get("phase") != "steady" or r.get("round_s") is None:
+            continue
+        key = (r["temperature"], r["concurrency"])
+        measured[key] = max(measured.get(key, 0.0), max(0.0, r["summary"]["wall_s"] - r["round_s"]))
+    return {**out, **measured}
+
+
+def rotation_fits(units: list, round_s: float, drain: dict, now: float, finish_by: float) -> bool:
+    """Whether one whole rotation (the units of one round at one level, one per server) ends by finish_by: a round
+    that only some servers ran pairs with nothing, so the rounds stop at a rotation's start, not within it."""
+    if not finish_by:
+        return True
+    need = sum(round_s + drain.get((u.temperature, u.concurrency), max(drain.values(), default=0.0)) for u in units)
+    return now + need <= finish_by
 
 
 def _spread(xs: list[float]) -> dict | None:
@@ -657,26 +696,59 @@ def run(argv: list[str], progress=print, on_row=None) -> int:
         save()
         sent = set()  # (server, temperature, c) this process has sent traffic at
         todo = [u for u in units if u.key not in done]
+        warm_rows: list[dict] = []  # the uncounted passes: their drains plan the rounds
+
+        def warm(server: str, t: float, levels: list[int], length: float) -> None:
+            for c in levels:
+                warm_rows.append(run_unit(Unit("warm", t, c, 0, server), by_name[server], prompts, opts, length))
+                sent.add((server, t, c))
+            progress(f"warmed {server} at T={t:g}, c {','.join(map(str, levels))} (uncounted)")
+
+        asked_s = round_s
         for k, u in enumerate(todo, 1):
+            if u.phase == "steady" and opts["finish_by"] and "round_s_planned_at" not in doc["config"]:
+                # every server's warm pass before the first round (uncounted: traffic this run has not sent it yet), so
+                # the plan below has their time behind it and their latencies for the drains
+                for v in todo[k - 1:]:
+                    levels = [c for c in opts["concurrency"] if (v.server, v.temperature, c) not in sent]
+                    if v.phase == "steady" and levels:
+                        warm(v.server, v.temperature, levels, round_s)
             cold_levels = [c for c in opts["concurrency"] if (u.server, u.temperature, c) not in sent]
             if u.phase == "steady" and cold_levels:  # uncounted: traffic this run has not sent this server yet
-                for c in cold_levels:
-                    run_unit(Unit("warm", u.temperature, c, 0, u.server), by_name[u.server], prompts, opts, round_s)
-                    sent.add((u.server, u.temperature, c))
-                progress(f"warmed {u.server} at T={u.temperature:g}, c {','.join(map(str, cold_levels))} (uncounted)")
+                warm(u.server, u.temperature, cold_levels, round_s)
             sent.add((u.server, u.temperature, u.concurrency))
-            if u.phase == "steady" and opts["finish_by"] and "round_s_planned_at" not in doc["config"]:
-                left = sum(1 for v in todo[k - 1:] if v.phase == "steady")
-                round_s = round_length(round_s, opts["finish_by"], time.time(), left)
-                doc["config"].update(round_s_used=round_s, round_s_planned_at=time.time())
-                progress(f"steady phase: {left} rounds of {round_s:.1f} s to end by the deadline")
-                if round_s < min(SHORT_ROUND_S, opts["round_s"] / 2):
-                    doc["config"]["short_rounds"] = (
-                        f"rounds of {round_s:.1f} s, not the {opts['round_s']:g} s asked, to end by the deadline: too "
-                        "short to decide a difference of less than about 10 % (1.4 s rounds moved +-30 % on an H200); "
-                        "measure fewer levels, temperatures or servers, or give each round its time across calls "
-                        "(no --finish-by, then --resume)")
-                    progress("WARNING: " + doc["config"]["short_rounds"])
+            rotation = (u.temperature, u.concurrency, u.index)
+            if u.phase == "steady" and opts["finish_by"] and not any(
+                    r["phase"] == "steady" and (r["temperature"], r["concurrency"], r["index"]) == rotation
+                    for r in doc["rows"]):
+                # a rotation's first round: its length planned again from the drains measured so far, so that the
+                # rounds left end by the deadline; a rotation that cannot is not started (nor any after it)
+                left = [v for v in todo[k - 1:] if v.phase == "steady"]
+                group = [v for v in left if (v.temperature, v.concurrency, v.index) == rotation]
+                drain = drains(doc["rows"], warm_rows)
+                round_s = round_length(asked_s, opts["finish_by"], time.time(), len(left),
+                                       drain_s=sum(drain.get((v.temperature, v.concurrency), 0.0) for v in left))
+                if "round_s_planned_at" not in doc["config"]:
+                    doc["config"].update(round_s_used=round_s, round_s_planned_at=time.time())
+                    progress(f"steady phase: {len(left)} rounds of {round_s:.1f} s to end by the deadline"
+                             + (f" (a round's drain {max(drain.values()):.1f} s at most, from the warm passes)"
+                                if drain else ""))
+                    if round_s < min(SHORT_ROUND_S, opts["round_s"] / 2):
+                        doc["config"]["short_rounds"] = (
+                            f"rounds of {round_s:.1f} s, not the {opts['round_s']:g} s asked, to end by the deadline: "
+                            "too short to decide a difference of less than about 10 % (1.4 s rounds moved +-30 % on an "
+                            "H200); measure fewer levels, temperatures or servers, or give each round its time across "
+                            "calls (no --finish-by, then --resume)")
+                        progress("WARNING: " + doc["config"]["short_rounds"])
+                doc["config"]["drain_s"] = {f"T{t:g}/c{c}": round(d, 1) for (t, c), d in drain.items()}
+                if not rotation_fits(group, round_s, drain, time.time(), opts["finish_by"]):
+                    doc["config"]["rounds_cut"] = (
+                        f"{len(left)} rounds not started (from round {u.index} at T={u.temperature:g}, "
+                        f"c {u.concurrency} on): a whole rotation of {len(group)} would not end by the deadline; the "
+                        "rounds run are whole rotations (--resume without --finish-by runs the rest)")
+                    progress("WARNING: " + doc["config"]["rounds_cut"])
+                    save()
+                    break
             row = run_unit(u, by_name[u.server], prompts, opts, round_s)
             doc["rows"].append(row)
             save()
