@@ -29,10 +29,12 @@ def _digest(folder: Path) -> dict:
 def test_export_applies_every_pr_to_the_installed_sglang(exported):
     prs = upstream_export.load_series()
     assert [p.name for p in prs] == ["01-draft-context-policy", "02-tree-sampling-triton", "03-draft-softmax-topk",
-                                     "04-offstate-verify-decode", "05-offstate-deferred-extend"]
+                                     "04-offstate-verify-decode", "05-offstate-deferred-extend",
+                                     "06-adaptive-decode-reserve"]
     names = sorted(p.name for p in (exported / "patches").iterdir())
     assert names == ["0001-draft-context-policy.patch", "0002-tree-sampling-triton.patch", "0003-draft-softmax-topk.patch",
-                     "0004-offstate-verify-decode.patch", "0005-offstate-deferred-extend.patch"]
+                     "0004-offstate-verify-decode.patch", "0005-offstate-deferred-extend.patch",
+                     "0006-adaptive-decode-reserve.patch"]
     tree = exported / "tree"
     for pr in prs:
         for e in pr.edits:  # every edit's text is in the patched file
@@ -64,7 +66,7 @@ def test_patches_apply_with_git_am_to_the_original_files(exported, tmp_path):
     run("add", "-A")
     run("commit", "-qm", "base")
     run("am", "-q", *sorted(str(p) for p in (exported / "patches").iterdir()))
-    assert len(run("log", "--oneline").stdout.splitlines()) == 6
+    assert len(run("log", "--oneline").stdout.splitlines()) == 7
     for p in repo.rglob("*"):
         if p.is_file() and ".git" not in p.parts:
             assert p.read_bytes() == (exported / "tree" / p.relative_to(repo)).read_bytes(), p
@@ -83,7 +85,7 @@ def test_rerun_is_idempotent(exported, tmp_path):
 def test_check_verifies_and_writes_nothing(tmp_path, capsys):
     out = tmp_path / "nothing"
     assert cli.main(["upstream", "export", "--out", str(out), "--check"]) == 0
-    assert "5 PRs" in capsys.readouterr().out
+    assert "6 PRs" in capsys.readouterr().out
     assert not out.exists()
 
 
