@@ -28,7 +28,8 @@ EDITS = [
         "anchor": "        self._cuda_graph_bs: list[int] | None = None\n",
         "after": '''        # The decode KV reserve (SGLANG_SPEC_ADAPTIVE_RESERVE_FOLLOWS_STEPS): the
         # steps of the latest two decode forwards (one may still be in flight, its
-        # tokens not committed) and the step ups waiting a verified batch (slot -> steps).
+        # tokens not committed) and the step ups waiting a verified batch
+        # (slot -> steps).
         self._ran: deque[int] = deque(maxlen=2)
         self._armed: dict[int, int] = {}
 ''',
@@ -77,7 +78,8 @@ EDITS = [
             return None
         if batch_size is None:
             return max(self._level(key) for key in self._slots)
-        return self._level(self._find_closest_bs(self._pad_to_cuda_graph_bs(batch_size)))
+        bs = self._pad_to_cuda_graph_bs(batch_size)
+        return self._level(self._find_closest_bs(bs))
 
     def _level(self, key: int) -> int:
         armed = [self._armed[key]] if key in self._armed else []
