@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs ON the lent device machine (after device.sh install), from the repo root: the upstream series
 # applied to the carried SGLang, plugin off. Logs under $OUT (default /tmp/out):
-#   upstream-export.log, upstream-kernels.log (PR 02/03/04/05 GPU tests + PR 02 per eager call + PR 02/03 benchmarks), upstream-serving.log (PR 01)
+#   upstream-export.log, upstream-kernels.log (PR 02/03/04/05 GPU tests + PR 02 per eager call + PR 02/03 benchmarks), upstream-serving.log (PR 01, PR 06)
 # Steps: export | kernels | serving | all (default)
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -35,5 +35,10 @@ if [ "$step" = serving ] || [ "$step" = all ]; then
   SGLANG_TEST_DRAFT_CONTEXT_TARGET=/tmp/tiny-up/target SGLANG_TEST_DRAFT_CONTEXT_DRAFT=/tmp/tiny-up/draft \
   SGLANG_TEST_DRAFT_CONTEXT_ARGS="--attention-backend triton --sampling-backend pytorch --grammar-backend none --mem-fraction-static 0.85 --max-total-tokens 65536 --max-running-requests 16 --cuda-graph-max-bs-decode 8 --disable-prefill-cuda-graph" \
     python3 $T/test/registered/spec/test_draft_context_policy_serving.py -v 2>&1 | tee "$OUT/upstream-serving.log" || rc=1
+  # PR 06 on the same pair (its draft is shorter than the target: SGLang's escape lets it serve, as `extend` would)
+  SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 \
+  SGLANG_TEST_ADAPTIVE_RESERVE_TARGET=/tmp/tiny-up/target SGLANG_TEST_ADAPTIVE_RESERVE_DRAFT=/tmp/tiny-up/draft \
+  SGLANG_TEST_ADAPTIVE_RESERVE_ARGS="--attention-backend triton --sampling-backend pytorch --grammar-backend none --mem-fraction-static 0.85 --max-total-tokens 65536 --max-running-requests 16 --cuda-graph-max-bs-decode 8 --disable-prefill-cuda-graph" \
+    python3 $T/test/registered/spec/eagle/test_adaptive_decode_reserve.py -v 2>&1 | tee -a "$OUT/upstream-serving.log" || rc=1
 fi
 exit $rc
