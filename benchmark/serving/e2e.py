@@ -53,7 +53,7 @@ from sglang_kimi_eagle3.bench import client
 from sglang_kimi_eagle3.bench import prompts as P
 from sglang_kimi_eagle3.bench.runner import SweepConfig, interleave, run_level
 from sglang_kimi_eagle3.bench.stats import summarize
-from sglang_kimi_eagle3.errors import UserError
+from sglang_kimi_eagle3.errors import UserError, run_script
 from sglang_kimi_eagle3.validate import (atomic_write_bytes, atomic_write_text, check_output_dir, check_output_file,
                                          float_list_flag, int_list_flag, read_json_object, url_flag)
 
@@ -789,11 +789,7 @@ def _plots(doc: dict, a, progress) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    try:
-        return run(sys.argv[1:] if argv is None else argv)
-    except UserError as exc:
-        print(f"e2e.py: error: {exc}", file=sys.stderr)
-        return 2
+    return run_script(run, argv, "e2e.py")
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ import os
 import sys
 import textwrap
 
-from sglang_kimi_eagle3.errors import UserError
+from sglang_kimi_eagle3.errors import UserError, run_script
 from sglang_kimi_eagle3.validate import atomic_write_bytes, atomic_write_text, check_output_file, read_json_object
 
 SCHEMA_PREFIX = "sglang-kimi-eagle3-e2e/"
@@ -155,11 +155,7 @@ def run(argv: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    try:
-        return run(sys.argv[1:] if argv is None else argv)
-    except UserError as exc:
-        print(f"ratio_plot.py: error: {exc}", file=sys.stderr)
-        return 2
+    return run_script(run, argv, "ratio_plot.py")
 
 
 if __name__ == "__main__":

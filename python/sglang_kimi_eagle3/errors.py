@@ -13,6 +13,18 @@ class UserError(ValueError):
         super().__init__(" ".join(str(message).split()))  # always one line
 
 
+def run_script(run, argv, name: str) -> int:
+    """A script's main: `run(argv)` (sys.argv[1:] when argv is None); a UserError is its one line on stderr
+    as `<name>: error: <message>`, exit status 2."""
+    import sys
+
+    try:
+        return run(sys.argv[1:] if argv is None else argv)
+    except UserError as exc:
+        print(f"{name}: error: {exc}", file=sys.stderr)
+        return 2
+
+
 MAX_JSON_BYTES = 64 << 20  # a config/profile/bench file larger than this is not one (a device, a dump)
 
 
