@@ -29,6 +29,7 @@ def _reset():
         hook._DEFER[0] = False
         hook._WARM_ENDED[0] = False
         hook._WARM_DROPS[0] = 0
+        hook._SWITCHES.clear()
         hook._SYNC.clear()
         hook._FOREIGN[0] = 0
         hook._RES.clear()

@@ -334,13 +334,14 @@ def _serve(slots, alpha, n, seed=3, loads=((1, 8), (32, 128)), trace=None):
 
 def test_slots_pool_the_acceptance_so_a_poor_drafter_costs_one_slots_learning_not_every_slots():
     """A poor drafter (alpha 0.3) on a server whose batch size moves over eight slots: alone, every slot dwells at the
-    launch's steps 3, visits 7 and probes on its own, and (never having read the off-state) prices it like the
-    expensive state it read; pooled, the slots decide on one estimate and one probe schedule."""
+    launch's steps 3, reads the off-state and probes on its own; pooled, the slots decide on one estimate and one probe
+    schedule: fewer batches at a positive state, fewer switches. (Before each slot read the off-state it priced it
+    like the expensive state it read, and alone the slots served 0.58x of plain here.)"""
     alone, pooled = _server(False), _server(True)
     speed_alone, spec_alone = _serve(alone, 0.3, 20000)
     speed_pooled, spec_pooled = _serve(pooled, 0.3, 20000)
-    assert speed_pooled >= 0.92 and speed_pooled >= speed_alone + 0.2, (speed_alone, speed_pooled)  # floor: 1/1.05
-    assert spec_pooled * 5 <= spec_alone and spec_pooled <= 0.04 * 20000
+    assert speed_pooled >= 0.92 and speed_alone >= 0.9 and speed_pooled >= speed_alone, (speed_alone, speed_pooled)
+    assert spec_pooled * 1.5 <= spec_alone and spec_pooled <= 0.04 * 20000  # floor: 1/1.05
     # steps 7 could not win at this acceptance even at the cheapest ratio read: no slot visits it
     assert not any(7 in c.explored for c in pooled.values())
     assert sum(c.switches for c in pooled.values()) <= sum(c.switches for c in alone.values())
@@ -352,9 +353,14 @@ def test_pooled_slots_step_up_together_when_the_drafter_starts_to_agree_and_keep
     assert all(c.steps == 0 for c in slots.values() if c.seen)  # all off
     late = _serve(slots, 0.9, 12000, seed=4)[0]
     assert all(c.steps > 0 for c in slots.values()) and late >= 1.2  # the probes and the pool brought them all back
-    # a good drafter from the start: pooling keeps every slot speculating (it never visits the off-state)
+    # a good drafter from the start: pooling keeps every slot speculating; each reads the off-state once (a probe's few
+    # batches: under 1 % of them) and goes back
     good = _server(True)
-    assert _serve(good, 0.9, 8000)[0] >= 1.2 and all(0 not in [h[2] for h in c.history] for c in good.values())
+    speed, spec = _serve(good, 0.9, 8000)
+    assert speed >= 1.2 and spec >= 0.99 * 8000
+    for c in good.values():
+        assert [h[1:3] for h in c.history].count((c.history[0][2], 0)) <= 1 if c.history else True
+        assert [h[3] for h in c.history].count("explore") <= len(c.candidates) - 1
 
 
 def test_pooled_slots_decide_the_same_on_every_rank():
@@ -491,6 +497,43 @@ def test_an_off_state_read_dearer_than_a_positive_round_is_priced_from_the_posit
     # consistent readings keep their own price (the live bs-8 to bs-128 slots: steps 0 x0.31-0.45, steps 3 x0.73-0.90)
     ctl.corr = {0: 0.45, 3: 0.83}
     assert ctl.cost_us(0) == ctl.modelled_us(0) * 0.45
+
+
+# Run 37 (an H100, 2026-12-06, the deployment-shaped pair on Marlin, a q 0.6 drafter, c 8): what the bs-8 slot read,
+# measured over modelled, and the step clock's steps 0 over plain at 5-8 requests
+LIVE_BS8 = {0: 0.44, 3: 1.09, 7: 0.83}
+LIVE_OFF_OVER_PLAIN = 1.048
+
+
+def test_a_slot_reads_the_off_state_before_it_keeps_a_positive_state_it_priced_against_a_guess():
+    """Run 37: the bs-8 slot (launched at steps 3, pooled, nothing read yet) read steps 3 at x1.09 of its model and
+    priced the unread off-state at that same ratio, where the model's steps 3 is 1.9x its off-state step and the
+    measured one was 4.8x: it kept steps 3 and 7 (accept length 2.2) for two c-8 rounds, 0.63-0.78x of plain. Now it
+    visits the off-state once, reads it and stays there: within a dwell and a visit, and the 1500 batches serve at
+    least 0.88x of plain (its floor 0.95x, less the bounded probes). With a good drafter the same readings keep it
+    speculating after its one visit."""
+    cfg = T.table(COST, BSS, operator_steps=3, state_gb=lambda s: T.state_memory_gb(s, 20480, 128), budget_gb=8.0)
+    assert cfg["8"]["candidate_steps"] == [0, 3, 7]
+    for alpha, want in ((0.59, 0), (0.9, 7)):
+        ctl, rng = Controller.from_entry([0, 3, 7], cfg["8"][T.KEY], 3), random.Random(37)
+        ctl.shared = Shared.from_entry(cfg["8"][T.KEY])
+        plain_us = ctl.modelled_us(0) * LIVE_BS8[0] / LIVE_OFF_OVER_PLAIN
+        t = tokens = at = 0.0
+        for i in range(1500):
+            accepted = _chain(rng, ctl.steps, alpha, 8)
+            wall = ctl.modelled_us(ctl.steps) * LIVE_BS8[ctl.steps]
+            t, tokens = t + wall, tokens + 8 + sum(accepted)
+            ctl.update(accepted, wall, lambda v: v)
+            if ctl.steps == want and not at:
+                at = i
+        assert ctl.steps == want and 0 in ctl.corr, (alpha, ctl.history)
+        if want == 0:
+            speed = tokens / 8 * plain_us / t
+            assert at <= ctl.dwell_batches + ctl.probe_batches + 8 and speed >= 0.88, (at, speed, ctl.history)
+            # then only the pool's bounded probes (no second visit, no step up on a guess)
+            assert [h[3] for h in ctl.history][1:] == ["probe", "probe did not pay"] * (ctl.switches // 2), ctl.history
+        else:
+            assert [h[2] for h in ctl.history].count(0) == 1, ctl.history  # one visit, then back
 
 
 def _probe_lengths(bs, **kw):

@@ -141,7 +141,8 @@ class Controller:
     reads: dict = field(default_factory=dict)  # steps -> this process's readings so far (the status row; never decides)
     syncs: int = 0
     exploring: bool = False
-    explored: set = field(default_factory=set)  # positive candidates visited to be read (each once)
+    explored: set = field(default_factory=set)  # candidates visited to be read (each once; the warm-up's forgotten)
+    visit_alpha: float | None = None  # the acceptance a visit to the off-state left at (a slot alone decides on it)
     shared: Shared | None = None  # this process's pooled learning (None: this slot learns alone)
     decided: bool = False  # the first decision at a positive state was taken
     warm_dropped: bool = False  # its readings taken in the traffic warm-up were dropped (drop_warm)
@@ -245,7 +246,8 @@ class Controller:
 
     def park(self) -> None:
         """To steps 0 without a decision: a slot that has run no batch, before the off-state skips its draft extend
-        (OffSkip); it then steps up as any slot at 0 does."""
+        (OffSkip); it then steps up as any slot at 0 does (a visit it was on ends unread)."""
+        self.exploring = False
         self._switch(0, "park")
 
     def drop_warm(self) -> None:
@@ -262,6 +264,7 @@ class Controller:
         self.corr.clear()
         self.samples = {}
         self.reads.clear()
+        self.explored.clear()  # a visit's reading went with the rest: the state may be visited again
         self.warm_dropped = True
         self.wait, self.probes, self.failed_probes = self.probe_wait_batches, 0, 0
         sh = self.shared
@@ -321,7 +324,7 @@ class Controller:
         elif sh is not None:
             sh.since += 1
         if self.steps == 0:
-            return self._at_zero()
+            return self._visited_off(ends) if self.exploring else self._at_zero()
         if (not ends) if short else self.batches < window:
             return None
         self.exploring = False
@@ -337,7 +340,7 @@ class Controller:
             visit = self._to_read(a)
             if visit is not None:
                 self.explored.add(visit)
-                self.exploring = True
+                self.exploring, self.visit_alpha = True, a
                 return self._switch(visit, "explore")
         here = self.predicted(self.steps, a)
         best = max(self.candidates, key=lambda s: (self.predicted(s, a), -s))
@@ -359,19 +362,55 @@ class Controller:
         return None
 
     def _to_read(self, a: float) -> int | None:
-        """A positive candidate this slot has not read and could win (None: nothing worth a visit): priced at the
-        most favourable of the model (ratio 1) and every ratio read anywhere, it beats the best state with a reading,
-        and at the model's relative prices it beats the off-state (the floor any slot can fall back to)."""
+        """A candidate this slot has not read and should (None: nothing worth a visit). First the off-state, the floor
+        every decision stands on, once per slot (after the traffic warm-up) unless its guessed price already makes it
+        best (then the slot steps down by cost and reads it there): unread, it is priced by a guess (the model's
+        relative price, or another slot's reading scaled), and a visit costs a probe's few batches once. Then a
+        positive candidate that could win: priced at the most favourable of the model (ratio 1) and every ratio read
+        anywhere, it beats the best state with a reading and, at the model's relative prices, the off-state.
+
+        The off-state always: on an H100 (2026-12-06, the deployment-shaped pair, a q 0.6 drafter, c 8) the bs-8 slot
+        read steps 3 at x1.09 of its model and, never having read steps 0, priced it at that same ratio: the model's
+        steps 3 is 1.9x its off-state step, the measured one 3.2x (36 against 11.2 ms; plain 10.7), so it kept
+        steps 3 and 7 (accept length 2.2) for two rounds that served 0.63-0.78x of plain; the third, at steps 0,
+        0.97x."""
         if self.steps not in self.corr:
             return None
+        best = max(self.predicted(t, a) for t in self.candidates if t > 0 and self.corr_of(t) is not None)
+        if 0 in self.candidates and 0 not in self.corr and 0 not in self.explored and self.predicted(0, a) <= best:
+            return 0  # (where its guessed price already makes it best, the slot steps down by cost and reads it there)
         unread = [s for s in self.candidates if s > 0 and s != self.steps and s not in self.corr and s not in self.explored]
         if not unread:
             return None
         seen = list(self.corr.values()) + (list(self.shared.corr.values()) if self.shared is not None else [])
         lo = min(seen + [1.0])
-        best = max(self.predicted(t, a) for t in self.candidates if self.corr_of(t) is not None)
+        if 0 in self.candidates and self.corr_of(0) is not None:
+            best = max(best, self.predicted(0, a))
         floor = self.predicted(0, a, 1.0) if 0 in self.candidates else 0.0
         return next((s for s in unread if self.predicted(s, a, lo) > best and self.predicted(s, a, 1.0) > floor), None)
+
+    def _visited_off(self, ends: bool) -> int | None:
+        """A visit to the off-state (`_to_read`) ends: now that the off-state is read, a positive candidate that could
+        win is visited next (`_to_read`), else back to the best state at the acceptance read before it (the pool's,
+        where it has one), unless the off-state is best or within the hysteresis (then the slot stays at 0, as after
+        any step down)."""
+        if not ends:
+            return None
+        self.exploring = False
+        sh = self.shared
+        a = sh.alpha() if sh is not None and sh.alpha() is not None else self.visit_alpha
+        if a is None:
+            return None
+        visit = self._to_read(a) if self.measure else None
+        if visit is not None:
+            self.explored.add(visit)
+            self.exploring = True
+            return self._switch(visit, "explore")
+        best = max(self.candidates, key=lambda s: (self.predicted(s, a), -s))
+        gain = self.predicted(best, a) / self.predicted(0, a)
+        if best != 0 and gain > 1.0 + self.hysteresis:
+            return self._switch(best, f"off-state read: predicted {gain:.2f}x at alpha {a:.2f}")
+        return None
 
     def _at_zero(self) -> int | None:
         """At the off-state: alone, probe after `wait` batches; pooled, step up when another slot's fresh estimate

@@ -50,6 +50,9 @@ def test_the_slots_of_a_process_learn_together(monkeypatch, pool):
         # the status row says what the pool read (at each switch): 32 batches of bs 1, the one of bs 8
         assert "; pooled: acceptance alpha 0.00 over 33 batches, 0 probes (0 did not pay)" in detail, detail
         assert "launched without EAGLE" not in detail
+        # and the latest switches with their reasons, per slot (the counters say how often, these why)
+        assert re.search(r"; latest switches: bs 1 3->0 \(pooled: predicted [\d.]+x at alpha 0\.00\), bs 8 3->0 \(pooled: "
+                         r"predicted [\d.]+x at alpha 0\.00\)", detail), detail
         # the drafter never agrees: after three probes in a row that did not pay, the row tells the operator
         for _ in range(4000):
             one.update([0])

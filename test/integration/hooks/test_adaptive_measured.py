@@ -121,14 +121,16 @@ def _two_ranks(mode: str) -> list[dict]:
 def test_tp_ranks_with_different_clocks_switch_together_on_rank_zeros_readings():
     """Rank 0 reads steps 3 at 3x its model, rank 1 as modelled. Synced, both leave 3 at the same batch and hold the
     same corrections; each on its own readings (what the sync prevents), rank 1 would stay at 3 (read as modelled,
-    nothing beats it) while rank 0 left it for 1: SGLang would then run different states on the ranks of one TP group.
-    The first decision comes after a probe's worth of batches (32)."""
+    nothing beats it: back there after reading the off-state) while rank 0 left it for 1: SGLang would then run
+    different states on the ranks of one TP group.
+    The first decision comes after a probe's worth of batches (32): a visit to the unread off-state (a probe's worth of
+    requests, 4 batches of 8 here), then to the unread steps 1, which wins."""
     synced = _two_ranks("sync")
-    assert synced[0]["trace"] == synced[1]["trace"] == [[31, 1]]
+    assert synced[0]["trace"] == synced[1]["trace"] == [[31, 0], [37, 1]]
     assert synced[0]["corr"] == synced[1]["corr"] and synced[0]["syncs"] == synced[1]["syncs"] > 0
     assert synced[1]["measured"]["adaptive_control"]["ours"]["measured"] == synced[1]["syncs"]
     alone = _two_ranks("own")
-    assert alone[0]["trace"] == [[31, 1]] and alone[1]["trace"] == []
+    assert alone[0]["trace"] == [[31, 0], [37, 1]] and alone[1]["trace"] == [[31, 0], [37, 3]]
 
 
 CLOCK = r'''

@@ -43,6 +43,7 @@ from __future__ import annotations
 import os
 import time
 import types
+from collections import deque
 
 from ...base import (
     ENV_ADAPTIVE,
@@ -465,6 +466,9 @@ def pool(entry: dict):
 
 
 _CORR: dict = {}  # slot batch size -> the synced measured / modelled step time per steps, as the status row shows it
+# the latest switches of this process's controllers with their reasons, as the status row shows them: the counters say
+# how often, these say why (run 37's c-8 rounds at steps 3 and 7 could be explained only from the code)
+_SWITCHES: deque = deque(maxlen=6)
 
 
 def _corr_text(ctl, s: int, c: float) -> str:
@@ -488,6 +492,8 @@ def _note_measured(slot, ctl) -> None:
             detail += f"; measured step time / modelled: {parts}"
         if _WARM_DROPS[0]:
             detail += f" (the traffic warm-up's readings dropped in {_WARM_DROPS[0]} slots)"
+        if _SWITCHES:
+            detail += f"; latest switches: {', '.join(_SWITCHES)}"
         sh = ctl.shared
         if sh is not None and sh.last:
             detail += (f"; pooled: acceptance alpha {sh.alpha():.2f} over {sh.count} batches, "
@@ -646,6 +652,8 @@ def _update(slot, num_correct_drafts_per_req) -> bool:
     syncs = ctl.syncs
     try:
         new = ctl.update(list(num_correct_drafts_per_req), wall_us, _slot_sync(slot) if ctl.measure else None)
+        if new is not None:
+            _SWITCHES.append(f"bs {slot._kimi_eagle3_bs} {old}->{new} ({ctl.history[-1][3]})")
         if new is not None or (ctl.syncs != syncs and ctl.corr):  # the row: readings, pool (a switch or a sync)
             _note_measured(slot, ctl)
     except Exception as exc:  # never take the scheduler down: this slot goes back to SGLang's logic, the row says so
