@@ -286,12 +286,19 @@ class Controller:
 
     def window(self) -> int:
         """Batches at the current state before it is evaluated: a probe's or a visit's; the first decision at a
-        positive state at once on a pooled estimate, else after a probe's worth; a dwell otherwise."""
+        positive state at once on a pooled estimate, else after a probe's worth; a probe's worth at a positive state
+        read while the off-state is not (its visit comes then); a dwell otherwise."""
         if self.probing or self.exploring:
             return self.probe_batches
+        if self.decided and self.steps > 0 and self.syncs and self.off_unread():
+            return self.probe_batches  # the floor read soon (_to_read visits it): a positive state is kept on readings
         if self.decided or self.steps == 0:
             return self.dwell_batches
         return 1 if self.shared is not None and self.shared.known() else self.probe_batches
+
+    def off_unread(self) -> bool:
+        """The off-state is a candidate this slot has neither read nor visited (with measured costs on)."""
+        return self.measure and 0 in self.candidates and 0 not in self.corr and 0 not in self.explored
 
     def probe_done(self) -> bool:
         """A probe or a visit has read enough: `probe_batches` verified requests in at least `probe_min_batches`
@@ -377,7 +384,7 @@ class Controller:
         if self.steps not in self.corr:
             return None
         best = max(self.predicted(t, a) for t in self.candidates if t > 0 and self.corr_of(t) is not None)
-        if 0 in self.candidates and 0 not in self.corr and 0 not in self.explored and self.predicted(0, a) <= best:
+        if self.off_unread() and self.predicted(0, a) <= best:
             return 0  # (where its guessed price already makes it best, the slot steps down by cost and reads it there)
         unread = [s for s in self.candidates if s > 0 and s != self.steps and s not in self.corr and s not in self.explored]
         if not unread:
