@@ -26,7 +26,7 @@
 #   5. $OUT: device_adaptive-q$Q.log, versions.txt, build-q$Q.log, e2e-q$Q.json, step_ratio-*-q$Q.json, logs-q$Q.tgz
 #      (server logs, status files with the adaptive_control switch counters and the step_clock rows; plain's decode
 #      steps timed by benchmark/serving/plain_clock into status/plain/clock/; the log prints both after the rounds)
-# Knobs: DA_Q (0.9), DA_OFF (0), CONC (1,8,32,128), DA_TEMPS (0: the rounds' temperatures, e.g. 0.7 or 0,0.7), ROUNDS (3), CAP (256: output tokens per request at most), MEMF (0.7: --mem-fraction-static as device_e2e.sh, five servers
+# Knobs: DA_Q (0.9), DA_OFF (0), CONC (1,8,32,128), DA_TEMPS (0: the rounds' temperatures, e.g. 0.7 or 0,0.7), ROUNDS (3), MIN_ROUND_S (10: rounds are not fitted to the deadline below this; the last levels are left out instead, as run 37's rounds of 6 s at c 64 did not resolve a few percent), CAP (256: output tokens per request at most), MEMF (0.7: --mem-fraction-static as device_e2e.sh, five servers
 # co-resident), MAXTOK (65536: --max-total-tokens), BUDGET_S (555), STARTUP_S (330), DA_FIRST_S (420: the staged
 # start's wait for the first server; 0 where both JIT sets were carried), DA_PREBUILD (1: step 0), DA_PREBUILD_S, DA_OFFSKIP (0; 1: a sixth server, the off-state with
 # SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND=1, and its step ratio), DA_OFFEXT (0; 1: the off-state with
@@ -403,7 +403,7 @@ say "e2e over ${SERVERS[*]}; deadline in $((DEADLINE - $(date +%s))) s"
 timeout -s INT $((DEADLINE + 20 - $(date +%s))) python3 benchmark/serving/e2e.py "${SERVERS[@]}" --baseline plain \
   --json "$OUT/e2e-q$Q.json" --workload chat --no-cold --concurrency "${CONC:-1,8,32,128}" \
   --temperatures "${DA_TEMPS:-0}" --rounds "${ROUNDS:-3}" --round-s 20 --max-new-tokens 128 --workload-cap "${CAP:-256}" \
-  --cold-requests 1 --min-requests 4 --finish-by "$DEADLINE"
+  --cold-requests 1 --min-requests 4 --finish-by "$DEADLINE" --min-round-s "${MIN_ROUND_S:-10}"
 say "e2e.py exit $?"
 measured_rows "$OUT/e2e-q$Q.json" && MEASURED=1
 for n in $NAMES; do

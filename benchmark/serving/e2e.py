@@ -19,7 +19,8 @@ NAME=URL of servers already running. Per temperature (default greedy and 0.7):
            server's warm pass runs before the first round, each rotation's round length is planned again so that
            the rounds left end by then (their drains counted: at first the warm passes' p90 latency, then the
            longest measured past a round's window), and a rotation that cannot end by then is not started: the
-           rounds run are whole rotations ("rounds_cut" in the JSON says how many were left).
+           rounds run are whole rotations ("rounds_cut" in the JSON says how many were left). With --min-round-s
+           the rounds are not planned shorter than that: the last levels are left out instead ("levels_dropped").
 
 Before any pass, a greedy check (--greedy-check N, default 8; 0: none): each server answers the first N prompts at
 temperature 0, one at a time, and its output ids are compared with the baseline's ("greedy_check" in the JSON).
@@ -62,6 +63,8 @@ SHORT_ROUND_S = 5.0  # a fitted round below this (and below half the asked one) 
 OPTIONS = {  # option -> (default, kind); a spec may set any of them, a flag overrides the spec
     "concurrency": ([1, 4, 16, 64], "ints"), "temperatures": ([0.0, 0.7], "floats"), "rounds": (3, "int"),
     "round_s": (20.0, "float"), "steady_budget_s": (0.0, "float"), "cold_requests": (3, "int"),
+    # with --finish-by: rounds are not fitted below this; the last levels are left out instead (0: fit every level)
+    "min_round_s": (0.0, "float"),
     "min_requests": (8, "int"), "max_new_tokens": (128, "int"), "ignore_eos": (True, "bool"),
     "categories": ("chat,code", "str"), "timeout_s": (300.0, "float"), "startup_timeout_s": (540.0, "float"),
     "template": ("raw", "str"), "finish_by": (0.0, "float"), "steady_servers": ("", "names"),
@@ -151,6 +154,21 @@ def drains(rows: list[dict], warm_rows: list[dict] = ()) -> dict[tuple[float, in
         key = (r["temperature"], r["concurrency"])
         measured[key] = max(measured.get(key, 0.0), max(0.0, r["summary"]["wall_s"] - r["round_s"]))
     return {**out, **measured}
+
+
+def fit_levels(left: list, round_s: float, min_round_s: float, finish_by: float, now: float, drain: dict) -> list:
+    """The (temperature, concurrency) levels of the steady rounds `left` (in run order) whose rounds all fit by
+    finish_by at min_round_s or more each: the longest such run of leading levels, at least the first one. On an H100
+    (2026-12-06) rounds fitted to 6.2 s at c 64 read plain at 956-1148 tok/s and ours at 0.84-1.09 of it: fewer
+    levels, each in rounds long enough, say more than every level in short ones."""
+    levels = list(dict.fromkeys((v.temperature, v.concurrency) for v in left))
+    for n in range(len(levels), 0, -1):
+        units = [v for v in left if (v.temperature, v.concurrency) in levels[:n]]
+        fitted = round_length(round_s, finish_by, now, len(units),
+                              drain_s=sum(drain.get((v.temperature, v.concurrency), 0.0) for v in units))
+        if fitted >= min(min_round_s, round_s):
+            return levels[:n]
+    return levels[:1]
 
 
 def rotation_fits(units: list, round_s: float, drain: dict, now: float, finish_by: float) -> bool:
@@ -705,7 +723,10 @@ def run(argv: list[str], progress=print, on_row=None) -> int:
             progress(f"warmed {server} at T={t:g}, c {','.join(map(str, levels))} (uncounted)")
 
         asked_s = round_s
+        dropped: set = set()  # (temperature, concurrency) levels left out by --min-round-s
         for k, u in enumerate(todo, 1):
+            if u.phase == "steady" and (u.temperature, u.concurrency) in dropped:
+                continue
             if u.phase == "steady" and opts["finish_by"] and "round_s_planned_at" not in doc["config"]:
                 # every server's warm pass before the first round (uncounted: traffic this run has not sent it yet), so
                 # the plan below has their time behind it and their latencies for the drains
@@ -723,11 +744,24 @@ def run(argv: list[str], progress=print, on_row=None) -> int:
                     for r in doc["rows"]):
                 # a rotation's first round: its length planned again from the drains measured so far, so that the
                 # rounds left end by the deadline; a rotation that cannot is not started (nor any after it)
-                left = [v for v in todo[k - 1:] if v.phase == "steady"]
+                left = [v for v in todo[k - 1:] if v.phase == "steady" and (v.temperature, v.concurrency) not in dropped]
                 group = [v for v in left if (v.temperature, v.concurrency, v.index) == rotation]
                 drain = drains(doc["rows"], warm_rows)
                 round_s = round_length(asked_s, opts["finish_by"], time.time(), len(left),
                                        drain_s=sum(drain.get((v.temperature, v.concurrency), 0.0) for v in left))
+                if "round_s_planned_at" not in doc["config"] and round_s < min(opts["min_round_s"], asked_s):
+                    keep = fit_levels(left, asked_s, opts["min_round_s"], opts["finish_by"], time.time(), drain)
+                    cut = [lv for lv in dict.fromkeys((v.temperature, v.concurrency) for v in left) if lv not in keep]
+                    if cut:
+                        dropped.update(cut)
+                        left = [v for v in left if (v.temperature, v.concurrency) in keep]
+                        round_s = round_length(asked_s, opts["finish_by"], time.time(), len(left),
+                                               drain_s=sum(drain.get((v.temperature, v.concurrency), 0.0) for v in left))
+                        doc["config"]["levels_dropped"] = (
+                            f"{', '.join(f'T={t:g} c {c}' for t, c in cut)} not measured: with them the rounds would be "
+                            f"shorter than --min-round-s {opts['min_round_s']:g} s by the deadline; the levels before "
+                            f"run rounds of {round_s:.1f} s (--resume without --finish-by, or another call, runs the rest)")
+                        progress("WARNING: " + doc["config"]["levels_dropped"])
                 if "round_s_planned_at" not in doc["config"]:
                     doc["config"].update(round_s_used=round_s, round_s_planned_at=time.time())
                     progress(f"steady phase: {len(left)} rounds of {round_s:.1f} s to end by the deadline"

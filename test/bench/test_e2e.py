@@ -300,6 +300,42 @@ def test_rounds_cut_short_by_the_deadline_are_flagged(tmp_path, capsys):
     assert "WARNING: rounds of 1.0 s, not the 20 s asked" in capsys.readouterr().out  # progress goes to stdout
 
 
+def test_fit_levels_keeps_the_leading_levels_whose_rounds_fit_the_minimum():
+    left = [e2e.Unit("steady", t, c, r, s) for t, c in ((0.0, 8), (0.0, 64), (0.7, 8)) for r in (1, 2, 3)
+            for s in ("plain", "ours", "ours_q2")]  # 27 rounds, 9 a level
+    drain = {(0.0, 8): 2.0, (0.0, 64): 4.0, (0.7, 8): 2.0}
+    # 300 s: all 27 rounds fit 7.3 s each ((0.9 x 300 - 72 s of drains) / 27), the first two levels' 18 rounds 12 s,
+    # the first level's 9 rounds 20 s (the asked; 28 would fit)
+    assert e2e.fit_levels(left, 20.0, 0.0, 300.0, 0.0, drain) == [(0.0, 8), (0.0, 64), (0.7, 8)]
+    assert e2e.fit_levels(left, 20.0, 7.0, 300.0, 0.0, drain) == [(0.0, 8), (0.0, 64), (0.7, 8)]
+    assert e2e.fit_levels(left, 20.0, 8.0, 300.0, 0.0, drain) == [(0.0, 8), (0.0, 64)]
+    assert e2e.fit_levels(left, 20.0, 12.0, 300.0, 0.0, drain) == [(0.0, 8), (0.0, 64)]
+    assert e2e.fit_levels(left, 20.0, 13.0, 300.0, 0.0, drain) == [(0.0, 8)]
+    assert e2e.fit_levels(left, 20.0, 13.0, 50.0, 0.0, drain) == [(0.0, 8)]  # none fits: the first level still runs
+
+
+def test_a_minimum_round_leaves_the_last_levels_out_rather_than_shrink_every_round(tmp_path, capsys):
+    """Run 37 (H100, 2026-12-06): a call's budget fitted every round of two levels to 6.2 s, and c 64 read plain at
+    956-1148 tok/s across its rounds. With --min-round-s the rounds are not fitted below it: c 2 cannot fit beside c 1
+    (8 rounds of at least 1.1 s in about 6 s), so it is left out, said in the JSON and printed, and c 1 runs its
+    rounds at the length asked."""
+    out = tmp_path / "e2e.json"
+    a, b = ProtocolStub(StubConfig(alphas=None, pass_ms=0.1)), ProtocolStub(StubConfig(pass_ms=0.1))
+    with a as ua, b as ub:
+        args = [x if x != "0.25" else "1.2" for x in FAST]
+        rc = e2e.main(["--server", f"plain={ua}", "--server", f"ours={ub}", "--json", str(out), "--no-cold",
+                       "--greedy-check", "0", "--min-round-s", "1.1", "--finish-by", str(time.time() + 6.0)] + args)
+    assert rc == 0
+    doc = json.loads(out.read_text())
+    assert not [r for r in doc["rows"] if r["phase"] == "steady" and r["concurrency"] == 2]
+    assert doc["config"]["round_s_used"] >= 1.1
+    assert doc["config"]["levels_dropped"].startswith("T=0 c 2 not measured") and doc["status"] == "complete"
+    assert "WARNING: T=0 c 2 not measured" in capsys.readouterr().out
+    # a minimum that is not a number of seconds: one line, exit 2
+    assert e2e.main(["--server", "plain=http://127.0.0.1:9", "--json", str(tmp_path / "x.json"),
+                     "--min-round-s", "-1"]) == 2
+
+
 def test_the_greedy_check_compares_every_server_with_the_baseline_before_any_pass(tmp_path, capsys):
     """Stubs answer ids seeded by the prompt: the same for plain and a speculative stub, others for a stub with
     another salt (a server whose greedy tokens differ). The check runs before the first pass, one request at a time;
