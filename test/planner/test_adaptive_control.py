@@ -547,27 +547,31 @@ H100_STEP = {0: {1: 1.007, 2: 1.024, 4: 1.068, 8: 1.048, 16: 1.023, 32: 1.031, 6
 H100_PLAIN_MS = {1: 8.58, 2: 8.93, 4: 9.16, 8: 10.71, 16: 12.31, 32: 15.02, 64: 19.43}
 
 
-def _closed_loop(alpha, conc, n=6000, seed=1):
+def _closed_loop(alpha, conc, n=6000, seed=1, phases=None):
     """A fresh server (the table the plugin writes, slots pooled, launched at steps 3) under a closed loop of `conc`
     clients: rounds of 300 batches, `conc` running for 260 of them, then the tail shrinking to 1; each batch at its
-    slot's steps, timed at H100_STEP. Returns the speed over plain decoding."""
+    slot's steps, timed at H100_STEP. Returns the speed over plain decoding; with `phases` ([(conc, batches), ...],
+    a load that moves), a list of (speed, switches) per phase."""
     cfg = T.table(COST, BSS, operator_steps=3, state_gb=lambda s: T.state_memory_gb(s, 20480, 128), budget_gb=8.0)
     sh, slots = Shared.from_entry(cfg["1"][T.KEY]), {}
     for b in H100_PLAIN_MS:
         slots[b] = Controller.from_entry(cfg[str(b)]["candidate_steps"], cfg[str(b)][T.KEY], 3)
         slots[b].shared = sh
-    rng, t, plain = random.Random(seed), 0.0, 0.0
-    for i in range(n):
-        k = i % 300
-        bs = conc if k < 260 else max(1, conc * (300 - k) // 40)
-        slot = min(b for b in slots if b >= bs)
-        ctl = slots[slot]
-        accepted = _chain(rng, ctl.steps, alpha, bs)
-        wall = H100_PLAIN_MS[slot] * H100_STEP[ctl.steps][slot] * 1000
-        t += wall
-        plain += H100_PLAIN_MS[slot] * 1000 * (bs + sum(accepted)) / bs
-        ctl.update(accepted, wall, lambda v: v)
-    return plain / t
+    rng, out = random.Random(seed), []
+    for conc, n in phases or [(conc, n)]:
+        t, plain, before = 0.0, 0.0, sum(c.switches for c in slots.values())
+        for i in range(n):
+            k = i % 300
+            bs = conc if k < 260 else max(1, conc * (300 - k) // 40)
+            slot = min(b for b in slots if b >= bs)
+            ctl = slots[slot]
+            accepted = _chain(rng, ctl.steps, alpha, bs)
+            wall = H100_PLAIN_MS[slot] * H100_STEP[ctl.steps][slot] * 1000
+            t += wall
+            plain += H100_PLAIN_MS[slot] * 1000 * (bs + sum(accepted)) / bs
+            ctl.update(accepted, wall, lambda v: v)
+        out.append((plain / t, sum(c.switches for c in slots.values()) - before))
+    return out if phases else out[0][0]
 
 
 def test_a_middling_drafter_on_run_37s_costs_serves_near_the_off_states_floor_at_every_load():
@@ -579,6 +583,17 @@ def test_a_middling_drafter_on_run_37s_costs_serves_near_the_off_states_floor_at
         assert _closed_loop(0.59, conc) >= 0.93, conc
     assert _closed_loop(0.3, 64) >= 0.93
     assert _closed_loop(0.59, 1) >= 1.1 and _closed_loop(0.9, 8) >= 1.5 and _closed_loop(0.9, 32) >= 1.15
+
+
+def test_a_middling_drafter_follows_a_load_that_moves_on_run_37s_costs():
+    """The load step (c 1 -> 64 -> 1 -> 8, 3000 batches each) on run 37's costs with a q 0.6 drafter: it speculates
+    at c 1 each time (steps 3 and 7 pay there: 1.8-2.0x a plain step for 2.1-2.4 tokens), runs the off-state's floor
+    at c 64 and 8, and switches a few times a phase, not every few batches. The code before the off-state was read
+    first served the c-64 phase at 0.44x and the c-8 one at 0.84x here."""
+    phases = _closed_loop(0.59, 0, phases=[(1, 3000), (64, 3000), (1, 3000), (8, 3000)])
+    (c1, _), (c64, _), (c1b, _), (c8, _) = phases
+    assert c1 >= 1.1 and c1b >= 1.1 and c64 >= 0.93 and c8 >= 0.93, phases
+    assert all(n <= 25 for _, n in phases), phases
 
 
 def _probe_lengths(bs, **kw):
