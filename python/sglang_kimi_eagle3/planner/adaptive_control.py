@@ -346,9 +346,7 @@ class Controller:
         if self.measure and sync is not None and not self.probing:
             visit = self._to_read(a)
             if visit is not None:
-                self.explored.add(visit)
-                self.exploring, self.visit_alpha = True, a
-                return self._switch(visit, "explore")
+                return self._visit(visit, a)
         here = self.predicted(self.steps, a)
         best = max(self.candidates, key=lambda s: (self.predicted(s, a), -s))
         gain = self.predicted(best, a) / here if here > 0 else float("inf")
@@ -396,6 +394,12 @@ class Controller:
         floor = self.predicted(0, a, 1.0) if 0 in self.candidates else 0.0
         return next((s for s in unread if self.predicted(s, a, lo) > best and self.predicted(s, a, 1.0) > floor), None)
 
+    def _visit(self, s: int, a: float) -> int:
+        """To `s` for a visit's window, to read it (once per slot: explored)."""
+        self.explored.add(s)
+        self.exploring, self.visit_alpha = True, a
+        return self._switch(s, "explore")
+
     def _visited_off(self, ends: bool) -> int | None:
         """A visit to the off-state (`_to_read`) ends: now that the off-state is read, a positive candidate that could
         win is visited next (`_to_read`), else back to the best state at the acceptance read before it (the pool's,
@@ -410,9 +414,7 @@ class Controller:
             return None
         visit = self._to_read(a) if self.measure else None
         if visit is not None:
-            self.explored.add(visit)
-            self.exploring = True
-            return self._switch(visit, "explore")
+            return self._visit(visit, a)
         best = max(self.candidates, key=lambda s: (self.predicted(s, a), -s))
         gain = self.predicted(best, a) / self.predicted(0, a)
         if best != 0 and gain > 1.0 + self.hysteresis:
