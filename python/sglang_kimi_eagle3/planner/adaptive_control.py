@@ -58,6 +58,11 @@ from dataclasses import dataclass, field
 
 from .acceptance import alpha_from_tau, expected_tokens
 
+# Raw readings kept per state for the status row (`Controller.wall_ms`): they never decide. On an H100 (2026-12-06)
+# the bs-8 slot's steps-3 ratio implied 51.8 ms a round where the step clock's median at 5-8 requests read 36.1; the
+# ratio alone could not say which reading (or which model time) was off.
+WALLS_KEPT = 64
+
 
 @dataclass(slots=True)
 class Shared:
@@ -139,6 +144,7 @@ class Controller:
     corr: dict = field(default_factory=dict)  # steps -> measured / modelled step time, as synced (decisions read it)
     samples: dict = field(default_factory=dict)  # steps -> this process's ratios since the last sync (never decides)
     reads: dict = field(default_factory=dict)  # steps -> this process's readings so far (the status row; never decides)
+    walls: dict = field(default_factory=dict)  # steps -> this process's latest raw readings, µs (the status row only)
     syncs: int = 0
     exploring: bool = False
     explored: set = field(default_factory=set)  # candidates visited to be read (each once; the warm-up's forgotten)
@@ -224,6 +230,14 @@ class Controller:
         if len(xs) < 4 * self.sync_batches:
             xs.append(wall_us / self.modelled_us(self.steps))
             self.reads[self.steps] = self.reads.get(self.steps, 0) + 1
+            ws = self.walls.setdefault(self.steps, [])
+            ws.append(wall_us)
+            del ws[:-WALLS_KEPT]
+
+    def wall_ms(self, s: int) -> float | None:
+        """The median of this process's latest raw readings at `s` (up to WALLS_KEPT), ms; None where none."""
+        ws = sorted(self.walls.get(s, ()))
+        return ws[len(ws) // 2] / 1000 if ws else None
 
     def summary(self) -> list[float]:
         """Per candidate (in order), the median ratio read since the last sync, 0.0 where none; clears them."""
@@ -264,6 +278,7 @@ class Controller:
         self.corr.clear()
         self.samples = {}
         self.reads.clear()
+        self.walls.clear()
         self.explored.clear()  # a visit's reading went with the rest: the state may be visited again
         self.warm_dropped = True
         self.wait, self.probes, self.failed_probes = self.probe_wait_batches, 0, 0

@@ -172,7 +172,14 @@ def test_the_row_shows_the_readings_and_where_the_off_state_is_priced_from_the_p
     hook.attach(slot, cfg[T.KEY])
     ctl = slot._kimi_eagle3_ctl
     ctl.corr, ctl.reads = {0: 1.37, 3: 0.53}, {0: 12, 3: 200}  # run 24's bs-1 slot: the off-state read dearer
-    assert hook._corr_text(ctl, 0, 1.37) == "steps 0 x1.37 (12 read here, priced x0.53)"
+    assert hook._corr_text(ctl, 0, 1.37) == "steps 0 x1.37 (12 read here; priced x0.53)"
     assert hook._corr_text(ctl, 3, 0.53) == "steps 3 x0.53 (200 read here)"
     ctl.corr = {0: 0.45, 3: 0.83}
     assert hook._corr_text(ctl, 0, 0.45) == "steps 0 x0.45 (12 read here)"
+    # the raw readings' median beside the ratio: comparable with the step clock's medians (run 37's bs-8 slot read
+    # steps 3 at x1.09 of a model time nobody sees; its milliseconds are what the step clock also shows)
+    ctl.measure, ctl.batches, ctl.steps = True, ctl.settle_batches + 1, 3
+    for w in [40_000.0] * 70 + [36_000.0] * 30 + [52_000.0] * 33:
+        ctl.observe(w)
+    assert ctl.reads[3] == 333 and len(ctl.walls[3]) == 64  # the latest 64 kept (all of them: 40 ms)
+    assert hook._corr_text(ctl, 3, 0.83) == "steps 3 x0.83 (333 read here, latest median 52.0 ms)"

@@ -472,10 +472,14 @@ _SWITCHES: deque = deque(maxlen=6)
 
 
 def _corr_text(ctl, s: int, c: float) -> str:
-    """`steps 0 x1.37 (212 read here, priced x0.53)`: the synced ratio, this process's readings of it, and for the
-    off-state the ratio it is priced at where the positive readings overrule it (Controller.off_ratio)."""
+    """`steps 0 x1.37 (212 read here, latest median 26.1 ms; priced x0.53)`: the synced ratio, this process's
+    readings of it and the median of its latest raw ones (Controller.wall_ms: the step clock's medians are their
+    comparison), and for the off-state the ratio it is priced at where the positive readings overrule it
+    (Controller.off_ratio)."""
     priced = ctl.off_ratio(c) if s == 0 else c
-    return f"steps {s} x{c:.2f} ({ctl.reads.get(s, 0)} read here{f', priced x{priced:.2f}' if priced != c else ''})"
+    ms = ctl.wall_ms(s)
+    return (f"steps {s} x{c:.2f} ({ctl.reads.get(s, 0)} read here{f', latest median {ms:.1f} ms' if ms else ''}"
+            f"{f'; priced x{priced:.2f}' if priced != c else ''})")
 
 
 def _note_measured(slot, ctl) -> None:
