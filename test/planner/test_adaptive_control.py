@@ -60,7 +60,12 @@ def test_slots_above_a_fixed_batch_run_the_launchs_chain_only():
     for k in ("9", "64", "256"):
         assert cfg[k]["candidate_steps"] == [3] and set(cfg[k][T.KEY]["round_us"]) == {"3"}
     plain = T.table(COST, [1, 8, 64, 256], operator_steps=3)
-    assert cfg["1"] == plain["1"] and cfg["8"] == plain["8"] and 0 in cfg["8"]["candidate_steps"]
+    assert cfg["1"] == plain["1"] and 0 in cfg["8"]["candidate_steps"]
+    # the bs-8 slot as without it but for its model curve's span (up to the added bs-9 slot, not to 64)
+    assert {k: v for k, v in cfg["8"][T.KEY].items() if k != "curve_us"} == \
+        {k: v for k, v in plain["8"][T.KEY].items() if k != "curve_us"}
+    assert cfg["8"]["candidate_steps"] == plain["8"]["candidate_steps"]
+    assert list(cfg["8"][T.KEY]["curve_us"]["3"]) == ["2", "3", "4", "6", "8"]  # 2-8: above the bs-1 slot, below bs 9
     ctl = Controller.from_entry(cfg["64"]["candidate_steps"], cfg["64"][T.KEY], 3)
     for _ in range(600):  # a fixed slot never switches, whatever it reads
         assert ctl.update([0] * 64) is None
@@ -672,3 +677,65 @@ def test_the_reserve_covers_the_batch_in_flight_and_the_next_and_waits_a_batch_b
     assert r.level([0], "a") == 7 and r.level([0], "b") == 0 and r.level([0, 0]) == 7  # b's batches are not a's
     assert r.arms == 1 and r.verified() == {"a": 7} and r.armed == {} and r.level([0], "a") == 0
     assert r.verified() == {}
+
+
+GRAPH_BS = [1, 2, 4, 8, 12, 16, 24, 32, 40, 48, 56, 64]  # SGLang 0.5.23's CUDA-graph sizes up to 64
+
+
+def _route(slots, n):
+    """SGLang 0.5.23's AdaptiveStepSlotTable._route: pad `n` to a CUDA-graph size, then the largest slot at or below."""
+    padded = next((g for g in GRAPH_BS if g >= n), n)
+    return max(b for b in slots if b <= padded)
+
+
+def _h100_us(steps, n):
+    """Run 37's step clock at `n` requests (an H100, the deployment-shaped pair on Marlin): each state's step over
+    plain decoding's by batch-size bucket (H100_STEP, keyed by each bucket's top), piecewise-linear in between."""
+    from sglang_kimi_eagle3.planner.costs import interp
+
+    return interp({b: H100_PLAIN_MS[b] * H100_STEP[steps][b] * 1000 for b in H100_PLAIN_MS}, n, clamp=True)
+
+
+def _plain_us(n):
+    from sglang_kimi_eagle3.planner.costs import interp
+
+    return interp({b: v * 1000 for b, v in H100_PLAIN_MS.items()}, n, clamp=True)
+
+
+def _moving_load(alpha, phases, seed=3):
+    """A fresh server (the table the plugin writes, launched at steps 3) under loads that move ([(conc, batches),
+    ...]): SGLang's routing (_route: the bs-8 slot runs 5-12 requests), each batch timed at its own size on run 37's
+    H100 costs. Per phase: (speed over plain decoding, the steps the phase's slot ran most)."""
+    cfg = T.table(COST, BSS, operator_steps=3, state_gb=lambda s: T.state_memory_gb(s, 20480, 128), budget_gb=8.0)
+    sh, slots = Shared.from_entry(cfg["1"][T.KEY]), {}
+    for b in (1, 2, 4, 8, 16, 32, 64):
+        slots[b] = Controller.from_entry(cfg[str(b)]["candidate_steps"], cfg[str(b)][T.KEY], 3)
+        slots[b].shared = sh
+    rng, out = random.Random(seed), []
+    for conc, n in phases:
+        t = plain = 0.0
+        ran: dict = {}
+        for _ in range(n):
+            ctl = slots[_route(slots, conc)]
+            accepted = _chain(rng, ctl.steps, alpha, conc)
+            wall = _h100_us(ctl.steps, conc)
+            t, plain = t + wall, plain + _plain_us(conc) * (conc + sum(accepted)) / conc
+            ran[ctl.steps] = ran.get(ctl.steps, 0) + 1
+            ctl.update(accepted, wall, lambda v: v)
+        out.append((plain / t, max(ran, key=ran.get)))
+    return out
+
+
+def test_a_slot_prices_its_states_at_the_sizes_it_runs_not_at_its_own():
+    """SGLang routes 5-12 requests to the bs-8 slot, and on run 37's H100 costs a steps-3 round takes 29 ms at 6
+    requests and 42 at 12 (the off-state 10.5 and 11.9): what a state costs depends on where in the slot's span it
+    was read. Readings are now taken against the model at each batch's own size and the states priced at the size
+    the slot runs. Before, every reading was read against the model at 8, so a slot whose load moved within its span
+    priced at one size what it had read at another: here the c-12 phase after c 6 served 0.91x / 0.93x of plain
+    (q 0.7 / 0.75; its best, the off-state, 0.97x), and with q 0.8 the c-6 phase after c 12 stayed in the off-state,
+    0.95x where steps 7 serves 1.11x. Now: within 3 % of the best state in each phase (simulations, both)."""
+    for alpha in (0.7, 0.75):
+        (_, _), (c12, s12), (_, _) = _moving_load(alpha, [(6, 3000), (12, 3000), (6, 3000)])
+        assert c12 >= 0.95 and s12 == 0, (alpha, c12, s12)
+    (c12, s12), (c6, s6) = _moving_load(0.8, [(12, 3000), (6, 3000)])
+    assert c6 >= 1.05 and s6 == 7 and c12 >= 1.03 and s12 == 7, (c12, s12, c6, s6)
