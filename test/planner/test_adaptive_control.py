@@ -739,3 +739,18 @@ def test_a_slot_prices_its_states_at_the_sizes_it_runs_not_at_its_own():
         assert c12 >= 0.95 and s12 == 0, (alpha, c12, s12)
     (c12, s12), (c6, s6) = _moving_load(0.8, [(12, 3000), (6, 3000)])
     assert c6 >= 1.05 and s6 == 7 and c12 >= 1.03 and s12 == 7, (c12, s12, c6, s6)
+
+
+def test_at_every_load_the_controller_serves_near_the_best_state_of_the_same_costs():
+    """On run 37's H100 costs with SGLang's routing, at loads on and between the slots' sizes: what the controller
+    serves over what the best single state would (the off-state where speculation does not pay), each load on its own
+    (4000 batches, a fresh server launched at steps 3: its visits and probes included). Here it keeps 96.4-100.5 %
+    of the best. The off-state itself costs 1-7 % over plain decoding on this pair (its floor at q 0.3: 0.95-0.99x),
+    which this does not hide: the target is the best state, not plain. The controller before run 37's fix (the off-state
+    read first) kept 77 % at q 0.59 and c 6."""
+    for alpha in (0.3, 0.59, 0.9):
+        for conc in (1, 3, 6, 12, 20, 40):
+            tokens = {s: sum(alpha ** i for i in range(s + 1)) for s in (0, 3, 7)}
+            best = max(_plain_us(conc) * tokens[s] / _h100_us(s, conc) for s in (0, 3, 7))
+            (speed, _), = _moving_load(alpha, [(conc, 4000)])
+            assert speed >= 0.96 * best, (alpha, conc, speed, best)
