@@ -57,6 +57,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from .acceptance import alpha_from_tau, expected_tokens
+from .costs import interp
 
 # Raw readings kept per state for the status row (`Controller.wall_ms`): they never decide. On an H100 (2026-12-06)
 # the bs-8 slot's steps-3 ratio implied 51.8 ms a round where the step clock's median at 5-8 requests read 36.1; the
@@ -192,18 +193,10 @@ class Controller:
         """The model's time of one round of `s` at a batch of `n` requests: the slot's curve (curve_us) between its
         points, its end values past them; the slot's own size's time without a curve or `n`. A slot serves a
         span of batch sizes (the bs-8 one 5-12 requests), and on an H100 (2026-12-06) a steps-3 round took 36 ms at 5-8
-        requests and 47 at 9-16: a reading divided by the slot's one time would price a state by the sizes it happened
+        requests and 46.5 at 9-16: a reading divided by the slot's one time would price a state by the sizes it happened
         to be read at, and the off-state read at 12 against steps 3 read at 6 would favour speculation by about 25 %."""
         pts = self.curve.get(s) if n else None
-        if not pts:
-            return self._key_us(s)
-        xs = sorted(pts)
-        x = min(max(n, xs[0]), xs[-1])
-        i = next(j for j, v in enumerate(xs) if v >= x)
-        if xs[i] == x or i == 0:
-            return pts[xs[i]]
-        x0, x1 = xs[i - 1], xs[i]
-        return pts[x0] + (pts[x1] - pts[x0]) * (x - x0) / (x1 - x0)
+        return interp(pts, n, clamp=True) if pts else self._key_us(s)
 
     def corr_of(self, s: int) -> float | None:
         """The synced measured / modelled ratio of `s`: this slot's; else another slot's (Shared), scaled by this
