@@ -57,11 +57,11 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from .acceptance import alpha_from_tau, expected_tokens
-from .costs import interp
 
 # Raw readings kept per state for the status row (`Controller.wall_ms`): they never decide. On an H100 (2026-12-06)
-# the bs-8 slot's steps-3 ratio implied 51.8 ms a round where the step clock's median at 5-8 requests read 36.1; the
-# ratio alone could not say which reading (or which model time) was off.
+# the bs-8 slot's steps-3 ratio implied 51.8 ms a round where the step clock's median at 5-8 requests read 36.1: that
+# slot runs 8-14 requests (SGLang pads a batch to a CUDA-graph size, 1-8, 10, 12, ..., and takes the largest slot at
+# or below), the step clock's 9-16 bucket read 46.5; the ratio alone could not show it.
 WALLS_KEPT = 64
 
 
@@ -146,8 +146,6 @@ class Controller:
     samples: dict = field(default_factory=dict)  # steps -> this process's ratios since the last sync (never decides)
     reads: dict = field(default_factory=dict)  # steps -> this process's readings so far (the status row; never decides)
     walls: dict = field(default_factory=dict)  # steps -> this process's latest raw readings, µs (the status row only)
-    curve: dict = field(default_factory=dict)  # steps -> {batch size: modelled µs} over the slot's span (curve_us)
-    size: float | None = None  # an EMA (ema_alpha) of this slot's batch sizes: its states are priced there (curve)
     syncs: int = 0
     exploring: bool = False
     explored: set = field(default_factory=set)  # candidates visited to be read (each once; the warm-up's forgotten)
@@ -168,7 +166,6 @@ class Controller:
                 steps if steps in candidates else sorted(set(candidates))[-1],
                 float(entry["off_us"]) if entry.get("off_us") else None, **knobs)
         c.wait = c.probe_wait_batches
-        c.curve = {int(k): {int(n): float(v) for n, v in pts.items()} for k, pts in (entry.get("curve_us") or {}).items()}
         return c
 
     def alpha(self) -> float | None:
@@ -178,25 +175,10 @@ class Controller:
         return self.shared.alpha() if self.shared is not None else None
 
     def modelled_us(self, s: int) -> float:
-        """The table's time of one round of `s` (steps 0: one off-state step; plain's without off_us), at the size of
-        this slot's recent batches where the table gives a curve (modelled_at), else at the slot's own size."""
-        if self.curve and self.size is not None:
-            return self.modelled_at(s, round(self.size))
-        return self._key_us(s)
-
-    def _key_us(self, s: int) -> float:
+        """The table's time of one round of `s` (steps 0: one off-state step; plain's without off_us)."""
         if s == 0:
             return self.off_us or self.base_us
         return self.round_us[s]
-
-    def modelled_at(self, s: int, n: int | None) -> float:
-        """The model's time of one round of `s` at a batch of `n` requests: the slot's curve (curve_us) between its
-        points, its end values past them; the slot's own size's time without a curve or `n`. A slot serves a
-        span of batch sizes (the bs-8 one 5-12 requests), and on an H100 (2026-12-06) a steps-3 round took 36 ms at 5-8
-        requests and 46.5 at 9-16: a reading divided by the slot's one time would price a state by the sizes it happened
-        to be read at, and the off-state read at 12 against steps 3 read at 6 would favour speculation by about 25 %."""
-        pts = self.curve.get(s) if n else None
-        return interp(pts, n, clamp=True) if pts else self._key_us(s)
 
     def corr_of(self, s: int) -> float | None:
         """The synced measured / modelled ratio of `s`: this slot's; else another slot's (Shared), scaled by this
@@ -240,15 +222,14 @@ class Controller:
             return self.base_us / cost
         return expected_tokens([alpha] * s) * self.base_us / cost
 
-    def observe(self, wall_us: float | None, n: int | None = None) -> None:
-        """The wall time of the batch just verified, of `n` requests (this process's reading; it reaches decisions
-        only through a sync), as a ratio to the model at that size (modelled_at). Not read in the first
-        settle_batches after a switch, nor when absent or not positive."""
+    def observe(self, wall_us: float | None) -> None:
+        """The wall time of the batch just verified (this process's reading; it reaches decisions only through a
+        sync). Not read in the first settle_batches after a switch, nor when absent or not positive."""
         if not self.measure or wall_us is None or not wall_us > 0 or self.batches <= self.settle_batches:
             return
         xs = self.samples.setdefault(self.steps, [])
         if len(xs) < 4 * self.sync_batches:
-            xs.append(wall_us / self.modelled_at(self.steps, n))
+            xs.append(wall_us / self.modelled_us(self.steps))
             self.reads[self.steps] = self.reads.get(self.steps, 0) + 1
             ws = self.walls.setdefault(self.steps, [])
             ws.append(wall_us)
@@ -351,9 +332,7 @@ class Controller:
         self.batches += 1
         self.verified += len(accepted)
         self.accepted_sum += sum(accepted)
-        n = len(accepted)
-        self.size = n if self.size is None else (1 - self.ema_alpha) * self.size + self.ema_alpha * n
-        self.observe(wall_us, n)
+        self.observe(wall_us)
         short = self.probing or self.exploring  # a probe's or a visit's window: ends on probe_done
         window = self.window()
         ends = self.probe_done() if short else self.batches == window

@@ -78,25 +78,6 @@ def step_us(cost: CostModel, bs: int, steps: int, hooked_from: int | None = None
     return model + path_extra_us(bs, steps, hooked_from)
 
 
-# Batch sizes a slot's model curve is computed at (within its span, with the span's ends): SGLang 0.5.23 routes a
-# batch of n requests to the largest slot at or below n padded to its CUDA-graph batch size, so the bs-8 slot runs
-# batches of 5-12 requests and the bs-32 slot 25-48 (graph sizes 1, 2, 4, 8, 12, 16, 24, 32, 40, 48, ...).
-CURVE_POINTS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512)
-
-
-def curve_points(bs: int, prev: int | None, nxt: int | None) -> list[int]:
-    """The batch sizes slot `bs` is modelled at: its span (above the slot below it, `prev`, and below the slot above
-    it, `nxt`; twice its own size where none is above) at CURVE_POINTS, with both ends."""
-    lo, hi = (prev or 0) + 1, (nxt or 2 * bs) - 1
-    return sorted({lo, bs, max(hi, bs)} | {p for p in CURVE_POINTS if lo < p < hi})
-
-
-def curve_us(cost: CostModel, points: list[int], steps, hooked_from: int | None = None) -> dict:
-    """Per state (steps 0 included), the modelled time of one round at each batch size of `points`: the controller
-    reads a batch's wall time against the model at that batch's own size (Controller.modelled_at), not at the slot's."""
-    return {str(s): {str(n): round(step_us(cost, n, s, hooked_from), 3) for n in points} for s in sorted({0, *steps})}
-
-
 def speedup(cost: CostModel, bs: int, steps: int, alpha: float, hooked_from: int | None = None) -> float:
     """Predicted throughput of `steps` over plain decoding (steps 0: below 1)."""
     return expected_tokens([alpha] * steps) * cost.target_us(bs, 1) / step_us(cost, bs, steps, hooked_from)
@@ -153,13 +134,11 @@ def table(cost: CostModel, batch_sizes: list[int], *, operator_steps: int | None
                                    "alphas": list(ALPHAS), "max_states": max_states, "offstate_hooked_from": hooked_from,
                                    **({"budget_gb": budget_gb} if budget_gb is not None else {}),
                                    **({"fixed_above": fixed_above} if fixed_above is not None else {})}}
-    for i, bs in enumerate(bss):
-        pts = curve_points(bs, bss[i - 1] if i else None, bss[i + 1] if i + 1 < len(bss) else None)
+    for bs in bss:
         if fixed_above is not None and bs > fixed_above:
             cfg[str(bs)] = {"candidate_steps": [operator_steps], KEY: dict(
                 KNOBS, bs=bs, base_us=round(cost.target_us(bs, 1), 3), off_us=round(step_us(cost, bs, 0, hooked_from), 3),
-                round_us={str(operator_steps): round(step_us(cost, bs, operator_steps, hooked_from), 3)},
-                curve_us=curve_us(cost, pts, [operator_steps], hooked_from))}
+                round_us={str(operator_steps): round(step_us(cost, bs, operator_steps, hooked_from), 3)})}
             continue
         # per acceptance, the best of the KEPT states (not the kept part of the unrestricted best: on 2026-12-03 the
         # seed's bs-8 slot listed [0, 1] because its unrestricted best at alpha 0.9 was 7, a cut state, though the
@@ -172,6 +151,5 @@ def table(cost: CostModel, batch_sizes: list[int], *, operator_steps: int | None
         cands = sorted(cands)
         cfg[str(bs)] = {"candidate_steps": cands, KEY: dict(
             KNOBS, bs=bs, base_us=round(cost.target_us(bs, 1), 3), off_us=round(step_us(cost, bs, 0, hooked_from), 3),
-            round_us={str(s): round(step_us(cost, bs, s, hooked_from), 3) for s in cands if s},
-            curve_us=curve_us(cost, pts, cands, hooked_from))}
+            round_us={str(s): round(step_us(cost, bs, s, hooked_from), 3) for s in cands if s})}
     return cfg

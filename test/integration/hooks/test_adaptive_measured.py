@@ -49,7 +49,7 @@ def test_a_state_slower_than_modelled_is_left_at_tp1(monkeypatch, measure):
     before = hookstatus.counters(hook.NAME).get(hook.NAME, {}).get("ours", {}).get("measured", 0)
     for _ in range(ctl.dwell_batches + 8):
         s = slot.current_steps
-        now[0] += ctl.modelled_at(s, 8) * (3.0 if s == 3 else 1.0) / 1e6  # the model at the batch's 8 requests
+        now[0] += ctl.modelled_us(s) * (3.0 if s == 3 else 1.0) / 1e6
         slot.update([min(s, 3)] * 6 + [0, 1])  # accept length ~3.4 at steps 3
     syncs = hookstatus.counters(hook.NAME).get(hook.NAME, {}).get("ours", {}).get("measured", 0) - before
     if measure == "off":
@@ -74,7 +74,7 @@ def test_idle_gaps_are_not_read_as_steps(monkeypatch):
         now[0] += gap
         slot.update([3] * 8)
     # the first call has no previous result, the next is a settle batch; then two steps, the gap skipped, one more
-    assert ctl.samples[3] == pytest.approx([50000.0 / ctl.modelled_at(3, 8)] * 3)
+    assert ctl.samples[3] == pytest.approx([50000.0 / ctl.modelled_us(3)] * 3)
 
 
 def test_an_interval_holding_a_serving_time_compile_is_not_read(monkeypatch):
@@ -108,7 +108,7 @@ def test_an_interval_holding_a_serving_time_compile_is_not_read(monkeypatch):
         slot.update([3] * 8)
     # verify 0 has no previous result and 1 settles; 2, 3, 5 and 7 read 50 ms, 6 its 900 ms (the cache load); 4, the
     # 900 ms holding the compile, is not read (the clock restarts there)
-    assert ctl.samples[3] == pytest.approx([x / ctl.modelled_at(3, 8) for x in (5e4, 5e4, 5e4, 9e5, 5e4)])
+    assert ctl.samples[3] == pytest.approx([x / ctl.modelled_us(3) for x in (5e4, 5e4, 5e4, 9e5, 5e4)])
 
 
 def _two_ranks(mode: str) -> list[dict]:

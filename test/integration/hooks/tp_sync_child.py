@@ -43,7 +43,7 @@ def rank_main(rank: int, port: int, mode: str, q) -> None:
         rng, trace = random.Random(4), []
         for i in range(STEPS):
             s = slot.current_steps
-            now[0] += ctl.modelled_at(s, 8) * (3.0 if rank == 0 and s == 3 else 1.0) / 1e6  # batches of 8
+            now[0] += ctl.modelled_us(s) * (3.0 if rank == 0 and s == 3 else 1.0) / 1e6
             counts = []
             for _ in range(8):
                 k = 0
