@@ -8,7 +8,7 @@ minutes and ran at 0.41x of plain decoding. This one decides from the planner's 
     same decision; `Controller.update` is a pure function of its state and the counts);
   - hysteresis: a switch needs a predicted gain above `hysteresis` over staying;
   - at steps 0, probes with exponential back-off: after `probe_wait_batches` at 0, a probe at the smallest positive
-    candidate; a probe that does not pay doubles the wait (up to `probe_wait_max_batches`), one that pays resets it.
+    candidate; a probe that does not pay doubles that slot's wait (up to `probe_wait_max_batches`), one that pays resets it.
     A probe (and a visit to read a state) lasts `probe_batches` verified requests, at least `probe_min_batches`
     batches, at most `probe_batches` batches, and decides on the acceptance per request it read: its information is
     per request, its cost per batch. On an H100 (2026-12-05, q 0.3, the deployment-shaped pair on Marlin) a steps-3
@@ -41,14 +41,20 @@ at the launch's steps, its own visit of steps 7 and its own probes, each at 2-3x
 switches in 8 minutes and 0.71-0.87x of plain where the off-state's step ratio allows 0.84-0.96x. Acceptance is the
 drafter's and the workload's, not the batch size's, so with a Shared the slots pool it: a slot without its own
 estimate decides on the pooled one (at its first batch: no dwell at the launch's steps), a slot at steps 0 steps up
-when the pooled estimate (read by other slots within the last `wait` batches) says so, and one probe (process-wide
-back-off) refreshes it for all. Without any estimate yet, the first decision comes after `probe_batches`, not a
+when the pooled estimate (read by other slots within the last `probe_wait_batches`) says so, and one probe refreshes
+it for all. The probe back-off is by batch size: a probe fails at one size for that size's costs, not for the
+acceptance alone. With one back-off for the process, a c-64 load whose probes did not pay grew the wait to thousands
+of batches and kept the estimate they left "fresh" as long; a c-1 load after it, whose bs-1 slot dropped to the off-
+state on one noisy window, stayed there that long: simulated on an H100's measured step costs (c 1 -> 64 -> 1 -> 8 ->
+1, 3000 batches each, a q 0.6 drafter, 5 seeds) the c-1 phases after c 64 served 1.02-1.12x of plain and 0.99-1.16x
+where the first served 1.15-1.18x. Now a slot waits as long as the probes that did not pay at its size or a smaller
+one (a larger batch makes a round dearer against a plain step) and the c-1 phases serve 1.10-1.16x and 1.13-1.19x;
+single loads are served as before. Without any estimate yet, the first decision comes after `probe_batches`, not a
 whole dwell. A state a slot has not read is priced from another slot's synced reading, scaled by this slot's own
 readings of the states both read. A positive candidate is visited to be read only where it could win: priced at the
 most favourable of the model and every ratio read anywhere, it must beat the best read state, and at the model's
-relative prices the off-state (at acceptance 0.3 steps 7 never could). All
-of it is driven by the counts and the synced readings, in the order every TP rank sees them: still the same decision
-on every rank.
+relative prices the off-state (at acceptance 0.3 steps 7 never could). All of it is driven by the counts and the
+synced readings, in the order every TP rank sees them: still the same decision on every rank.
 """
 
 from __future__ import annotations
@@ -68,7 +74,7 @@ WALLS_KEPT = 64
 @dataclass(slots=True)
 class Shared:
     """What the slots of one process learn together (see the module docstring): the acceptance, the synced cost
-    readings, the probe back-off."""
+    readings, which probes did not pay."""
     ema_alpha: float = 0.1
     probe_batches: int = 32  # observations before the pooled estimate decides a slot's first batch
     probe_wait_batches: int = 256
@@ -77,10 +83,12 @@ class Shared:
     ema: dict = field(default_factory=dict)  # steps -> EMA of accepted drafts per request per verify, any slot
     last: int = 0  # the steps of the latest observation (0: none yet)
     since: int = 0  # batches of any slot since acceptance was last observed
-    wait: int = 256  # batches without an observation before a slot at steps 0 probes
+    wait: int = 256  # an estimate read within the last `wait` batches is fresh (probe_wait_batches: not a back-off)
     corr: dict = field(default_factory=dict)  # steps -> the latest synced measured / modelled ratio, any slot
     probes: int = 0
     failed_probes: int = 0
+    streak: int = 0  # probes in a row, any slot, that did not pay (the status row's "has not paid")
+    waits: dict = field(default_factory=dict)  # slot batch size -> batches at 0 before its next probe (its back-off)
     cache: tuple = (None, None)  # ((steps, ema), alpha): alpha_from_tau once per new estimate
     warm_dropped: bool = False  # the traffic warm-up's readings and acceptance were dropped (Controller.drop_warm)
 
@@ -155,6 +163,7 @@ class Controller:
     warm_dropped: bool = False  # its readings taken in the traffic warm-up were dropped (drop_warm)
     verified: int = 0  # requests verified since the last switch
     accepted_sum: int = 0  # their accepted drafts
+    size: int = 0  # the slot's batch size (the entry's `bs`; 0: not known): orders the pooled back-offs
 
     @classmethod
     def from_entry(cls, candidates: list[int], entry: dict, steps: int) -> Controller:
@@ -166,6 +175,7 @@ class Controller:
                 steps if steps in candidates else sorted(set(candidates))[-1],
                 float(entry["off_us"]) if entry.get("off_us") else None, **knobs)
         c.wait = c.probe_wait_batches
+        c.size = int(entry.get("bs") or 0)
         return c
 
     def alpha(self) -> float | None:
@@ -287,7 +297,8 @@ class Controller:
         if sh is not None and not sh.warm_dropped:
             sh.corr.clear()
             sh.ema, sh.last, sh.count, sh.since, sh.cache = {}, 0, 0, 0, (None, None)
-            sh.wait, sh.probes, sh.failed_probes = sh.probe_wait_batches, 0, 0
+            sh.wait, sh.probes, sh.failed_probes, sh.streak = sh.probe_wait_batches, 0, 0, 0
+            sh.waits.clear()
             sh.warm_dropped = True
 
     def _switch(self, new: int, why: str) -> int:
@@ -368,14 +379,19 @@ class Controller:
         gain = self.predicted(best, a) / here if here > 0 else float("inf")
         if self.probing:
             self.probing = False
-            back = sh if sh is not None else self
             if best == 0 and gain > 1.0 + self.hysteresis or here <= self.predicted(0, a):
                 self.failed_probes += 1
-                back.wait = min(back.wait * 2, self.probe_wait_max_batches)
+                self.wait = min(self._wait() * 2, self.probe_wait_max_batches)  # see _at_zero
                 if sh is not None:
                     sh.failed_probes += 1
+                    sh.streak += 1
+                    sh.waits[self.size] = self.wait
                 return self._switch(0, "probe did not pay")
-            back.wait = back.probe_wait_batches  # it paid: the next time at 0 probes early again
+            self.wait = self.probe_wait_batches  # it paid: the next time at 0 probes early again
+            if sh is not None:
+                sh.streak = 0
+                for k in [k for k in sh.waits if k <= self.size]:  # where it paid, a smaller batch would too
+                    del sh.waits[k]
         if best != self.steps and gain > 1.0 + self.hysteresis:
             return self._switch(best, f"{'pooled: ' if first and sh is not None else ''}predicted {gain:.2f}x at alpha {a:.2f}")
         # re-evaluate every batch after the dwell, no drift (one past the dwell: its end syncs once, not every batch)
@@ -437,9 +453,19 @@ class Controller:
             return self._switch(best, f"off-state read: predicted {gain:.2f}x at alpha {a:.2f}")
         return None
 
+    def _wait(self) -> int:
+        """Batches at 0 before this slot's next probe: its own back-off, alone; pooled, the longest back-off of the
+        probes that did not pay at this slot's batch size or a smaller one (a larger batch makes a round dearer
+        against a plain step), since one paid there."""
+        sh = self.shared
+        if sh is None:
+            return self.wait
+        return max([w for k, w in sh.waits.items() if k <= self.size], default=sh.probe_wait_batches)
+
     def _at_zero(self) -> int | None:
         """At the off-state: alone, probe after `wait` batches; pooled, step up when another slot's fresh estimate
-        says so (checked each batch after a dwell), probe only when nobody read the acceptance for `wait` batches."""
+        says so (checked each batch after a dwell), probe only when nobody read the acceptance for this slot's `wait`
+        batches (its own back-off: another slot's probes that did not pay at its own batch size leave it alone)."""
         positive = [s for s in self.candidates if s > 0]
         if not positive:
             return None
@@ -459,8 +485,8 @@ class Controller:
                     self.decided = True
                     return self._switch(best, f"pooled: predicted {gain:.2f}x at alpha {a:.2f}")
             return None
-        if sh.since >= sh.wait:
-            sh.since, sh.probes = 0, sh.probes + 1  # one probe for every slot
+        if sh.since >= self._wait():  # this slot's own back-off, counted from the pool's latest reading
+            sh.since, sh.probes = 0, sh.probes + 1  # one probe refreshes the estimate for every slot
             self.probing, self.probes = True, self.probes + 1
             return self._switch(positive[0], "probe")
         return None

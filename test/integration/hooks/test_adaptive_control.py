@@ -59,6 +59,14 @@ def test_the_slots_of_a_process_learn_together(monkeypatch, pool):
         detail = hookstatus.get(hook.NAME).detail
         assert re.search(r"(\d+) probes \(\1 did not pay\)", detail) and "launched without EAGLE it would serve faster" in detail
         assert one._kimi_eagle3_ctl.shared.failed_probes >= 3
+        # a probe that pays (the drafter agrees now) takes the line back: it counts probes in a row, any slot's
+        ctl = one._kimi_eagle3_ctl
+        for _ in range(1 << 14):
+            one.update([ctl.steps])
+            if ctl.steps and not ctl.probing:
+                break
+        assert ctl.steps > 0 and ctl.shared.streak == 0
+        assert "launched without EAGLE" not in hookstatus.get(hook.NAME).detail
     else:
         assert "pooled" not in detail
 

@@ -520,8 +520,8 @@ _WARNED: list = []  # [True] once this process has logged it
 
 
 def not_paying(sh) -> bool:
-    """Three probes in a row did not pay (the back-off has doubled three times)."""
-    return sh.failed_probes >= 3 and sh.wait >= 8 * sh.probe_wait_batches
+    """Three probes in a row, any slot's, did not pay."""
+    return sh.streak >= 3
 
 
 # the previous verify result's time in this process (every slot's: one decode step runs one slot's batch)
