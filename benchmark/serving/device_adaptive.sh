@@ -120,6 +120,19 @@ if [ -n "${DA_SUITE:-}" ]; then
   SUITE=$!
   say "suite started: pytest -n ${DA_SUITE_N:-6} $DA_SUITE (limit ${DA_SUITE_S:-280} s)"
 fi
+# 1a. DA_Q2 (e.g. 0.9): a second drafter, of agreement DA_Q2, for `ours_q2` (ours with it, beside the same target:
+#     the builder writes the same target for the same seed and preset, and the greedy check compares the ids); built
+#     beside the first pair (run 39, an H100: 44 s and 41 s one after the other)
+P2= BUILD2=
+if [ -n "${DA_Q2:-}" ]; then
+  P2=$W/q$DA_Q2$([ "$PRESET" = deploy ] || echo "-$PRESET")
+  if [ ! -f "$P2/built" ]; then
+    say "building the second drafter beside the first: python3 -m sglang_kimi_eagle3.tiny $P2 --preset $PRESET $INT4 --draft-agreement $DA_Q2"
+    { python3 -m sglang_kimi_eagle3.tiny "$P2" --preset "$PRESET" $INT4 --draft-agreement "$DA_Q2" --device cuda \
+        > "$OUT/build-q$DA_Q2.log" 2>&1 && touch "$P2/built"; } < /dev/null &
+    BUILD2=$!
+  fi
+fi
 # 1. the pair (DA_STEP=prep built it in an earlier call of this lease: $P/built)
 if [ -f "$P/built" ]; then
   say "the pair of an earlier call: $P"
@@ -131,16 +144,8 @@ else
   touch "$P/built"
   say "built"
 fi
-# 1a. DA_Q2 (e.g. 0.9): a second drafter, of agreement DA_Q2, for `ours_q2` (ours with it, beside the same target:
-#     the builder writes the same target for the same seed and preset, and the greedy check compares the ids)
-P2=
-if [ -n "${DA_Q2:-}" ]; then
-  P2=$W/q$DA_Q2$([ "$PRESET" = deploy ] || echo "-$PRESET")
-  if [ ! -f "$P2/built" ]; then
-    say "building the second drafter: python3 -m sglang_kimi_eagle3.tiny $P2 --preset $PRESET $INT4 --draft-agreement $DA_Q2"
-    python3 -m sglang_kimi_eagle3.tiny "$P2" --preset "$PRESET" $INT4 --draft-agreement "$DA_Q2" --device cuda \
-      > "$OUT/build-q$DA_Q2.log" 2>&1 && touch "$P2/built" || say "the second drafter did not build: no ours_q2"
-  fi
+if [ -n "$BUILD2" ]; then
+  wait "$BUILD2"; [ -f "$P2/built" ] && say "the second drafter built" || say "the second drafter did not build: no ours_q2"
 fi
 # 1b. SGLang's speculative JIT modules (tree, tree sampling, FlashInfer sampling: what the plugin's kernel warm-up builds
 #     in every speculative server before it listens; 167-172 s of each server's start on a fresh H100, 2026-12-05),

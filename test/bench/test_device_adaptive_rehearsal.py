@@ -76,6 +76,7 @@ def test_the_never_slower_lease_runs_end_to_end_with_stub_servers(tmp_path):
         assert c1.returncode == 0, c1.stdout[-3000:] + c1.stderr[-2000:]
         start_log = (tmp_path / "start" / "device_adaptive-q0.3.log").read_text()
         assert "started plain" in start_log
+        assert "the second drafter built" in start_log, start_log[-3000:]  # DA_Q2: built beside the first pair
         assert "both JIT sets carried: every server starts at once (DA_FIRST_S=0)" in start_log, start_log[-3000:]
         assert (work / "cache" / "jit-shared" / "sm90a" / "moe").is_dir()  # unpacked where the servers look
         assert (tmp_path / "o1" / "start.tgz").is_file()
