@@ -24,6 +24,17 @@ def _cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
+def pytest_sessionstart(session):
+    """One line where the suite's processes would compile SGLang's imports from source (test/bytecode_note.py),
+    written in the controller (not each xdist worker) and under -q too."""
+    import bytecode_note
+
+    line = None if hasattr(session.config, "workerinput") else bytecode_note.note()
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if line and reporter is not None:
+        reporter.write_line(line, yellow=True)
+
+
 @pytest.hookimpl(optionalhook=True)  # an xdist hook: without pytest-xdist installed pytest must not reject it
 def pytest_xdist_auto_num_workers(config):
     """`-n auto`: one worker per core, at most 8 where a GPU is visible (a kernel test can hold tens of GiB of
