@@ -1,4 +1,4 @@
-"""The session header's note where test processes compile SGLang's imports again (test/conftest.py).
+"""The line the suite prints at its start where test processes would compile SGLang's imports again (test/conftest.py).
 
 With PYTHONDONTWRITEBYTECODE set and no byte-code beside SGLang's sources (a venv installed with pip's --no-compile,
 as .ci/run installs it), every process the suite starts compiles the roughly 9000 modules SGLang imports from source:
@@ -11,7 +11,7 @@ import os
 
 
 def note(environ=os.environ, origin: str | None = None) -> str | None:
-    """One line for pytest's header, or None. `origin`: SGLang's `__init__.py` (found without importing it)."""
+    """The line to print at the suite's start, or None. `origin`: SGLang's `__init__.py` (found without importing it)."""
     if not environ.get("PYTHONDONTWRITEBYTECODE"):
         return None
     if origin is None:

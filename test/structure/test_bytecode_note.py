@@ -1,4 +1,4 @@
-"""The header note of test/bytecode_note.py: shown only where the variable is set and SGLang's byte-code is missing."""
+"""test/bytecode_note.py: its line only where the variable is set and SGLang's byte-code is missing."""
 
 import importlib.util
 
