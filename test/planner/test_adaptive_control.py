@@ -444,6 +444,25 @@ def test_a_slot_runs_often_once_it_ran_min_runs_of_the_last_idle_window_and_a_ra
     assert not off.hold("bs4")  # not skipping: nothing is held
 
 
+def test_a_slot_that_ran_often_counts_only_while_its_latest_batch_is_recent():
+    """OffSkip.frequent also needs the slot's latest batch within `recent_batches`: a slot that ran a round's tail
+    often stops counting once the next round has run `recent_batches` batches without it, and counts again at its
+    next batch (its earlier runs still within `idle_batches`)."""
+    off = OffSkip(idle_batches=64, min_runs=4, recent_batches=8)
+    for _ in range(4):
+        off.note("bs1")
+        off.ran(0, True)
+    assert off.frequent("bs1")
+    for i in range(8):
+        off.note("bs8")
+        off.ran(0, True)
+        assert off.frequent("bs1") == (i < 7), i  # its latest batch 8 ago at i 6, 9 ago at i 7
+    assert not off.frequent("bs1") and off.frequent("bs8")
+    off.note("bs1")
+    off.ran(0, True)
+    assert off.frequent("bs1")  # at once: four of its runs are within idle_batches
+
+
 def test_the_warm_up_readings_are_dropped_once_and_the_pools_once():
     """Controller.drop_warm: the slot's synced ratios, unsynced samples, reading counts and probe back-off go (its
     own EMA at its current steps stays); the pool's ratios, acceptance estimate and probe back-off go at the first

@@ -532,11 +532,17 @@ class OffSkip:
         of each round, and the deferred extend ran for fewer than half of the 5-8-request steps. So while skipping, a
         rarely used slot is parked at 0 with its decision kept (`hold`: its batches run at 0 and skipping goes on)
         until it runs often, and a step up it decides meanwhile is parked the same way (the hook does both). A slot
-        that cannot be parked (no 0 among its candidates) counts whenever it is `active`."""
+        that cannot be parked (no 0 among its candidates) counts whenever it is `active`;
+      - and only while its latest batch is among the last `recent_batches`: on an H100 (2026-12-07, q 0.6, c 8, rounds
+        of about 640 decode batches) the 1-request slot ran the tail of each round at steps 3, 32 batches or more, so
+        it still ran often for most of the next round and the extend was deferred for about a fifth of the 5-8-request
+        steps. A slot idle for `recent_batches` is parked like a rare one; when it runs again it runs often at once
+        (its earlier runs still count), so its kept steps come back after the prime."""
     quiet_batches: int = 4
     prime_batches: int = 2
     idle_batches: int = 512
     min_runs: int = 32
+    recent_batches: int = 64
     batch: int = 0  # verified batches so far (any slot): the clock of `active`
     zero_run: int = 0  # verified batches in a row at steps 0 (any slot)
     since_on: int = 1 << 30  # verified batches since one ran while skipping
@@ -557,9 +563,10 @@ class OffSkip:
         r.append(self.batch)
 
     def frequent(self, key) -> bool:
-        """Slot `key` ran `min_runs` of the last `idle_batches` verified batches."""
+        """Slot `key` ran `min_runs` of the last `idle_batches` verified batches, the latest within `recent_batches`."""
         r = self.runs.get(key)
-        return r is not None and len(r) >= self.min_runs and self.batch - r[0] <= self.idle_batches
+        return (r is not None and len(r) >= self.min_runs and self.batch - r[0] <= self.idle_batches
+                and self.batch - r[-1] <= self.recent_batches)
 
     def hold(self, key) -> bool:
         """While skipping, a parked slot that does not run often stays at 0 (its batch is counted as held)."""

@@ -338,6 +338,37 @@ def test_a_rarely_used_positive_slot_does_not_keep_the_deferred_extend_off(monke
     assert off.skipped - 16 < shown <= off.skipped  # the row refreshed while deferring, not every 256th
 
 
+def test_a_positive_slot_that_ran_often_but_not_lately_does_not_keep_the_deferred_extend_off(monkeypatch):
+    """Run 40 (H100, 2026-12-07, q 0.6, c 8, rounds of about 640 decode batches): the bs-1 slot ran the tail of each
+    round at steps 3, 32 batches or more, so it still ran often (min_runs within idle_batches) for most of the next
+    round and the deferred extend ran for about a fifth of the 5-8-request steps. A slot counts only while its
+    latest batch is recent (OffSkip.recent_batches): here the bs-8 slot carries each round at steps 0 and the bs-1
+    slot, positive, runs a tail of 60 batches after it; the bs-8 slot's batches defer their extend from
+    recent_batches + quiet_batches after each tail on, and the tail's slot runs positive once it runs often."""
+    from sglang_kimi_eagle3.integration.hooks import deferred_extend
+
+    one, eight = _off_slots(monkeypatch, "defer")
+    ectl, octl = eight._kimi_eagle3_ctl, one._kimi_eagle3_ctl
+    one.update([1])  # the bs-1 slot ran at the launch's steps 3
+    while ectl.steps != 0:  # the bs-8 slot decides the off-state on the pooled acceptance
+        eight.update([0] * 8)
+    ectl.shared.wait = 1 << 30  # no pooled probe in this window (a probe's step up stops deferring, rightly)
+    ectl.candidates = [0]  # at 5-8 requests speculation does not pay here, whatever the tail's acceptance
+    off = hook._OFF[0]
+    deferred, tail_steps = [], []
+    for _ in range(4):
+        for _ in range(640):
+            eight.update([0] * 8)
+            deferred.append(deferred_extend.ACTIVE[0])
+        for _ in range(60):
+            one.update([3] * one.current_steps if one.current_steps else [0])  # a good drafter at the tail
+            tail_steps.append(one.current_steps)
+    assert octl.steps == 3 and max(tail_steps[-30:]) == 3  # the tail's slot ran positive once it ran often
+    late = deferred[640:]  # the rounds after the first tail
+    share = sum(late) / len(late)
+    assert share > 1 - (off.recent_batches + off.quiet_batches + 8) / 640, share
+
+
 def test_a_failing_off_state_policy_gives_sglang_its_extend_back_and_releases_held_switches(monkeypatch):
     """If the policy itself raises (a bug), the scheduler goes on: SGLang's variable is removed, a held step up reaches
     SGLang's slot, the row says failed, and the controller keeps deciding."""
