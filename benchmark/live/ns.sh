@@ -8,32 +8,39 @@
 #   hooks B0      the servers stopped, the compiled hook tests with 8 workers until 25 s before B0 runs out
 # B0: the device budget call 0's reply showed; call 0 wrote /tmp/lease_t0 (date +%s). Knobs pass through:
 # DA_Q (0.6), DA_Q2 (0.9), DA_SKIP ("sglang fixed"), MEMF (0.85), MAXREQ (512), CONC (overrides the choice above),
-# ROUNDS (3), DA_KEEP (1).
+# ROUNDS (3), DA_KEEP (1); LEASE_T0 (/tmp/lease_t0); NS_DRY=1 prints the budget and the command instead (a CPU test).
 set -uo pipefail
 export OUT=${OUT:?ns.sh writes into \$OUT}
 export DA_Q=${DA_Q:-0.6} DA_Q2=${DA_Q2:-0.9} DA_SKIP=${DA_SKIP:-sglang fixed} MEMF=${MEMF:-0.85} MAXREQ=${MAXREQ:-512}
-left() { echo $(( $1 - ($(date +%s) - $(cat /tmp/lease_t0)) )); }
-case ${1:?usage: ns.sh launch | measure B0 | hooks B0} in
+step=${1:-}
+case $step in
+launch) ;;
+measure|hooks) [[ ${2:-} =~ ^[0-9]+$ ]] || { echo "ns.sh $step: B0 (the budget call 0's reply showed, in seconds) missing or not a number: '${2:-}'" >&2; exit 2; } ;;
+*) echo "ns.sh: unknown step '$step' (launch | measure B0 | hooks B0)" >&2; exit 2 ;;
+esac
+T0_FILE=${LEASE_T0:-/tmp/lease_t0}
+[ -f "$T0_FILE" ] || { echo "ns.sh: no $T0_FILE: call 0 writes it (date +%s > /tmp/lease_t0)" >&2; exit 2; }
+left() { echo $(( $1 - ($(date +%s) - $(cat "$T0_FILE")) )); }
+run() { if [ "${NS_DRY:-0}" = 1 ]; then echo "would run: $*"; else "$@"; fi; }
+case $step in
 launch)
   bash benchmark/live/device.sh recv && bash benchmark/live/device.sh install | tail -1
   eval "$(bash benchmark/live/device.sh env)"
   LAUNCH_HEALTHY_S=${LAUNCH_HEALTHY_S:-480} bash benchmark/serving/device_adaptive_launch.sh 2>&1 | grep -v LD_PRELOAD | tail -40
   ;;
 measure)
-  eval "$(bash benchmark/live/device.sh env)"
-  b=$(( $(left "${2:?measure B0}") - 330 )); [ $b -gt 560 ] && b=560
+  b=$(( $(left "$2") - 330 )); [ $b -gt 560 ] && b=560
   c=8; [ $b -gt 330 ] && c=8,32
   echo "budget $b s, conc ${CONC:-$c}"
-  DA_STEP=measure DA_KEEP=${DA_KEEP:-1} STARTUP_S=200 ROUNDS=${ROUNDS:-3} BUDGET_S=$b CONC=${CONC:-$c} \
-    bash benchmark/serving/device_adaptive.sh 2>&1 | grep -v LD_PRELOAD | tail -60
+  [ "${NS_DRY:-0}" = 1 ] || eval "$(bash benchmark/live/device.sh env)"
+  export DA_STEP=measure DA_KEEP=${DA_KEEP:-1} STARTUP_S=200 ROUNDS=${ROUNDS:-3} BUDGET_S=$b CONC=${CONC:-$c}
+  run bash benchmark/serving/device_adaptive.sh 2>&1 | grep -v LD_PRELOAD | tail -60
   ;;
 hooks)
-  pkill -f "[l]aunch_server"; sleep 5
-  eval "$(bash benchmark/live/device.sh env)"
-  h=$(( $(left "${2:?hooks B0}") - 25 )); [ $h -gt 580 ] && h=580
+  h=$(( $(left "$2") - 25 )); [ $h -gt 580 ] && h=580
   echo "hook tests for at most $h s"
-  timeout -s INT $h python3 -m pytest -q -rf -p no:cacheprovider -n 8 --dist loadfile test/integration/hooks > $OUT/hooks.txt 2>&1
+  [ "${NS_DRY:-0}" = 1 ] || { pkill -f "[l]aunch_server"; sleep 5; eval "$(bash benchmark/live/device.sh env)"; }
+  run timeout -s INT $h python3 -m pytest -q -rf -p no:cacheprovider -n 8 --dist loadfile test/integration/hooks > $OUT/hooks.txt 2>&1
   tail -8 $OUT/hooks.txt
   ;;
-*) echo "ns.sh: unknown step $1 (launch | measure B0 | hooks B0)" >&2; exit 2 ;;
 esac

@@ -1,0 +1,43 @@
+"""benchmark/live/ns.sh, the never-slower lease's long calls in a few words: each call's budget comes from B0 (the
+device budget call 0's reply showed) less the seconds since call 0, and bad input stops it with one line, exit 2."""
+
+import subprocess
+import time
+
+from helpers import ROOT, clean_env
+
+
+def _ns(tmp_path, *args, ago=0):
+    t0 = tmp_path / "lease_t0"
+    t0.write_text(f"{int(time.time()) - ago}\n")
+    out = tmp_path / "out"
+    out.mkdir(exist_ok=True)
+    env = clean_env(OUT=str(out), LEASE_T0=str(t0), NS_DRY="1")
+    return subprocess.run(["bash", "benchmark/live/ns.sh", *args], capture_output=True, text=True, env=env,
+                          cwd=str(ROOT), timeout=30)
+
+
+def test_a_measure_call_takes_the_lease_budget_left_less_the_hook_tests_and_both_levels_where_it_holds_them(tmp_path):
+    r = _ns(tmp_path, "measure", "1176", ago=300)  # run 40: B0 1176, the measure call about 300 s after call 0
+    assert r.returncode == 0, r.stderr
+    budget = int(r.stdout.split("budget ")[1].split(" s")[0])
+    assert 1176 - 300 - 330 - 2 <= budget <= 1176 - 300 - 330 and "conc 8,32" in r.stdout, r.stdout
+    assert "would run: bash benchmark/serving/device_adaptive.sh" in r.stdout
+    r = _ns(tmp_path, "measure", "1176", ago=600)  # later: one level
+    assert "conc 8\n" in r.stdout, r.stdout
+    r = _ns(tmp_path, "measure", "5000", ago=0)
+    assert "budget 560 s" in r.stdout  # one device call's limit
+
+
+def test_the_hook_tests_stop_before_the_budget_runs_out(tmp_path):
+    r = _ns(tmp_path, "hooks", "1176", ago=870)
+    assert r.returncode == 0, r.stderr
+    limit = int(r.stdout.split("at most ")[1].split(" s")[0])
+    assert 1176 - 870 - 25 - 2 <= limit <= 1176 - 870 - 25
+    assert "would run: timeout -s INT" in (tmp_path / "out" / "hooks.txt").read_text()
+
+
+def test_bad_input_is_one_line_and_exit_2(tmp_path):
+    for args, says in ((["measure"], "B0"), (["hooks", "12a"], "not a number"), (["lanch"], "unknown step 'lanch'")):
+        r = _ns(tmp_path, *args)
+        assert r.returncode == 2 and says in r.stderr and len(r.stderr.strip().splitlines()) == 1, (args, r.stderr)
