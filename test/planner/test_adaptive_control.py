@@ -414,24 +414,25 @@ def test_a_slot_counts_for_the_skip_while_it_ran_within_the_idle_window():
     assert off.ran(0, False) == ([], False) and off.ran(0, False) == (["bs1"], False)  # restored after the prime
 
 
+def _batches(off, key, n):
+    """`n` verified batches of slot `key`, each at steps 0 with every slot off."""
+    for _ in range(n):
+        off.note(key)
+        off.ran(0, True)
+
+
 def test_a_slot_runs_often_once_it_ran_min_runs_of_the_last_idle_window_and_a_rare_parked_one_is_held():
     """OffSkip.frequent: `min_runs` of the last `idle_batches` verified batches (any slot's count as the clock); while
     skipping, a parked slot that does not run often is held at 0 (counted), one that does is unparked as before."""
     off = OffSkip(idle_batches=8, min_runs=3)
     assert not off.frequent("bs4")  # has run none
-    for _ in range(2):
-        off.note("bs4")
-        off.ran(0, True)
+    _batches(off, "bs4", 2)
     assert not off.frequent("bs4")  # two of three
-    off.note("bs4")
-    off.ran(0, True)
+    _batches(off, "bs4", 1)
     assert off.frequent("bs4")
-    for _ in range(5):
-        off.note("bs8")
-        off.ran(0, True)
+    _batches(off, "bs8", 5)
     assert off.frequent("bs4") and off.batch - off.runs["bs4"][0] == 8
-    off.note("bs8")
-    off.ran(0, True)
+    _batches(off, "bs8", 1)
     assert not off.frequent("bs4")  # its third-latest batch fell out of the window
     assert off.skipping
     off.parked["bs4"] = 3
@@ -449,17 +450,13 @@ def test_a_slot_that_ran_often_counts_only_while_its_latest_batch_is_recent():
     often stops counting once the next round has run `recent_batches` batches without it, and counts again at its
     next batch (its earlier runs still within `idle_batches`)."""
     off = OffSkip(idle_batches=64, min_runs=4, recent_batches=8)
-    for _ in range(4):
-        off.note("bs1")
-        off.ran(0, True)
+    _batches(off, "bs1", 4)
     assert off.frequent("bs1")
     for i in range(8):
-        off.note("bs8")
-        off.ran(0, True)
+        _batches(off, "bs8", 1)
         assert off.frequent("bs1") == (i < 7), i  # its latest batch 8 ago at i 6, 9 ago at i 7
     assert not off.frequent("bs1") and off.frequent("bs8")
-    off.note("bs1")
-    off.ran(0, True)
+    _batches(off, "bs1", 1)
     assert off.frequent("bs1")  # at once: four of its runs are within idle_batches
 
 
