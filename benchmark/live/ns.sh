@@ -3,8 +3,9 @@
 # machine goes back 30 s after a call ends, and a batch of 36 calls with full commands took longer than that to send
 # (2026-12-07). Steps (docs/gpu-ci.md, "The never-slower lease"):
 #   launch        part 033 received, the install, then device_adaptive_launch.sh (plain / ours / ours_q2)
-#   measure B0    one measure call: budget B0 - (seconds since call 0) - 330 (at most 560); CONC 8,32 where it holds
-#                 more than 330 s, else 8
+#   measure B0    one measure call: budget B0 - (seconds since call 0) - HOOKS_RESERVE_S (at most 560); CONC 8,32
+#                 where it holds more than 330 s, else 8. HOOKS_RESERVE_S (370): the hook tests after it ran 318 s to
+#                 their end in run 39 and were cut at 309 s in run 40 with 330 reserved
 #   hooks B0      the servers stopped, the compiled hook tests with 8 workers until 25 s before B0 runs out
 # B0: the device budget call 0's reply showed; call 0 wrote /tmp/lease_t0 (date +%s). Knobs pass through:
 # DA_Q (0.6), DA_Q2 (0.9), DA_SKIP ("sglang fixed"), MEMF (0.85), MAXREQ (512), CONC (overrides the choice above),
@@ -29,7 +30,7 @@ launch)
   LAUNCH_HEALTHY_S=${LAUNCH_HEALTHY_S:-480} bash benchmark/serving/device_adaptive_launch.sh 2>&1 | grep -v LD_PRELOAD | tail -40
   ;;
 measure)
-  b=$(( $(left "$2") - 330 )); [ $b -gt 560 ] && b=560
+  b=$(( $(left "$2") - ${HOOKS_RESERVE_S:-370} )); [ $b -gt 560 ] && b=560
   c=8; [ $b -gt 330 ] && c=8,32
   echo "budget $b s, conc ${CONC:-$c}"
   [ "${NS_DRY:-0}" = 1 ] || eval "$(bash benchmark/live/device.sh env)"
