@@ -536,8 +536,8 @@ class OffSkip:
       - and only while its latest batch is among the last `recent_batches`: on an H100 (2026-12-07, q 0.6, c 8, rounds
         of about 640 decode batches) the 1-request slot ran the tail of each round at steps 3, 32 batches or more, so
         it still ran often for most of the next round and the extend was deferred for about a fifth of the 5-8-request
-        steps. A slot idle for `recent_batches` is parked like a rare one; when it runs again it runs often at once
-        (its earlier runs still count), so its kept steps come back after the prime."""
+        steps. A slot idle for `recent_batches` is parked like a rare one; when it runs again while `min_runs` of its
+        batches are within `idle_batches` it runs often at once, so its kept steps come back after the prime."""
     quiet_batches: int = 4
     prime_batches: int = 2
     idle_batches: int = 512
