@@ -9,7 +9,8 @@
 #   hooks B0      the servers stopped, the compiled hook tests with 8 workers until 25 s before B0 runs out
 # B0: the device budget call 0's reply showed; call 0 wrote /tmp/lease_t0 (date +%s). Knobs pass through:
 # DA_Q (0.6), DA_Q2 (0.9), DA_SKIP ("sglang fixed"), MEMF (0.85), MAXREQ (512), CONC (overrides the choice above),
-# ROUNDS (3), DA_KEEP (1); LEASE_T0 (/tmp/lease_t0); NS_DRY=1 prints the budget and the command instead (a CPU test).
+# ROUNDS (3), DA_KEEP (1); LEASE_T0 (/tmp/lease_t0); NS_DRY=1: measure and hooks print their budget and command
+# instead of running it (a CPU test).
 set -uo pipefail
 export OUT=${OUT:?ns.sh writes into \$OUT}
 export DA_Q=${DA_Q:-0.6} DA_Q2=${DA_Q2:-0.9} DA_SKIP=${DA_SKIP:-sglang fixed} MEMF=${MEMF:-0.85} MAXREQ=${MAXREQ:-512}

@@ -361,7 +361,7 @@ def test_a_positive_slot_that_ran_often_but_not_lately_does_not_keep_the_deferre
             eight.update([0] * 8)
             deferred.append(deferred_extend.ACTIVE[0])
         for _ in range(60):
-            one.update([3] * one.current_steps if one.current_steps else [0])  # a good drafter at the tail
+            one.update([one.current_steps])  # one request, every draft accepted: a good drafter at the tail
             tail_steps.append(one.current_steps)
     assert octl.steps == 3 and max(tail_steps[-30:]) == 3  # the tail's slot ran positive once it ran often
     late = deferred[640:]  # the rounds after the first tail
