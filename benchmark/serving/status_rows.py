@@ -61,18 +61,33 @@ def by_batch(detail: str) -> dict[str, dict[str, tuple[float, float, int]]]:
 
 
 PREFILL = re.compile(r"by new tokens: (.*)$")
-PREFILL_ENTRY = re.compile(r"(\d+-\d+|\d+\+): ([\d.]+) / ([\d.]+|-) \((\d+), ([\d.]+)(?:; host ([\d.]+|-))?\)")
+PREFILL_ENTRY = re.compile(r"(\d+-\d+|\d+\+): ([\d.]+) / ([\d.]+|-) \((\d+), ([\d.]+)(?:; host ([\d.]+|-)"
+                           r"(?:, on the CPU ([\d.]+))?(?:, the draft's host ([\d.]+))?)?\)")
+PREFILL_ALLOC = re.compile(r"the CUDA allocator inside (\d+) of these launches: cudaMalloc (\d+) \(in (\d+) launches\), "
+                           r"cudaFree (\d+), retries (\d+), syncs to free (\d+)")
+
+
+def _num(x: str):
+    return float(x) if x not in ("", "-") else None
 
 
 def prefill(detail: str) -> dict[str, tuple]:
     """A step_clock detail's prefill part -> {new-token bucket: (median GPU ms per batch, the draft's part of it or
-    None, batches, median new tokens, the launch's host ms or None)}; {} where the detail has none."""
+    None, batches, median new tokens, the launch's host ms, of it the scheduler thread's CPU ms, the draft's prefill's
+    host ms; each of the last three None where the detail does not say)}; {} where the detail has none."""
     for part in detail.split(" | "):
         if part.startswith("prefill:"):
             m = PREFILL.search(part)
-            return {b: (float(x), None if d == "-" else float(d), int(n), float(t), float(h) if h not in ("", "-") else None)
-                    for b, x, d, n, t, h in PREFILL_ENTRY.findall(m.group(1))} if m else {}
+            return {b: (float(x), _num(d), int(n), float(t), _num(h), _num(c), _num(dh))
+                    for b, x, d, n, t, h, c, dh in PREFILL_ENTRY.findall(m.group(1))} if m else {}
     return {}
+
+
+def prefill_alloc(detail: str) -> tuple | None:
+    """A step_clock detail's CUDA allocator calls inside its prefill launches: (launches read, cudaMalloc, launches
+    with one, cudaFree, retries, syncs to free), or None where it does not say."""
+    m = PREFILL_ALLOC.search(detail)
+    return tuple(int(x) for x in m.groups()) if m else None
 
 
 def _per_state(detail: str, pattern: re.Pattern) -> dict[str, tuple]:
@@ -114,6 +129,15 @@ def _gpu_text(ours: tuple, plain: tuple) -> str:
             f"between launches {_pair(ours[6], plain[6])}")
 
 
+def _alloc_pair(ours: tuple | None, plain: tuple | None) -> str:
+    """The CUDA allocator's calls per prefill launch, this server / plain decoding (cudaMalloc, cudaFree, retries)."""
+    if not ours or not plain or not ours[0] or not plain[0]:
+        return ""
+    per = [tuple(x[i] / x[0] for i in (1, 3, 4)) for x in (ours, plain)]
+    return ("; the CUDA allocator per prefill launch, this / plain: cudaMalloc {:.2f} / {:.2f}, cudaFree {:.2f} / {:.2f}, "
+            "retries {:.2f} / {:.2f}").format(per[0][0], per[1][0], per[0][1], per[1][1], per[0][2], per[1][2])
+
+
 def _pair(a, b) -> str:
     return " / ".join("-" if x is None else f"{x:.2f}" for x in (a, b))
 
@@ -148,7 +172,11 @@ def compare_line(path: str, plain_path: str) -> str:
             f"{ours_pf[b][3]:g} / {plain_pf[b][3]:g}"
             + ("" if ours_pf[b][1] is None else f", the draft's prefill {ours_pf[b][1]:.2f}")
             + ("" if ours_pf[b][4] is None or plain_pf[b][4] is None
-               else f", host {ours_pf[b][4]:.2f} / {plain_pf[b][4]:.2f}") + ")" for b in pf_common))
+               else f", host {ours_pf[b][4]:.2f} / {plain_pf[b][4]:.2f}")
+            + ("" if ours_pf[b][5] is None or plain_pf[b][5] is None
+               else f" (on the CPU {ours_pf[b][5]:.2f} / {plain_pf[b][5]:.2f})")
+            + ("" if ours_pf[b][6] is None else f", the draft's host {ours_pf[b][6]:.2f}") + ")" for b in pf_common)
+            + _alloc_pair(prefill_alloc(detail), prefill_alloc(plain_text)))
     for label, buckets in by_batch(detail).items():
         common = [b for b in buckets if b in plain]
         if common:

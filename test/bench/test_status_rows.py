@@ -92,24 +92,44 @@ def test_prefill_is_set_against_plain_decodings_first(tmp_path):
     try:
         step_clock.STEPS[0] = deque(_readings(11.0, 7))
         step_clock._READ[0] = 20
-        step_clock.PREFILL.extend([(43.0, 2.0, 1000, 41.5)] * 10 + [(10.0, 0.6, 300, 9.0)] * 3)  # 3: under MIN_PREFILL
+        step_clock.PREFILL.extend([(43.0, 2.0, 1000, 41.5, 30.5, 2.5, (2, 1, 0, 0))] * 10
+                                  + [(10.0, 0.6, 300, 9.0, 8.0, 0.7, (0, 0, 0, 0))] * 3)  # 3: under MIN_PREFILL
         ours = step_clock.summary()
         step_clock.reset()
         step_clock.STEPS[step_clock.PLAIN] = deque(_readings(10.5, 6))
         step_clock._READ[step_clock.PLAIN] = 20
-        step_clock.PREFILL.extend([(40.0, None, 1000, 39.0)] * 12)
+        step_clock.PREFILL.extend([(40.0, None, 1000, 39.0, 38.0, None, (0, 0, 0, 0))] * 12)
         plain = step_clock.summary()
     finally:
         step_clock.reset()
     assert ours.endswith(" | prefill: 13 batches timed on the GPU; median GPU ms per batch, the launch / the draft's "
-                         "prefill in it (batches, median new tokens; the launch's host ms), by new tokens: 513-2048: "
-                         "43.00 / 2.00 (10, 1000; host 41.50)"), ours
+                         "prefill in it (batches, median new tokens; the launch's host ms, of it the scheduler thread on "
+                         "the CPU, the draft's prefill's host ms), by new tokens: 513-2048: 43.00 / 2.00 (10, 1000; host "
+                         "41.50, on the CPU 30.50, the draft's host 2.50); the CUDA allocator inside 13 of these launches: "
+                         "cudaMalloc 20 (in 10 launches), cudaFree 10, retries 0, syncs to free 0"), ours
     status = tmp_path / "port30504.json"
     status.write_text(json.dumps({"hooks": [{"name": "step_clock", "state": "applied", "detail": ours}]}))
     (tmp_path / "plain.txt").write_text(plain + "\n")
     out = _run("compare", str(status), str(tmp_path / "plain.txt")).stdout.strip()
     assert out.startswith("prefill / plain's, GPU ms per batch: 513-2048: 1.075 (43.00 / 40.00 ms, new tokens 1000 / 1000, "
-                          "the draft's prefill 2.00, host 41.50 / 39.00) | steps 0 / plain decoding: bs 5-8: 1.048"), out
+                          "the draft's prefill 2.00, host 41.50 / 39.00 (on the CPU 30.50 / 38.00), the draft's host "
+                          "2.50); the CUDA allocator per prefill launch, this / plain: cudaMalloc 1.54 / 0.00, cudaFree "
+                          "0.77 / 0.00, retries 0.00 / 0.00 | steps 0 / plain decoding: bs 5-8: 1.048"), out
+
+
+def test_a_prefill_row_of_run_41_still_parses():
+    """Rows written before the CPU time and the allocator calls (an H100, 2026-12-07) read None there."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("status_rows", SCRIPT)
+    rows = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(rows)
+    old = ("prefill: 412 batches timed on the GPU; median GPU ms per batch, the launch / the draft's prefill in it "
+           "(batches, median new tokens; the launch's host ms), by new tokens: 1-512: 192.72 / 3.38 (246, 215; host "
+           "203.43), 2049-8192: 211.93 / 3.62 (47, 3072; host 214.15)")
+    assert rows.prefill(old) == {"1-512": (192.72, 3.38, 246, 215.0, 203.43, None, None),
+                                 "2049-8192": (211.93, 3.62, 47, 3072.0, 214.15, None, None)}
+    assert rows.prefill_alloc(old) is None
 
 
 def test_a_row_written_before_the_loop_was_split_still_compares(tmp_path):

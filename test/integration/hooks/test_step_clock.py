@@ -25,8 +25,8 @@ ForwardMode = pytest.importorskip("sglang.srt.model_executor.forward_batch_info"
 
 @pytest.fixture
 def clock(monkeypatch):
-    now = [100.0]
-    monkeypatch.setattr(hook, "time", types.SimpleNamespace(perf_counter=lambda: now[0]))
+    now = [100.0, 0.0]  # the host's clock, the scheduler thread's CPU clock
+    monkeypatch.setattr(hook, "time", types.SimpleNamespace(perf_counter=lambda: now[0], thread_time=lambda: now[1]))
     monkeypatch.setattr(launch_record, "_OURS", [True])
     hook.reset()
     yield now
@@ -291,15 +291,22 @@ def test_plain_decodings_gpu_step_has_no_verify_part(clock, gpu):
     assert detail.endswith("GPU by batch size, step / after the verify ms (timed): 5-8: 10.55 / - (19)"), detail
 
 
-def _prefill(worker, gpu, tokens=1000, target_ms=40.0, draft_ms=2.0, draft=True, now=None, host_ms=0.0):
+def _prefill(worker, gpu, tokens=1000, target_ms=40.0, draft_ms=2.0, draft=True, now=None, host_ms=0.0, cpu_ms=None,
+             draft_host_ms=0.0, alloc=None):
     """A prefill launch as SGLang's EAGLE worker runs it: the target's extend, then the draft's prefill inside it
-    (`host_ms` of host time on the `now` clock)."""
+    (`host_ms` of host time on the `now` clock, `cpu_ms` of it on the CPU: all of it unless said, `draft_host_ms` of
+    host time in the draft's part; `alloc`: [counts, calls] where the launch adds `calls` to the allocator's `counts`)."""
     def sglang_draft_prefill(dw, batch, out):
         gpu.t += draft_ms
+        if now is not None:
+            now[0] += draft_host_ms / 1e3
 
     def sglang_forward(w, batch):
         if now is not None:
             now[0] += host_ms / 1e3
+            now[1] += (host_ms if cpu_ms is None else cpu_ms) / 1e3
+        if alloc is not None:
+            alloc[0][:] = [a + b for a, b in zip(alloc[0], alloc[1])]
         gpu.t += target_ms
         if draft:
             hook._draft_prefill(sglang_draft_prefill, object(), batch, None)
@@ -314,19 +321,26 @@ def test_prefill_batches_are_timed_on_the_gpu_with_the_drafts_part(clock, gpu, m
     per batch (its median new tokens and host time beside), by batch size in new tokens, read after a later result's
     wait."""
     w = Worker(0)
+    counts = [5, 1, 0, 0]  # the CUDA allocator's calls so far (a stand-in: no CUDA device here)
+    monkeypatch.setattr(hook, "alloc_counts", lambda: tuple(counts))
     for _ in range(3):
         _step(clock, w, bs=4, gpu=gpu)
     for _ in range(hook.MIN_PREFILL):
-        _prefill(w, gpu, now=clock, host_ms=41.0)  # host-bound: its host time about its GPU span
-        _prefill(w, gpu, tokens=3000, target_ms=90.0, draft_ms=4.5, now=clock, host_ms=60.0)
+        _prefill(w, gpu, now=clock, host_ms=39.0, cpu_ms=30.0, draft_host_ms=2.0)  # host-bound: host about its GPU span
+        _prefill(w, gpu, tokens=3000, target_ms=90.0, draft_ms=4.5, now=clock, host_ms=60.0,
+                 alloc=[counts, (2, 1, 0, 0)])  # two cudaMalloc and a cudaFree inside
         _step(clock, w, bs=4, gpu=gpu)  # its result's wait reads the prefills the GPU has passed
     _prefill(w, gpu, tokens=200, target_ms=12.0, draft_ms=0.5)  # a bucket under MIN_PREFILL: not shown
     _step(clock, w, bs=4, gpu=gpu)
     assert len(hook.PREFILL) == 2 * hook.MIN_PREFILL + 1 and not hook._PF["pending"]
     assert hook.summary().endswith(
         "prefill: 17 batches timed on the GPU; median GPU ms per batch, the launch / the draft's prefill in it "
-        "(batches, median new tokens; the launch's host ms), by new tokens: 513-2048: 42.00 / 2.00 (8, 1000; host "
-        "41.00), 2049-8192: 94.50 / 4.50 (8, 3000; host 60.00)"), hook.summary()
+        "(batches, median new tokens; the launch's host ms, of it the scheduler thread on the CPU, the draft's "
+        "prefill's host ms), by new tokens: 513-2048: 42.00 / 2.00 (8, 1000; host 41.00, on the CPU 30.00, the "
+        "draft's host 2.00), 2049-8192: 94.50 / 4.50 (8, 3000; host 60.00, on the CPU 60.00, the draft's host 0.00); "
+        "the CUDA allocator inside 17 of these launches: cudaMalloc 16 (in 8 launches), cudaFree 8, retries 0, syncs to "
+        "free 0"), hook.summary()
+    monkeypatch.setattr(hook, "alloc_counts", lambda: None)  # not read (no CUDA device): no allocator part
     # the GPU not there yet: the readings wait; a plain worker's prefill has no draft part; a foreign launch's none
     hook.reset()
     monkeypatch.setattr(hook, "_new_event", gpu.event)
@@ -336,7 +350,8 @@ def test_prefill_batches_are_timed_on_the_gpu_with_the_drafts_part(clock, gpu, m
     assert not hook.PREFILL and len(hook._PF["pending"]) == 1
     gpu.done = True
     _step(clock, w, bs=4, gpu=gpu)
-    assert list(hook.PREFILL) == [(40.0, None, 1000, 0.0)]
+    ((gpu_ms, draft_ms, tokens, host, cpu, dhost, alloc),) = hook.PREFILL
+    assert (gpu_ms, draft_ms, tokens, host, dhost, alloc) == (40.0, None, 1000, 0.0, None, None) and cpu >= 0
     monkeypatch.setattr(launch_record, "_OURS", [False])
     _prefill(w, gpu)
     assert not hook._PF["pending"] and hook._PF["open"] is None

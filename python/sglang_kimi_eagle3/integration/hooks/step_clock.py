@@ -59,9 +59,15 @@ How: the scheduler thread launches a step (forward_batch_generation: CUDA runs i
   stream, and around the draft's prefill inside it, `_draft_extend_for_prefill`), read after a later decode result's
   wait, and shown per size bucket of new tokens (1-512, 513-2048, 2049-8192, 8193+; MIN_PREFILL batches each) as the
   median GPU ms per batch, the launch's and the draft's part of it, the median new tokens and the launch's host time
-  (about its GPU span where the launch is host-bound, the GPU waiting for the host): `prefill: 412 batches timed on
-  the GPU; median GPU ms per batch, the launch / the draft's prefill in it (batches, median new tokens; the launch's
-  host ms), by new tokens: 513-2048: 43.10 / 2.05 (388, 1024; host 12.40)`. Set against plain decoding's
+  (about its GPU span where the launch is host-bound, the GPU waiting for the host), of that host time the scheduler
+  thread's own CPU time (`time.thread_time`: the rest it was blocked, on a synchronizing CUDA call or the GIL, or
+  preempted) and the draft's prefill's host time; then the CUDA caching allocator's calls inside those launches
+  (cudaMalloc, cudaFree, retries, syncs to free: alloc_counts). On an H100 (2026-12-07, run 41) both speculative
+  servers' prefill launches took 20-34 ms more host time than plain decoding's (203 against 175 ms), the draft's
+  prefill 3.4 ms of GPU of it, where runs 37 and 39 read them equal; these say where the rest goes: `prefill: 412
+  batches timed on the GPU; median GPU ms per batch, ... by new tokens: 513-2048: 43.10 / 2.05 (388, 1024; host
+  12.40, on the CPU 11.90, the draft's host 2.10); the CUDA allocator inside 412 of these launches: cudaMalloc 3 (in 2
+  launches), cudaFree 0, retries 0, syncs to free 0`. Set against plain decoding's
   (benchmark/serving/plain_clock times plain's prefills the same way) it says what speculation's prefill costs. Its
   first reading (an H100, 2026-12-06): the chat workload, then replayed as written, made every prefill a prefix-cache
   hit of 1-2 new tokens, and such a batch took 159 ms for plain decoding and 173 for ours (the draft's prefill 2.9 of
@@ -125,7 +131,9 @@ GPU_FIELDS = ("step", "launch", "before", "verify", "between")
 GPU: dict[int, deque] = {}
 _GPU = {"n": 0, "open": None, "cur": None, "pending": deque(), "free": [], "on": None, "off": None}
 # prefill batches (every one, on the GPU's clock): per batch (ms of the launch's GPU work, ms of the draft's prefill in
-# it or None, the batch's new tokens, the launch's host ms); the batch being launched and those waiting for the GPU
+# it or None, the batch's new tokens, the launch's host ms, of it the scheduler thread's CPU ms, the draft's prefill's
+# host ms or None, the CUDA allocator's calls in the launch: alloc_counts' deltas or None); the batch being launched
+# and those waiting for the GPU
 PREFILL: deque = deque(maxlen=KEEP)
 _PF = {"open": None, "pending": deque()}
 MIN_PREFILL = 8  # prefill batches of a size bucket before its median is shown
@@ -204,6 +212,8 @@ def _prefill(original, worker, batch, *args, **kwargs):
     sample = {"ev": {}, "tokens": tokens}
     _gpu_record(sample, "P0")
     _PF["open"] = sample
+    a0 = alloc_counts()
+    c0 = time.thread_time()
     t0 = time.perf_counter()
     try:
         out = original(worker, batch, *args, **kwargs)
@@ -212,6 +222,9 @@ def _prefill(original, worker, batch, *args, **kwargs):
         _gpu_drop(sample)
         raise
     sample["host"] = (time.perf_counter() - t0) * 1e3  # the launch's host ms: beside its GPU span, host- or GPU-bound
+    sample["cpu"] = (time.thread_time() - c0) * 1e3  # of it, this thread on a CPU (the rest: blocked or preempted)
+    a1 = alloc_counts()
+    sample["alloc"] = None if a0 is None or a1 is None else tuple(b - a for a, b in zip(a0, a1))
     _PF["open"] = None
     if _GPU["on"]:
         _gpu_record(sample, "P1")
@@ -224,15 +237,36 @@ def _prefill(original, worker, batch, *args, **kwargs):
     return out
 
 
+ALLOC_KEYS = ("num_device_alloc", "num_device_free", "num_alloc_retries", "num_sync_all_streams")
+
+
+def alloc_counts() -> tuple | None:
+    """This process's CUDA caching allocator on the current device: its cudaMalloc calls, cudaFree calls, retries
+    (a cudaMalloc that failed, then every cached block freed and tried again) and syncs of every stream to free blocks,
+    so far; None where the launches are not on a CUDA device. A cudaMalloc or cudaFree inside a host-bound launch is
+    host time (cudaFree synchronizes the device); one read is a C++ dict of the allocator's counters (tens of µs)."""
+    if not _GPU["on"]:
+        return None
+    try:
+        import torch
+
+        stats = torch.cuda.memory_stats_as_nested_dict()
+        return tuple(int(stats.get(k, 0)) for k in ALLOC_KEYS)
+    except Exception:  # noqa: BLE001 - a measurement only
+        return None
+
+
 def _draft_prefill(original, *args, **kwargs):
     """AROUND EagleDraftWorker._draft_extend_for_prefill: inside a timed prefill launch, its GPU span."""
     sample = _PF["open"]
     if sample is None:
         return original(*args, **kwargs)
     _gpu_record(sample, "D0")
+    t0 = time.perf_counter()
     try:
         return original(*args, **kwargs)
     finally:
+        sample["dhost"] = (time.perf_counter() - t0) * 1e3
         if _PF["open"] is sample and _GPU["on"]:
             _gpu_record(sample, "D1")
 
@@ -321,7 +355,8 @@ def _gpu_read() -> None:
             sample = pf.popleft()
             ev = sample["ev"]
             draft = ev["D0"].elapsed_time(ev["D1"]) if "D0" in ev and "D1" in ev else None
-            PREFILL.append((ev["P0"].elapsed_time(ev["P1"]), draft, sample["tokens"], sample.get("host")))
+            PREFILL.append((ev["P0"].elapsed_time(ev["P1"]), draft, sample["tokens"], sample.get("host"),
+                            sample.get("cpu"), sample.get("dhost"), sample.get("alloc")))
             _gpu_drop(sample)
     except Exception as e:  # noqa: BLE001 - a measurement never breaks the result processing it sits in
         _gpu_off(e)
@@ -491,15 +526,33 @@ def _prefill_text() -> str:
     if not shown:
         return ""
 
+    def field(r, i):
+        return r[i] if len(r) > i else None
+
     def entry(g):
-        draft, host = _med(r[1] for r in g), _med(r[3] for r in g if len(r) > 3)
+        draft, host = _med(r[1] for r in g), _med(field(r, 3) for r in g)
+        cpu, dhost = _med(field(r, 4) for r in g), _med(field(r, 5) for r in g)
         return (f"{_med(r[0] for r in g):.2f} / " + ("-" if draft is None else f"{draft:.2f}")
-                + f" ({len(g)}, {_med(r[2] for r in g):g}; host " + ("-" if host is None else f"{host:.2f}") + ")")
+                + f" ({len(g)}, {_med(r[2] for r in g):g}; host " + ("-" if host is None else f"{host:.2f}")
+                + ("" if cpu is None else f", on the CPU {cpu:.2f}")
+                + ("" if dhost is None else f", the draft's host {dhost:.2f}") + ")")
 
     since = " since the traffic warm-up ended" if _WARM["ended"] else ""
     return (f"prefill: {len(rows)} batches timed on the GPU{since}; median GPU ms per batch, the launch / the draft's "
-            f"prefill in it (batches, median new tokens; the launch's host ms), by new tokens: "
-            + ", ".join(f"{b}: {entry(g)}" for b, g in shown))
+            f"prefill in it (batches, median new tokens; the launch's host ms, of it the scheduler thread on the CPU, "
+            f"the draft's prefill's host ms), by new tokens: "
+            + ", ".join(f"{b}: {entry(g)}" for b, g in shown) + _alloc_text(rows))
+
+
+def _alloc_text(rows: list) -> str:
+    """The CUDA caching allocator's calls inside the prefill launches read (none where it was not read)."""
+    counts = [r[6] for r in rows if len(r) > 6 and r[6] is not None]
+    if not counts:
+        return ""
+    malloc, free, retries, syncs = (sum(c[i] for c in counts) for i in range(len(ALLOC_KEYS)))
+    with_malloc = sum(1 for c in counts if c[0] > 0)
+    return (f"; the CUDA allocator inside {len(counts)} of these launches: cudaMalloc {malloc} (in {with_malloc} "
+            f"launches), cudaFree {free}, retries {retries}, syncs to free {syncs}")
 
 
 def _med(values) -> float | None:
