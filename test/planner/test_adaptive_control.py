@@ -249,6 +249,26 @@ def test_the_first_batches_after_a_switch_and_absent_readings_are_not_read():
     assert ctl.summary() == [0.0, 0.0, 100.0 / ctl.round_us[3]] and ctl.samples == {}
 
 
+def test_a_probe_of_two_readings_is_priced_at_the_lower_one():
+    """A probe at 64 requests reads two batches (four, the first two settling). On an H100 (2026-12-07, q 0.9 drafter,
+    T 0.7, c 64) one of them read about 5x its neighbour (a prefill lands every few decode steps there) and the probe
+    "did not pay" three times in a row. Here steps 3 pays at alpha 0.9 at its true cost (1.15x of plain against the
+    off-state's 0.95x): with one of its two readings 5x, the probe still pays; as an even count's upper median read it,
+    it did not."""
+    ctl = Controller.from_entry([0, 3], dict(T.KNOBS, base_us=20000.0, off_us=21000.0, round_us={"3": 60000.0}), 0)
+    rng = random.Random(3)
+    walls = iter([60000.0, 300000.0])  # the probe's two timed batches: its true cost, then one a prefill landed in
+    switched = None
+    for _ in range(ctl.probe_wait_batches + 8):
+        wall = 21000.0 if ctl.steps == 0 else (next(walls) if ctl.batches >= ctl.settle_batches else 60000.0)
+        switched = ctl.update(_chain(rng, ctl.steps, 0.9, n=64), wall, lambda v: v)
+        if ctl.probes or ctl.failed_probes or (ctl.steps == 3 and not ctl.probing):
+            if not ctl.probing:
+                break
+    assert ctl.steps == 3 and not ctl.probing and ctl.failed_probes == 0, (switched, ctl.history, ctl.corr)
+    assert abs(ctl.corr[3] - 1.0) < 1e-9 and ctl.wall_ms(3) == 60.0
+
+
 def test_every_rank_decides_the_same_from_rank_zeros_synced_readings():
     """Three "TP ranks" in lockstep see the same counts but different wall times (rank 0: steps 3 costs its model;
     the others: 3x, 0.5x). The sync hands every rank rank 0's summary, so they take the same decisions, and those

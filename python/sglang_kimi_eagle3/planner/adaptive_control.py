@@ -32,8 +32,8 @@ there `sync(summary)` (the hook: a broadcast of TP rank 0's medians over the TP 
 returns the same values on every rank, and decisions read only synced values: every rank still takes the same
 decision. The readings taken before the server's traffic warm-up ended are dropped at the first sync after it
 (`drop_warm`, on TP rank 0's word). The first `settle_batches` after a switch are not read (SGLang's overlap
-scheduler has the next batch in flight in the old state when a switch is decided); a median per sync interval keeps
-outliers out.
+scheduler has the next batch in flight in the old state when a switch is decided); the lower median per sync interval
+keeps outliers out (`summary`: what lands in a reading by chance only adds time).
 
 Learning together (`Shared`, one per process). SGLang keeps one slot per batch size and a server's batch size moves
 with its load, so on the H200 (2026-12-04, q 0.3 drafter, deployment-shaped pair) every slot paid its own first dwell
@@ -246,16 +246,22 @@ class Controller:
             del ws[:-WALLS_KEPT]
 
     def wall_ms(self, s: int) -> float | None:
-        """The median of this process's latest raw readings at `s` (up to WALLS_KEPT), ms; None where none."""
+        """The lower median of this process's latest raw readings at `s` (up to WALLS_KEPT), ms; None where none."""
         ws = sorted(self.walls.get(s, ()))
-        return ws[len(ws) // 2] / 1000 if ws else None
+        return ws[(len(ws) - 1) // 2] / 1000 if ws else None
 
     def summary(self) -> list[float]:
-        """Per candidate (in order), the median ratio read since the last sync, 0.0 where none; clears them."""
+        """Per candidate (in order), the lower median of the ratios read since the last sync, 0.0 where none; clears
+        them. The lower one: what lands in a reading by chance (a prefill, a compile, a flush, a collection) only adds
+        time, and a probe at a large batch reads two batches (probe_min_batches less settle_batches), whose upper
+        median is the larger. On an H100 (2026-12-07, the q 0.9 drafter at temperature 0.7, c 64) the 64-request slot's
+        probe of steps 3 read 241 ms a step over two readings (its steps 7 106 ms, its off-state 21.7), three probes in
+        a row did not pay, and the 32- and 64-request slots sat at steps 0 for three of four rounds (0.98x of plain;
+        the round that speculated 1.24x)."""
         out = []
         for s in self.candidates:
             xs = sorted(self.samples.get(s, ()))
-            out.append(xs[len(xs) // 2] if xs else 0.0)
+            out.append(xs[(len(xs) - 1) // 2] if xs else 0.0)
         self.samples = {}
         return out
 
