@@ -60,9 +60,10 @@ How: the scheduler thread launches a step (forward_batch_generation: CUDA runs i
   wait, and shown per size bucket of new tokens (1-512, 513-2048, 2049-8192, 8193+; MIN_PREFILL batches each) as the
   median GPU ms per batch, the launch's and the draft's part of it, the median new tokens and the launch's host time
   (about its GPU span where the launch is host-bound, the GPU waiting for the host), of that host time the scheduler
-  thread's own CPU time (`time.thread_time`: the rest it was blocked, on a synchronizing CUDA call or the GIL, or
-  preempted) and the draft's prefill's host time; then the CUDA caching allocator's calls inside those launches
-  (cudaMalloc, cudaFree, retries, syncs to free: alloc_counts). On an H100 (2026-12-07, run 41) both speculative
+  thread's own CPU time (`time.thread_time`: the rest it was off the CPU, waiting on the GIL or a sleeping wait, or
+  preempted; a CUDA synchronization spin-waits by default and counts as CPU time) and the draft's prefill's host
+  time; then the CUDA caching allocator's calls inside those launches (cudaMalloc, cudaFree, retries, syncs to free:
+  alloc_counts). On an H100 (2026-12-07, run 41) both speculative
   servers' prefill launches took 20-34 ms more host time than plain decoding's (203 against 175 ms), the draft's
   prefill 3.4 ms of GPU of it, where runs 37 and 39 read them equal; these say where the rest goes: `prefill: 412
   batches timed on the GPU; median GPU ms per batch, ... by new tokens: 513-2048: 43.10 / 2.05 (388, 1024; host
@@ -222,7 +223,7 @@ def _prefill(original, worker, batch, *args, **kwargs):
         _gpu_drop(sample)
         raise
     sample["host"] = (time.perf_counter() - t0) * 1e3  # the launch's host ms: beside its GPU span, host- or GPU-bound
-    sample["cpu"] = (time.thread_time() - c0) * 1e3  # of it, this thread on a CPU (the rest: blocked or preempted)
+    sample["cpu"] = (time.thread_time() - c0) * 1e3  # of it, this thread on a CPU (the rest: the GIL, a sleep, preempted)
     a1 = alloc_counts()
     sample["alloc"] = None if a0 is None or a1 is None else tuple(b - a for a, b in zip(a0, a1))
     _PF["open"] = None
