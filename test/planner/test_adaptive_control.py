@@ -258,14 +258,14 @@ def test_a_probe_of_two_readings_is_priced_at_the_lower_one():
     ctl = Controller.from_entry([0, 3], dict(T.KNOBS, base_us=20000.0, off_us=21000.0, round_us={"3": 60000.0}), 0)
     rng = random.Random(3)
     walls = iter([60000.0, 300000.0])  # the probe's two timed batches: its true cost, then one a prefill landed in
-    switched = None
-    for _ in range(ctl.probe_wait_batches + 8):
+    started = False
+    for _ in range(ctl.probe_wait_batches + 8):  # at steps 0 until the probe, then the probe's four batches
         wall = 21000.0 if ctl.steps == 0 else (next(walls) if ctl.batches >= ctl.settle_batches else 60000.0)
-        switched = ctl.update(_chain(rng, ctl.steps, 0.9, n=64), wall, lambda v: v)
-        if ctl.probes or ctl.failed_probes or (ctl.steps == 3 and not ctl.probing):
-            if not ctl.probing:
-                break
-    assert ctl.steps == 3 and not ctl.probing and ctl.failed_probes == 0, (switched, ctl.history, ctl.corr)
+        ctl.update(_chain(rng, ctl.steps, 0.9, n=64), wall, lambda v: v)
+        started = started or ctl.probing
+        if started and not ctl.probing:
+            break
+    assert started and ctl.steps == 3 and ctl.failed_probes == 0, (ctl.history, ctl.corr)
     assert abs(ctl.corr[3] - 1.0) < 1e-9 and ctl.wall_ms(3) == 60.0
 
 
