@@ -8,12 +8,14 @@
 #                 their end in run 39 and were cut at 309 s in run 40 with 330 reserved
 #   hooks B0      the servers stopped, the compiled hook tests with 8 workers until 25 s before B0 runs out
 # B0: the device budget call 0's reply showed; call 0 wrote /tmp/lease_t0 (date +%s). Knobs pass through:
-# DA_Q (0.6), DA_Q2 (0.9), DA_SKIP ("sglang fixed"), MEMF (0.85), MAXREQ (512), CONC (overrides the choice above),
+# DA_Q (0.6), DA_Q2 (0.9; set empty for no second drafter, e.g. `DA_Q2= DA_KEEPEXT=1`: plain / ours / `keepext`, ours with
+# SGLang's draft extend at every steps-0 step, on every call of the lease), DA_SKIP ("sglang fixed"), MEMF (0.85),
+# MAXREQ (512), CONC (overrides the choice above),
 # ROUNDS (3), DA_KEEP (1); LEASE_T0 (/tmp/lease_t0); NS_DRY=1: measure and hooks print their budget and command
 # instead of running it (a CPU test).
 set -uo pipefail
 export OUT=${OUT:?ns.sh writes into \$OUT}
-export DA_Q=${DA_Q:-0.6} DA_Q2=${DA_Q2:-0.9} DA_SKIP=${DA_SKIP:-sglang fixed} MEMF=${MEMF:-0.85} MAXREQ=${MAXREQ:-512}
+export DA_Q=${DA_Q:-0.6} DA_Q2=${DA_Q2-0.9} DA_SKIP=${DA_SKIP:-sglang fixed} MEMF=${MEMF:-0.85} MAXREQ=${MAXREQ:-512}
 step=${1:-}
 case $step in
 launch) ;;
@@ -33,7 +35,7 @@ launch)
 measure)
   b=$(( $(left "$2") - ${HOOKS_RESERVE_S:-370} )); [ $b -gt 560 ] && b=560
   c=8; [ $b -gt 330 ] && c=8,32
-  echo "budget $b s, conc ${CONC:-$c}"
+  echo "budget $b s, conc ${CONC:-$c}, second drafter ${DA_Q2:-none}$([ "${DA_KEEPEXT:-0}" = 1 ] && echo ', keepext')"
   [ "${NS_DRY:-0}" = 1 ] || eval "$(bash benchmark/live/device.sh env)"
   export DA_STEP=measure DA_KEEP=${DA_KEEP:-1} STARTUP_S=200 ROUNDS=${ROUNDS:-3} BUDGET_S=$b CONC=${CONC:-$c}
   run bash benchmark/serving/device_adaptive.sh 2>&1 | grep -v LD_PRELOAD | tail -60

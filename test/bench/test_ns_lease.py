@@ -7,12 +7,12 @@ import time
 from helpers import ROOT, clean_env
 
 
-def _ns(tmp_path, *args, ago=0):
+def _ns(tmp_path, *args, ago=0, **env_extra):
     t0 = tmp_path / "lease_t0"
     t0.write_text(f"{int(time.time()) - ago}\n")
     out = tmp_path / "out"
     out.mkdir(exist_ok=True)
-    env = clean_env(OUT=str(out), LEASE_T0=str(t0), NS_DRY="1")
+    env = clean_env(OUT=str(out), LEASE_T0=str(t0), NS_DRY="1", **env_extra)
     return subprocess.run(["bash", "benchmark/live/ns.sh", *args], capture_output=True, text=True, env=env,
                           cwd=str(ROOT), timeout=30)
 
@@ -24,7 +24,7 @@ def test_a_measure_call_takes_the_lease_budget_left_less_the_hook_tests_and_both
     assert 1176 - 300 - 370 - 2 <= budget <= 1176 - 300 - 370 and "conc 8,32" in r.stdout, r.stdout
     assert "would run: bash benchmark/serving/device_adaptive.sh" in r.stdout
     r = _ns(tmp_path, "measure", "1176", ago=500)  # later: one level
-    assert "conc 8\n" in r.stdout, r.stdout
+    assert "conc 8, second" in r.stdout, r.stdout
     r = _ns(tmp_path, "measure", "5000", ago=0)
     assert "budget 560 s" in r.stdout  # one device call's limit
 
@@ -41,3 +41,11 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path):
     for args, says in ((["measure"], "B0"), (["hooks", "12a"], "not a number"), (["lanch"], "unknown step 'lanch'")):
         r = _ns(tmp_path, *args)
         assert r.returncode == 2 and says in r.stderr and len(r.stderr.strip().splitlines()) == 1, (args, r.stderr)
+
+
+def test_the_second_drafter_is_on_by_default_and_an_empty_da_q2_leaves_it_out(tmp_path):
+    """`DA_Q2= DA_KEEPEXT=1`: plain / ours / `keepext` (ours with SGLang's per-step draft extend), to A/B the deferral
+    beside ours where the q 0.9 server would stand."""
+    assert "second drafter 0.9\n" in _ns(tmp_path, "measure", "1176").stdout
+    r = _ns(tmp_path, "measure", "1176", DA_Q2="", DA_KEEPEXT="1")
+    assert r.returncode == 0 and "second drafter none, keepext" in r.stdout, (r.stdout, r.stderr)
