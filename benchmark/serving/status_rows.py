@@ -67,6 +67,11 @@ PREFILL_ALLOC = re.compile(r"the CUDA allocator inside (\d+) of these launches: 
                            r"cudaFree (\d+), retries (\d+), syncs to free (\d+)")
 
 
+PREFILL_GC = re.compile(r"the garbage collector: (?:inside (\d+) of these launches ([\d.]+) ms in (\d+) collections "
+                        r"\((\d+) full\); )?in this process ([\d.]+) ms in (\d+) collections \((\d+) full\), the longest "
+                        r"([\d.]+) ms")
+
+
 def _num(x: str):
     return float(x) if x not in ("", "-") else None
 
@@ -88,6 +93,16 @@ def prefill_alloc(detail: str) -> tuple | None:
     with one, cudaFree, retries, syncs to free), or None where it does not say."""
     m = PREFILL_ALLOC.search(detail)
     return tuple(int(x) for x in m.groups()) if m else None
+
+
+def prefill_gc(detail: str) -> tuple | None:
+    """A step_clock detail's garbage collector: (prefill launches read, ms in collections inside them, collections,
+    full ones; each None where it did not say, then the process's ms, collections, full ones, the longest ms), or
+    None where the detail does not say."""
+    m = PREFILL_GC.search(detail)
+    if not m:
+        return None
+    return tuple(None if x is None else (float(x) if "." in x else int(x)) for x in m.groups())
 
 
 def _per_state(detail: str, pattern: re.Pattern) -> dict[str, tuple]:
@@ -127,6 +142,19 @@ def _gpu_text(ours: tuple, plain: tuple) -> str:
     return (f"GPU, ms, this / plain: step {_pair(ours[1], plain[1])}, the launch's work {_pair(ours[2], plain[2])} "
             f"(before the verify {_pair(ours[3], None)}, the verify {_pair(ours[4], None)}, after it {_pair(ours[5], None)}), "
             f"between launches {_pair(ours[6], plain[6])}")
+
+
+def _gc_pair(ours: tuple | None, plain: tuple | None) -> str:
+    """Python's garbage collector per prefill launch, this server / plain decoding, and each process's longest pause."""
+    if not ours or not plain:
+        return ""
+    text = ""
+    if ours[0] and plain[0]:
+        per = [(x[1] / x[0], x[2] / x[0], x[3] / x[0]) for x in (ours, plain)]
+        text = ("; the garbage collector per prefill launch, this / plain: {:.2f} / {:.2f} ms, collections {:.2f} / {:.2f} "
+                "(full {:.3f} / {:.3f})").format(per[0][0], per[1][0], per[0][1], per[1][1], per[0][2], per[1][2])
+    return text + "; in the process, this / plain: {:.0f} / {:.0f} ms in collections, full {} / {}, the longest {:.1f} / {:.1f} ms".format(
+        ours[4], plain[4], ours[6], plain[6], ours[7], plain[7])
 
 
 def _alloc_pair(ours: tuple | None, plain: tuple | None) -> str:
@@ -176,7 +204,8 @@ def compare_line(path: str, plain_path: str) -> str:
             + ("" if ours_pf[b][5] is None or plain_pf[b][5] is None
                else f" (on the CPU {ours_pf[b][5]:.2f} / {plain_pf[b][5]:.2f})")
             + ("" if ours_pf[b][6] is None else f", the draft's host {ours_pf[b][6]:.2f}") + ")" for b in pf_common)
-            + _alloc_pair(prefill_alloc(detail), prefill_alloc(plain_text)))
+            + _alloc_pair(prefill_alloc(detail), prefill_alloc(plain_text))
+            + _gc_pair(prefill_gc(detail), prefill_gc(plain_text)))
     for label, buckets in by_batch(detail).items():
         common = [b for b in buckets if b in plain]
         if common:

@@ -117,6 +117,34 @@ def test_prefill_is_set_against_plain_decodings_first(tmp_path):
                           "0.77 / 0.00, retries 0.00 / 0.00 | steps 0 / plain decoding: bs 5-8: 1.048"), out
 
 
+def test_the_garbage_collector_is_set_against_plain_decodings(tmp_path):
+    """Collections inside the prefill launches per launch, and each process's longest pause, this server / plain."""
+    pf = ("prefill: 10 batches timed on the GPU; median GPU ms per batch, the launch / the draft's prefill in it (batches, "
+          "median new tokens; the launch's host ms, of it the scheduler thread on the CPU, the draft's prefill's host ms), "
+          "by new tokens: 513-2048: {} (10, 1000; host 41.50, on the CPU 30.50, the draft's host 2.50); the CUDA "
+          "allocator inside 10 of these launches: cudaMalloc 0 (in 0 launches), cudaFree 0, retries 0, syncs to free 0; "
+          "the garbage collector: inside 10 of these launches {} ms in {} collections ({} full); in this process {} ms "
+          "in {} collections ({} full), the longest {} ms")
+    step_clock.reset()
+    try:
+        step_clock.STEPS[0] = deque(_readings(11.0, 7))
+        step_clock._READ[0] = 20
+        ours = step_clock.summary() + " | " + pf.format("43.00 / 2.00", "250.0", 20, 5, "900.5", 400, 12, "48.20")
+        step_clock.reset()
+        step_clock.STEPS[step_clock.PLAIN] = deque(_readings(10.5, 6))
+        step_clock._READ[step_clock.PLAIN] = 20
+        plain = step_clock.summary() + " | " + pf.format("40.00 / -", "10.0", 10, 0, "120.0", 300, 2, "9.10")
+    finally:
+        step_clock.reset()
+    status = tmp_path / "port30504.json"
+    status.write_text(json.dumps({"hooks": [{"name": "step_clock", "state": "applied", "detail": ours}]}))
+    (tmp_path / "plain.txt").write_text(plain + "\n")
+    out = _run("compare", str(status), str(tmp_path / "plain.txt")).stdout.strip()
+    assert ("retries 0.00 / 0.00; the garbage collector per prefill launch, this / plain: 25.00 / 1.00 ms, collections "
+            "2.00 / 1.00 (full 0.500 / 0.000); in the process, this / plain: 900 / 120 ms in collections, full 12 / 2, "
+            "the longest 48.2 / 9.1 ms | steps 0") in out, out
+
+
 def test_a_prefill_row_of_run_41_still_parses():
     """Rows written before the CPU time and the allocator calls (an H100, 2026-12-07) read None there."""
     import importlib.util

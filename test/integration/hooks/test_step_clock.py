@@ -9,6 +9,7 @@ and the result's CUDA event (`synchronize` advances the clock by the GPU wait). 
 own load_plugins() the four targets route through the hook, or with SGLANG_KIMI_EAGLE3_STEP_CLOCK=off none does.
 """
 
+import gc
 import statistics
 import types
 
@@ -292,7 +293,7 @@ def test_plain_decodings_gpu_step_has_no_verify_part(clock, gpu):
 
 
 def _prefill(worker, gpu, tokens=1000, target_ms=40.0, draft_ms=2.0, draft=True, now=None, host_ms=0.0, cpu_ms=None,
-             draft_host_ms=0.0, alloc=None):
+             draft_host_ms=0.0, alloc=None, collect=False):
     """A prefill launch as SGLang's EAGLE worker runs it: the target's extend, then the draft's prefill inside it
     (`host_ms` of host time on the `now` clock, `cpu_ms` of it on the CPU: all of it unless said, `draft_host_ms` of
     host time in the draft's part; `alloc`: [counts, calls] where the launch adds `calls` to the allocator's `counts`)."""
@@ -307,6 +308,8 @@ def _prefill(worker, gpu, tokens=1000, target_ms=40.0, draft_ms=2.0, draft=True,
             now[1] += (host_ms if cpu_ms is None else cpu_ms) / 1e3
         if alloc is not None:
             alloc[0][:] = [a + b for a, b in zip(alloc[0], alloc[1])]
+        if collect:
+            gc.collect()  # a full collection inside the launch (Python's collector runs wherever allocations trip it)
         gpu.t += target_ms
         if draft:
             hook._draft_prefill(sglang_draft_prefill, object(), batch, None)
@@ -333,13 +336,13 @@ def test_prefill_batches_are_timed_on_the_gpu_with_the_drafts_part(clock, gpu, m
     _prefill(w, gpu, tokens=200, target_ms=12.0, draft_ms=0.5)  # a bucket under MIN_PREFILL: not shown
     _step(clock, w, bs=4, gpu=gpu)
     assert len(hook.PREFILL) == 2 * hook.MIN_PREFILL + 1 and not hook._PF["pending"]
-    assert hook.summary().endswith(
+    assert hook.summary().split(
         "prefill: 17 batches timed on the GPU; median GPU ms per batch, the launch / the draft's prefill in it "
         "(batches, median new tokens; the launch's host ms, of it the scheduler thread on the CPU, the draft's "
         "prefill's host ms), by new tokens: 513-2048: 42.00 / 2.00 (8, 1000; host 41.00, on the CPU 30.00, the "
         "draft's host 2.00), 2049-8192: 94.50 / 4.50 (8, 3000; host 60.00, on the CPU 60.00, the draft's host 0.00); "
         "the CUDA allocator inside 17 of these launches: cudaMalloc 16 (in 8 launches), cudaFree 8, retries 0, syncs to "
-        "free 0"), hook.summary()
+        "free 0", 1)[1].startswith("; the garbage collector: inside 17 of these launches "), hook.summary()
     monkeypatch.setattr(hook, "alloc_counts", lambda: None)  # not read (no CUDA device): no allocator part
     # the GPU not there yet: the readings wait; a plain worker's prefill has no draft part; a foreign launch's none
     hook.reset()
@@ -350,11 +353,34 @@ def test_prefill_batches_are_timed_on_the_gpu_with_the_drafts_part(clock, gpu, m
     assert not hook.PREFILL and len(hook._PF["pending"]) == 1
     gpu.done = True
     _step(clock, w, bs=4, gpu=gpu)
-    ((gpu_ms, draft_ms, tokens, host, cpu, dhost, alloc),) = hook.PREFILL
+    ((gpu_ms, draft_ms, tokens, host, cpu, dhost, alloc, _gc),) = hook.PREFILL
     assert (gpu_ms, draft_ms, tokens, host, dhost, alloc) == (40.0, None, 1000, 0.0, None, None) and cpu >= 0
     monkeypatch.setattr(launch_record, "_OURS", [False])
     _prefill(w, gpu)
     assert not hook._PF["pending"] and hook._PF["open"] is None
+
+
+def test_garbage_collections_inside_prefill_launches_are_counted(clock, gpu, monkeypatch):
+    """A prefill launch of the deployment-shaped pair is host-bound (about 170 ms of Python launching its eager layers:
+    an H100, 2026-12-07), and Python's collector runs inside whatever allocates past its thresholds, holding the GIL:
+    the collections inside prefill launches, and the process's, are in the row (for ours and plain decoding alike)."""
+    monkeypatch.setattr(hook, "alloc_counts", lambda: None)
+    w = Worker(0)
+    assert not hook._GCK["on"]  # nothing timed before the first launch the clock reads
+    _step(clock, w, bs=4, gpu=gpu)
+    assert hook._GCK["on"] and hook._gc_on_cb in gc.callbacks
+    for i in range(hook.MIN_PREFILL):
+        _prefill(w, gpu, now=clock, host_ms=40.0, collect=i < 3)  # three launches hold a full collection
+        _step(clock, w, bs=4, gpu=gpu)
+    gc.collect()  # one outside the launches: the process's count only
+    rows = [r[7] for r in hook.PREFILL]
+    assert [r[2] >= 1 for r in rows] == [True] * 3 + [False] * 5 and all(r[0] > 0 for r in rows[:3])
+    text = hook.summary().split("the garbage collector: ", 1)[1]
+    full = sum(r[2] for r in rows)
+    assert text.startswith(f"inside 8 of these launches {sum(r[0] for r in rows):.1f} ms in ") and f"({full} full); " in text
+    assert hook._GCK["full"] >= full + 1 and text.endswith(f"the longest {hook._GCK['max'] * 1e3:.2f} ms"), text
+    hook.reset()  # the callback goes with the readings
+    assert hook._gc_on_cb not in gc.callbacks and not hook._GCK["on"]
 
 
 def test_gpu_readings_wait_for_the_gpu_and_broken_intervals_are_not_timed(clock, gpu, monkeypatch):

@@ -81,9 +81,11 @@ Remove when: SGLang reports the host and GPU-wait time of its decode steps itsel
 
 from __future__ import annotations
 
+import gc
 import time
 from collections import deque
 from statistics import median
+from time import perf_counter as _gc_now  # the collector's clock (the real one, whatever replaces `time` in tests)
 
 from ...base import ENV_STEP_CLOCK, env_choice
 from ...status import hookstatus
@@ -138,6 +140,9 @@ _GPU = {"n": 0, "open": None, "cur": None, "pending": deque(), "free": [], "on":
 PREFILL: deque = deque(maxlen=KEEP)
 _PF = {"open": None, "pending": deque()}
 MIN_PREFILL = 8  # prefill batches of a size bucket before its median is shown
+# Python's garbage collector in this process (gc.callbacks, turned on at the first launch this clock reads): seconds in
+# collections, collections, full ones (generation 2), the longest, the open collection's start
+_GCK = {"s": 0.0, "n": 0, "full": 0, "max": 0.0, "t": None, "on": False}
 
 
 def install() -> None:
@@ -179,6 +184,8 @@ def _forward(original, worker, batch, *args, **kwargs):
         if _is_prefill(batch) and (_ALL[0] or our_launch() is not False):
             return _prefill(original, worker, batch, *args, **kwargs)
         return original(worker, batch, *args, **kwargs)
+    if not _GCK["on"]:
+        gc_clock_on()
     t0 = time.perf_counter()
     closed = _close(t0)  # the interval just closed was read: a timed step in it gets its end
     _OPEN.update(t0=t0, verify=0.0, extend=0.0, wait=0.0, launch=0.0, steps=None, prepare=0.0, replay=0.0,
@@ -209,11 +216,14 @@ def _prefill(original, worker, batch, *args, **kwargs):
     tokens = _new_tokens(batch)
     if tokens <= 0 or not _gpu_on(batch):
         return original(worker, batch, *args, **kwargs)
+    if not _GCK["on"]:
+        gc_clock_on()
     _gpu_drop(_PF["open"])  # a launch that raised left its sample open
     sample = {"ev": {}, "tokens": tokens}
     _gpu_record(sample, "P0")
     _PF["open"] = sample
     a0 = alloc_counts()
+    g0 = (_GCK["s"], _GCK["n"], _GCK["full"])
     c0 = time.thread_time()
     t0 = time.perf_counter()
     try:
@@ -224,6 +234,7 @@ def _prefill(original, worker, batch, *args, **kwargs):
         raise
     sample["host"] = (time.perf_counter() - t0) * 1e3  # the launch's host ms: beside its GPU span, host- or GPU-bound
     sample["cpu"] = (time.thread_time() - c0) * 1e3  # of it, this thread on a CPU (the rest: the GIL, a sleep, preempted)
+    sample["gc"] = ((_GCK["s"] - g0[0]) * 1e3, _GCK["n"] - g0[1], _GCK["full"] - g0[2])  # collections inside it
     a1 = alloc_counts()
     sample["alloc"] = None if a0 is None or a1 is None else tuple(b - a for a, b in zip(a0, a1))
     _PF["open"] = None
@@ -357,7 +368,7 @@ def _gpu_read() -> None:
             ev = sample["ev"]
             draft = ev["D0"].elapsed_time(ev["D1"]) if "D0" in ev and "D1" in ev else None
             PREFILL.append((ev["P0"].elapsed_time(ev["P1"]), draft, sample["tokens"], sample.get("host"),
-                            sample.get("cpu"), sample.get("dhost"), sample.get("alloc")))
+                            sample.get("cpu"), sample.get("dhost"), sample.get("alloc"), sample.get("gc")))
             _gpu_drop(sample)
     except Exception as e:  # noqa: BLE001 - a measurement never breaks the result processing it sits in
         _gpu_off(e)
@@ -542,7 +553,7 @@ def _prefill_text() -> str:
     return (f"prefill: {len(rows)} batches timed on the GPU{since}; median GPU ms per batch, the launch / the draft's "
             f"prefill in it (batches, median new tokens; the launch's host ms, of it the scheduler thread on the CPU, "
             f"the draft's prefill's host ms), by new tokens: "
-            + ", ".join(f"{b}: {entry(g)}" for b, g in shown) + _alloc_text(rows))
+            + ", ".join(f"{b}: {entry(g)}" for b, g in shown) + _alloc_text(rows) + _gc_text(rows))
 
 
 def _alloc_text(rows: list) -> str:
@@ -554,6 +565,44 @@ def _alloc_text(rows: list) -> str:
     with_malloc = sum(1 for c in counts if c[0] > 0)
     return (f"; the CUDA allocator inside {len(counts)} of these launches: cudaMalloc {malloc} (in {with_malloc} "
             f"launches), cudaFree {free}, retries {retries}, syncs to free {syncs}")
+
+
+def _gc_on_cb(phase: str, info: dict) -> None:
+    """gc.callbacks: time each collection (on the thread that runs it, holding the GIL: every thread waits)."""
+    if phase == "start":
+        _GCK["t"] = _gc_now()
+    elif _GCK["t"] is not None:
+        d = _gc_now() - _GCK["t"]
+        _GCK["t"] = None
+        _GCK["s"] += d
+        _GCK["n"] += 1
+        if info.get("generation") == 2:
+            _GCK["full"] += 1
+        if d > _GCK["max"]:
+            _GCK["max"] = d
+
+
+def gc_clock_on() -> None:
+    """Time this process's garbage collections from now on (idempotent). Python's collector runs inside whatever
+    allocates past its thresholds, holding the GIL: inside a host-bound prefill launch a collection is launch time.
+    Turned on at the first launch the clock reads (our launches, or every launch under enable_everywhere)."""
+    if not _GCK["on"]:
+        _GCK["on"] = True
+        gc.callbacks.append(_gc_on_cb)
+
+
+def _gc_text(rows: list) -> str:
+    """Python's garbage collector inside the prefill launches read, and in this process since the clock turned on
+    (none before it is on)."""
+    if not _GCK["on"]:
+        return ""
+    counts = [r[7] for r in rows if len(r) > 7 and r[7] is not None]
+    inside = ""
+    if counts:
+        ms, n, full = (sum(c[i] for c in counts) for i in range(3))
+        inside = f"inside {len(counts)} of these launches {ms:.1f} ms in {n} collections ({full} full); "
+    return (f"; the garbage collector: {inside}in this process {_GCK['s'] * 1e3:.1f} ms in {_GCK['n']} collections "
+            f"({_GCK['full']} full), the longest {_GCK['max'] * 1e3:.2f} ms")
 
 
 def _med(values) -> float | None:
@@ -646,3 +695,6 @@ def reset() -> None:
     _ALL[0] = False
     _gpu_forget()
     _GPU.update(n=0, on=None, free=[], off=None)
+    if _GCK["on"] and _gc_on_cb in gc.callbacks:
+        gc.callbacks.remove(_gc_on_cb)
+    _GCK.update(s=0.0, n=0, full=0, max=0.0, t=None, on=False)
