@@ -63,7 +63,9 @@ How: the scheduler thread launches a step (forward_batch_generation: CUDA runs i
   thread's own CPU time (`time.thread_time`: the rest it was off the CPU, waiting on the GIL or a sleeping wait, or
   preempted; a CUDA synchronization spin-waits by default and counts as CPU time) and the draft's prefill's host
   time; then the CUDA caching allocator's calls inside those launches (cudaMalloc, cudaFree, retries, syncs to free:
-  alloc_counts). On an H100 (2026-12-07, run 41) both speculative
+  alloc_counts), and Python's garbage collections inside them (gc.callbacks: a collection runs inside whatever
+  allocates past the collector's thresholds, holding the GIL, so inside a host-bound launch it is launch time; the
+  process's collections, full ones and longest pause beside). On an H100 (2026-12-07, run 41) both speculative
   servers' prefill launches took 20-34 ms more host time than plain decoding's (203 against 175 ms), the draft's
   prefill 3.4 ms of GPU of it, where runs 37 and 39 read them equal; these say where the rest goes: `prefill: 412
   batches timed on the GPU; median GPU ms per batch, ... by new tokens: 513-2048: 43.10 / 2.05 (388, 1024; host
