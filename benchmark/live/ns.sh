@@ -7,6 +7,8 @@
 #                 where it holds more than 330 s, else 8. HOOKS_RESERVE_S (370): the hook tests after it ran 318 s to
 #                 their end in run 39 and were cut at 309 s in run 40 with 330 reserved
 #   hooks B0      the servers stopped, the compiled hook tests with 8 workers until 25 s before B0 runs out
+#                 (HOOK_FILES: some of them, e.g. the files of the hooks changed since the last full run, where the
+#                 lease is short)
 # B0: the device budget call 0's reply showed; call 0 wrote /tmp/lease_t0 (date +%s). Knobs pass through:
 # DA_Q (0.6), DA_Q2 (0.9; set empty for no second drafter, e.g. `DA_Q2= DA_KEEPEXT=1`: plain / ours / `keepext`, ours with
 # SGLang's draft extend at every steps-0 step, on every call of the lease), DA_SKIP ("sglang fixed"), MEMF (0.85),
@@ -44,7 +46,7 @@ hooks)
   h=$(( $(left "$2") - 25 )); [ $h -gt 580 ] && h=580
   echo "hook tests for at most $h s"
   [ "${NS_DRY:-0}" = 1 ] || { pkill -f "[l]aunch_server"; sleep 5; eval "$(bash benchmark/live/device.sh env)"; }
-  run timeout -s INT $h python3 -m pytest -q -rf -p no:cacheprovider -n 8 --dist loadfile test/integration/hooks > $OUT/hooks.txt 2>&1
+  run timeout -s INT $h python3 -m pytest -q -rf -p no:cacheprovider -n 8 --dist loadfile ${HOOK_FILES:-test/integration/hooks} > $OUT/hooks.txt 2>&1
   tail -8 $OUT/hooks.txt
   ;;
 esac

@@ -34,7 +34,11 @@ def test_the_hook_tests_stop_before_the_budget_runs_out(tmp_path):
     assert r.returncode == 0, r.stderr
     limit = int(r.stdout.split("at most ")[1].split(" s")[0])
     assert 1176 - 870 - 25 - 2 <= limit <= 1176 - 870 - 25
-    assert "would run: timeout -s INT" in (tmp_path / "out" / "hooks.txt").read_text()
+    ran = (tmp_path / "out" / "hooks.txt").read_text()
+    assert "would run: timeout -s INT" in ran and ran.rstrip().endswith("--dist loadfile test/integration/hooks"), ran
+    files = "test/integration/hooks/test_step_clock.py test/integration/hooks/test_deferred_extend.py"
+    _ns(tmp_path, "hooks", "1176", ago=870, HOOK_FILES=files)  # a short lease: some of them
+    assert (tmp_path / "out" / "hooks.txt").read_text().rstrip().endswith("--dist loadfile " + files)
 
 
 def test_bad_input_is_one_line_and_exit_2(tmp_path):
