@@ -44,7 +44,7 @@
 # 3-layer stress pair at vocab 163840, built without --int4 into $DA_WORK/kimi-width-qQ), DA_GRAPHS (128: decode
 # CUDA graphs to bs 128; sglang: SGLang's own sizes, to 512, clamped to MAXREQ), MAXREQ (128: --max-running-requests;
 # DA_PRESET=kimi-width DA_GRAPHS=sglang MAXREQ=512: the capped adaptive table, live), DA_SKIP (servers not
-# started, e.g. "sglang"), DA_ANATOMY_SERVERS ("off plain fixed"), DA_ANATOMY (0; 1: step 3b, c 128 in start, the rest of DA_ANATOMY_LEVELS ("128 1") in measure within DA_ANATOMY_S 150 per level), DA_RATIOS (step ratios of "off offskip"), DA_RATIO_S (100), DA_RATIO_CONC (1,8,32,128), DA_RATIO_REPEATS (3), DA_RATIO_CTX (64: the decode-step prompts' tokens; chat contexts are 400-1500), DA_E2E_SKIP (names left out of the rounds, e.g. "off offskip"), DA_LOADSTEP (0; 1: the load step before the rounds, DA_LOADSTEP_SERVERS / _SCHEDULE / _ROUNDS / _S), DA_MOE (auto: SGLang's choice, Marlin on SM90; triton: no JIT build), DA_OWN_TRITON (0: one Triton cache for all servers), DA_START_END_S (560: DA_STEP=start waits for every server until then), DA_WARMUP (on; off: SGLANG_KIMI_EAGLE3_WARMUP=off, kernels compile while serving), DA_KEEP (0; 1: DA_STEP=measure leaves the servers running for another measure call, e.g. other levels), DA_OURS_ENV (more environment for ours / skipext / alone / pinned), DA_SUITE / DA_SUITE_N / DA_SUITE_S (step 0b), DA_WORK (/tmp/da).
+# started, e.g. "sglang"), DA_ANATOMY_SERVERS ("off plain fixed"), DA_ANATOMY (0; 1: step 3b, c 128 in start, the rest of DA_ANATOMY_LEVELS ("128 1") in measure within DA_ANATOMY_S 150 per level), DA_RATIOS (step ratios of "off offskip"), DA_RATIO_S (100), DA_RATIO_CONC (1,8,32,128), DA_RATIO_REPEATS (3), DA_RATIO_CTX (64: the decode-step prompts' tokens; chat contexts are 400-1500), DA_E2E_SKIP (names left out of the rounds, e.g. "off offskip"), DA_LOADSTEP (0; 1: the load step before the rounds, DA_LOADSTEP_SERVERS / _SCHEDULE / _ROUNDS / _S), DA_FREEZE_GC (server names: POST /freeze_gc to each before the rounds), DA_MOE (auto: SGLang's choice, Marlin on SM90; triton: no JIT build), DA_OWN_TRITON (0: one Triton cache for all servers), DA_START_END_S (560: DA_STEP=start waits for every server until then), DA_WARMUP (on; off: SGLANG_KIMI_EAGLE3_WARMUP=off, kernels compile while serving), DA_KEEP (0; 1: DA_STEP=measure leaves the servers running for another measure call, e.g. other levels), DA_OURS_ENV (more environment for ours / skipext / alone / pinned), DA_SUITE / DA_SUITE_N / DA_SUITE_S (step 0b), DA_WORK (/tmp/da).
 set -uo pipefail
 T0=$(date +%s)
 eval "$(benchmark/live/device.sh env)"
@@ -396,6 +396,11 @@ if [ "${DA_LOADSTEP:-0}" = 1 ]; then
   say "load_step.py exit $?"
   [ -s "$OUT/load-step-q$Q.json" ] && MEASURED=1
 fi
+# 3b. DA_FREEZE_GC: the servers (names) whose processes freeze their garbage collector before the rounds (SGLang's own
+#     /freeze_gc: what they hold now leaves every later collection), e.g. "plain ours" against "ours_q2" unfrozen
+for n in ${DA_FREEZE_GC:-}; do
+  u=$(url_of "$n") && say "$n /freeze_gc: $(curl -s -m 60 -o /dev/null -w '%{http_code}' -X POST "$u/freeze_gc")"
+done
 # 3. the measured step ratio (plain vs the off-state): step_ratios below, run by DA_STEP=start when time is left
 # 4. rotated rounds on the chat workload (servers given by URL: the spec's started ones are ours to stop)
 SERVERS=()

@@ -94,8 +94,10 @@ def test_the_never_slower_lease_runs_end_to_end_with_stub_servers(tmp_path):
         (work / "status" / "plain" / "clock" / "plain-pid1.txt").write_text(PLAIN_CLOCK + "\n")
         c2 = _call(env, tmp_path / "o2", "benchmark/serving/device_adaptive.sh", DA_STEP="measure", DA_KEEP=1,
                    STARTUP_S=120, DA_ANATOMY=1, DA_ANATOMY_SERVERS="ours plain", DA_ANATOMY_LEVELS=8, CONC="1,8",
-                   ROUNDS=1, BUDGET_S=50)
+                   ROUNDS=1, BUDGET_S=50, DA_FREEZE_GC="plain ours")
         assert c2.returncode == 0, c2.stdout[-3000:]
+        assert "plain /freeze_gc: 200" in c2.stdout and "ours /freeze_gc: 200" in c2.stdout, c2.stdout[-3000:]
+        assert "ours_q2 /freeze_gc" not in c2.stdout
         for n in ("fixed", "ours", "pinned", "upkern", "ours_q2", "nores"):
             assert f"greedy check {n} vs plain: 8/8 prompts identical" in c2.stdout, n
         assert f"ours step_clock: applied: {STEP_CLOCK}" in c2.stdout, c2.stdout[-3000:]
