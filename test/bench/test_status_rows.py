@@ -41,12 +41,17 @@ def _run(*args):
     return subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True, timeout=60)
 
 
-def test_a_state_is_set_against_plain_decoding_at_the_same_batch_sizes(tmp_path):
-    ours, plain = _summaries()
+def _compare(tmp_path, ours: str, plain: str):
+    """`status_rows.py compare` over ours' step_clock detail (in a status file) and plain's clock text."""
     status = tmp_path / "port30504.json"
     status.write_text(json.dumps({"hooks": [{"name": "step_clock", "state": "applied", "detail": ours}]}))
     (tmp_path / "plain.txt").write_text(plain + "\n")
-    r = _run("compare", str(status), str(tmp_path / "plain.txt"))
+    return _run("compare", str(status), str(tmp_path / "plain.txt"))
+
+
+def test_a_state_is_set_against_plain_decoding_at_the_same_batch_sizes(tmp_path):
+    ours, plain = _summaries()
+    r = _compare(tmp_path, ours, plain)
     assert r.returncode == 0 and r.stderr == "", r.stderr
     # then where each state's step goes against plain's (medians over every batch size: GPU wait = wall - 2 ms here)
     loop = ("the loop, ms, this / plain: launch 1.00 / 1.00, GPU wait {} / {}, rest 1.00 / 1.00 (results 0.60 / 0.30, "
@@ -55,7 +60,7 @@ def test_a_state_is_set_against_plain_decoding_at_the_same_batch_sizes(tmp_path)
         "steps 0 / plain decoding: bs 1: 1.250 (10.00 / 8.00 ms), bs 5-8: 1.050 (21.00 / 20.00 ms); "
         + loop.format("19.00", "18.00") + " | steps 3 / plain decoding: bs 1: 3.750 (30.00 / 8.00 ms); "
         + loop.format("28.00", "18.00")), r.stdout
-    r = _run("step_clock", str(status))
+    r = _run("step_clock", str(tmp_path / "port30504.json"))
     assert r.stdout.startswith("applied: steps 0: 43 steps read") and "bs" not in r.stdout.split("|")[0][:40]
 
 
@@ -75,10 +80,7 @@ def test_the_gpu_side_is_set_against_plain_decodings(tmp_path):
         plain = step_clock.summary()
     finally:
         step_clock.reset()
-    status = tmp_path / "port30504.json"
-    status.write_text(json.dumps({"hooks": [{"name": "step_clock", "state": "applied", "detail": ours}]}))
-    (tmp_path / "plain.txt").write_text(plain + "\n")
-    out = _run("compare", str(status), str(tmp_path / "plain.txt")).stdout.strip()
+    out = _compare(tmp_path, ours, plain).stdout.strip()
     assert out.startswith("steps 0 / plain decoding: bs 5-8: 1.048 (11.00 / 10.50 ms); the loop"), out
     assert out.endswith("; GPU, ms, this / plain: step 10.95 / 10.50, the launch's work 10.65 / 10.25 (before the verify "
                         "0.10 / -, the verify 10.10 / -, after it 0.45 / -), between launches 0.30 / 0.25; GPU step / "
@@ -107,10 +109,7 @@ def test_prefill_is_set_against_plain_decodings_first(tmp_path):
                          "the CPU, the draft's prefill's host ms), by new tokens: 513-2048: 43.00 / 2.00 (10, 1000; host "
                          "41.50, on the CPU 30.50, the draft's host 2.50); the CUDA allocator inside 13 of these launches: "
                          "cudaMalloc 20 (in 10 launches), cudaFree 10, retries 0, syncs to free 0"), ours
-    status = tmp_path / "port30504.json"
-    status.write_text(json.dumps({"hooks": [{"name": "step_clock", "state": "applied", "detail": ours}]}))
-    (tmp_path / "plain.txt").write_text(plain + "\n")
-    out = _run("compare", str(status), str(tmp_path / "plain.txt")).stdout.strip()
+    out = _compare(tmp_path, ours, plain).stdout.strip()
     assert out.startswith("prefill / plain's, GPU ms per batch: 513-2048: 1.075 (43.00 / 40.00 ms, new tokens 1000 / 1000, "
                           "the draft's prefill 2.00, host 41.50 / 39.00 (on the CPU 30.50 / 38.00), the draft's host "
                           "2.50); the CUDA allocator per prefill launch, this / plain: cudaMalloc 1.54 / 0.00, cudaFree "
@@ -136,10 +135,7 @@ def test_the_garbage_collector_is_set_against_plain_decodings(tmp_path):
         plain = step_clock.summary() + " | " + pf.format("40.00 / -", "10.0", 10, 0, "120.0", 300, 2, "9.10")
     finally:
         step_clock.reset()
-    status = tmp_path / "port30504.json"
-    status.write_text(json.dumps({"hooks": [{"name": "step_clock", "state": "applied", "detail": ours}]}))
-    (tmp_path / "plain.txt").write_text(plain + "\n")
-    out = _run("compare", str(status), str(tmp_path / "plain.txt")).stdout.strip()
+    out = _compare(tmp_path, ours, plain).stdout.strip()
     assert ("retries 0.00 / 0.00; the garbage collector per prefill launch, this / plain: 25.00 / 1.00 ms, collections "
             "2.00 / 1.00 (full 0.500 / 0.000); in the process, this / plain: 900 / 120 ms in collections, full 12 / 2, "
             "the longest 48.2 / 9.1 ms | steps 0") in out, out
