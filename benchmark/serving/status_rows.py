@@ -68,8 +68,8 @@ PREFILL_ALLOC = re.compile(r"the CUDA allocator inside (\d+) of these launches: 
 
 
 PREFILL_GC = re.compile(r"the garbage collector: (?:inside (\d+) of these launches ([\d.]+) ms in (\d+) collections "
-                        r"\((\d+) full\); )?in this process ([\d.]+) ms in (\d+) collections \((\d+) full\), the longest "
-                        r"([\d.]+) ms")
+                        r"\((\d+) full\); )?in this process(?: since the traffic warm-up ended)? ([\d.]+) ms in "
+                        r"(\d+) collections \((\d+) full\), the longest ([\d.]+) ms")
 
 
 def _num(x: str):

@@ -489,6 +489,9 @@ def test_readings_before_the_traffic_warm_up_ended_are_dropped(clock, monkeypatc
     for _ in range(30):  # warm-up traffic
         _step(clock, w, wait=0.0, rest=20e-3)
     assert serving_compiles.warmup_ended() is False
+    for _ in range(3):
+        gc.collect()  # the warm-up's collections (full ones): the process's count drops them with the readings
+    assert hook._GCK["full"] >= 3
     hook.tick()
     assert hookstatus.get(hook.NAME).detail.startswith("steps 0: 29 steps read; medians")
     from sglang_kimi_eagle3.integration.hooks import adaptive_control
@@ -503,6 +506,7 @@ def test_readings_before_the_traffic_warm_up_ended_are_dropped(clock, monkeypatc
     detail = hookstatus.get(hook.NAME).detail
     assert detail.startswith("steps 0: 20 steps read since the traffic warm-up ended; medians per step of the last 20: "
                              "wall 6.70 ms"), detail
+    assert hook._GCK["full"] < 3 and "in this process since the traffic warm-up ended" in hook._gc_text([])
 
 
 ROUTED = """

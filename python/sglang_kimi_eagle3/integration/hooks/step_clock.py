@@ -452,6 +452,7 @@ def _close(now: float) -> bool:
         STEPS.clear()
         _READ.clear()
         _gpu_forget()
+        _GCK.update(s=0.0, n=0, full=0, max=0.0)  # the warm-up's collections too (its open one, if any, still ends)
         return False
     wall = now - t0
     if not 0 < wall <= MAX_WALL_S:
@@ -603,8 +604,9 @@ def _gc_text(rows: list) -> str:
     if counts:
         ms, n, full = (sum(c[i] for c in counts) for i in range(3))
         inside = f"inside {len(counts)} of these launches {ms:.1f} ms in {n} collections ({full} full); "
-    return (f"; the garbage collector: {inside}in this process {_GCK['s'] * 1e3:.1f} ms in {_GCK['n']} collections "
-            f"({_GCK['full']} full), the longest {_GCK['max'] * 1e3:.2f} ms")
+    since = " since the traffic warm-up ended" if _WARM["ended"] else ""
+    return (f"; the garbage collector: {inside}in this process{since} {_GCK['s'] * 1e3:.1f} ms in {_GCK['n']} "
+            f"collections ({_GCK['full']} full), the longest {_GCK['max'] * 1e3:.2f} ms")
 
 
 def _med(values) -> float | None:
