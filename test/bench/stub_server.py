@@ -375,7 +375,6 @@ class ProtocolStub:
         self.cfg = cfg or StubConfig()
         self.count = 0
         self.in_flight = 0
-        self.frozen = False  # /freeze_gc was called
         self.texts: list[str] = []  # every /generate body's text, in arrival order (what a client sent)
         self.lock = threading.Lock()
         stub = self
@@ -414,7 +413,6 @@ class ProtocolStub:
                 if self.path == "/start_profile":
                     return self._profile(json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}"))
                 if self.path == "/freeze_gc":  # SGLang: its processes' garbage collectors freeze what they hold
-                    stub.frozen = True
                     return self._send(200, {})
                 if self.path != "/generate":
                     return self._send(404, {"detail": "Not Found"})
