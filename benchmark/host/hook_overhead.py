@@ -616,7 +616,9 @@ def bench_count(a):
 
 
 def bench_step_clock_tick(a):
-    """step_clock.tick(): the status writer thread's poll every 2 s (its summary over the kept steps)."""
+    """step_clock.tick(): the status writer thread's poll every 2 s (its summary over the kept readings), with the row
+    as full as a server that has run long enough fills it: steps 0 and 3 at KEEP steps, steps 7 at 600, each state's
+    GPU-timed steps (one in GPU_EVERY), KEEP prefill batches with every field, the garbage collector's counts on."""
     from sglang_kimi_eagle3.integration.hooks import step_clock as sc
 
     sc.reset()
@@ -625,11 +627,19 @@ def bench_step_clock_tick(a):
     rng = random.Random(0)
     parts = (0.002, 0.001, 0.0005, 0.0001, 0.0003, 0.0004, 0.0002, 0.0006, 0.00005)[:len(sc.FIELDS) - 1]  # after its wall
     sizes = (1, 2, 4, 8, 16, 64)  # each reading ends with its batch size: the row's per-bucket medians
-    sc.STEPS[0] = deque(((0.010 + rng.random() * 1e-3, *parts, rng.choice(sizes)) for _ in range(sc.KEEP)),
-                        maxlen=sc.KEEP)
-    sc._READ[0] = 100000
-    sc.STEPS[3] = deque(((0.017, *parts, rng.choice(sizes)) for _ in range(600)), maxlen=sc.KEEP)
-    sc._READ[3] = 600
+    for steps, n, wall in ((0, sc.KEEP, 0.010), (3, sc.KEEP, 0.017), (7, 600, 0.024)):
+        sc.STEPS[steps] = deque(((wall + rng.random() * 1e-3, *parts, rng.choice(sizes)) for _ in range(n)),
+                                maxlen=sc.KEEP)
+        sc._READ[steps] = 100000
+        sc.GPU[steps] = deque(((wall * 1e3, wall * 900, 2.0, 1.0, 0.1, rng.choice(sizes))
+                               for _ in range(n // sc.GPU_EVERY)), maxlen=sc.KEEP)
+    sc.PREFILL.extend((190.0 + rng.random(), 3.4, rng.randint(100, 2000), 200.0, 195.0, 3.5, (0, 0, 0, 0), (0.0, 0, 0))
+                      for _ in range(sc.KEEP))
+    sc._GCK["on"] = True  # the row's collector text (no callback installed: nothing here collects on its behalf)
+    detail = sc.summary() or ""
+    missing = [p for p in ("steps 7:", "GPU time per step", "GPU by batch size", "prefill:", "garbage collector")
+               if p not in detail]
+    assert not missing, f"the step clock's row no longer reads these filled readings: {missing}"  # its shapes changed
     ts = []
     for _ in range(7):
         sc._SHOWN[0] = None
@@ -804,7 +814,7 @@ def main() -> None:
         extra[f"adaptive breakdown bs {bs}"] = {k: (round(v, 3) if isinstance(v, float) else v) for k, v in d.items()}
     extra[f"line costs at bs {bss[-1]}, µs"] = bench_breakdown(torch, bss[-1], a)
     tick_ms = bench_step_clock_tick(a)
-    extra["step_clock.tick (status writer poll, 2048+600 kept steps), ms"] = round(tick_ms, 2)
+    extra["step_clock.tick (status writer poll; steps 0 / 3 / 7: 2048 / 2048 / 600 kept, GPU-timed, 2048 prefills), ms"] = round(tick_ms, 2)
     if not a.no_children:
         print("timing the metrics listener and the status writer in child processes ...", flush=True)
         m = run_child("metrics", a, {"PROMETHEUS_MULTIPROC_DIR": tempfile.mkdtemp(prefix="prom-")})

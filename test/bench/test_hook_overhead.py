@@ -26,3 +26,5 @@ def test_a_short_run_measures_every_per_step_hook(tmp_path):
     assert {"offstate_graph_target", "verify_greedy", "adaptive_control"} <= keys, keys
     assert res["meta"]["sglang"] == "0.5.23" and res["total_graph"]["1"] > 0
     assert "TOTAL off-state, CUDA graphs (default)" in cp.stdout
+    tick = [v for k, v in res["extra"].items() if k.startswith("step_clock.tick")]
+    assert len(tick) == 1 and tick[0] > 0  # the writer's poll over a full row (every part of it filled: the bench asserts)
