@@ -44,7 +44,7 @@
 # 3-layer stress pair at vocab 163840, built without --int4 into $DA_WORK/kimi-width-qQ), DA_GRAPHS (128: decode
 # CUDA graphs to bs 128; sglang: SGLang's own sizes, to 512, clamped to MAXREQ), MAXREQ (128: --max-running-requests;
 # DA_PRESET=kimi-width DA_GRAPHS=sglang MAXREQ=512: the capped adaptive table, live), DA_SKIP (servers not
-# started, e.g. "sglang"), DA_ANATOMY_SERVERS ("off plain fixed"), DA_ANATOMY (0; 1: step 3b, c 128 in start, the rest of DA_ANATOMY_LEVELS ("128 1") in measure within DA_ANATOMY_S 150 per level), DA_RATIOS (step ratios of "off offskip"), DA_RATIO_S (100), DA_RATIO_CONC (1,8,32,128), DA_RATIO_REPEATS (3), DA_RATIO_CTX (64: the decode-step prompts' tokens; chat contexts are 400-1500), DA_E2E_SKIP (names left out of the rounds, e.g. "off offskip"), DA_LOADSTEP (0; 1: the load step before the rounds, DA_LOADSTEP_SERVERS / _SCHEDULE / _ROUNDS / _S), DA_FREEZE_GC (server names: POST /freeze_gc to each before the rounds), DA_MOE (auto: SGLang's choice, Marlin on SM90; triton: no JIT build), DA_OWN_TRITON (0: one Triton cache for all servers), DA_START_END_S (560: DA_STEP=start waits for every server until then), DA_WARMUP (on; off: SGLANG_KIMI_EAGLE3_WARMUP=off, kernels compile while serving), DA_KEEP (0; 1: DA_STEP=measure leaves the servers running for another measure call, e.g. other levels), DA_OURS_ENV (more environment for ours / skipext / alone / pinned), DA_SUITE / DA_SUITE_N / DA_SUITE_S (step 0b), DA_WORK (/tmp/da).
+# started, e.g. "sglang"), DA_ANATOMY_SERVERS ("off plain fixed"), DA_ANATOMY (0; 1: step 3b, c 128 in start, the rest of DA_ANATOMY_LEVELS ("128 1") in measure within DA_ANATOMY_S 150 per level), DA_RATIOS (step ratios of "off offskip"), DA_RATIO_S (100), DA_RATIO_CONC (1,8,32,128), DA_RATIO_REPEATS (3), DA_RATIO_CTX (64: the decode-step prompts' tokens; chat contexts are 400-1500), DA_E2E_SKIP (names left out of the rounds, e.g. "off offskip"), DA_LOADSTEP (0; 1: the load step before the rounds, DA_LOADSTEP_SERVERS / _SCHEDULE / _ROUNDS / _S), DA_FREEZE_GC (server names: POST /freeze_gc to each before the rounds), DA_PIN (0; 1, on the call that starts the servers: each server and the load client on CPUs of their own, whole cores, benchmark/serving/cpu_sets.py; the spec keeps the client's for the measure calls), DA_MOE (auto: SGLang's choice, Marlin on SM90; triton: no JIT build), DA_OWN_TRITON (0: one Triton cache for all servers), DA_START_END_S (560: DA_STEP=start waits for every server until then), DA_WARMUP (on; off: SGLANG_KIMI_EAGLE3_WARMUP=off, kernels compile while serving), DA_KEEP (0; 1: DA_STEP=measure leaves the servers running for another measure call, e.g. other levels), DA_OURS_ENV (more environment for ours / skipext / alone / pinned), DA_SUITE / DA_SUITE_N / DA_SUITE_S (step 0b), DA_WORK (/tmp/da).
 set -uo pipefail
 T0=$(date +%s)
 eval "$(benchmark/live/device.sh env)"
@@ -262,6 +262,16 @@ servers = [(n, p, x, {**e, **ours_env} if n in ("ours", "skipext", "alone", "pin
 skip = os.environ.get("DA_SKIP", "").split()  # servers not started, e.g. "sglang"
 servers = [s for s in servers if s[0] not in skip]
 spec = {"servers": [], "baseline": "plain"}
+# DA_PIN=1: each server (its processes inherit the mask) and the load client on CPUs of their own, whole cores
+# (benchmark/serving/cpu_sets.py): where the OS puts co-resident servers otherwise changes from run to run
+pin = os.path.abspath("benchmark/serving/cpu_sets.py")
+pins = {}
+if os.environ.get("DA_PIN", "0") == "1":
+    sys.path.insert(0, os.path.dirname(pin))
+    import cpu_sets
+    sets = cpu_sets.plan(len(servers) + 1)
+    pins = {s[0]: cpu_sets.format_list(c) for s, c in zip(servers, sets)}
+    spec["client_cpus"] = cpu_sets.format_list(sets[-1])
 for name, port, extra, env_extra in servers:
     cache = f"{w}/cache/{name}"
     # one JIT cache and one Triton cache for all (the servers are not timed cold): see the staged start below. In run 18
@@ -287,8 +297,10 @@ for name, port, extra, env_extra in servers:
         env.update(STEP_CLOCK_DIR=f"{w}/status/plain/clock")
     argv = ["python3", "-m", "sglang.launch_server", *a, "--host", "127.0.0.1", "--port", str(port), *extra]
     with open(f"{w}/start-{name}.sh", "w") as f:
-        f.write(f"exec env {' '.join(f'{k}={shlex.quote(v)}' for k, v in env.items())} {shlex.join(argv)}\n")
-    spec["servers"].append({"name": name, "url": f"http://127.0.0.1:{port}", "log": f"{w}/logs/{name}.log"})
+        pinned = f"python3 {shlex.quote(pin)} --run {pins[name]} -- " if name in pins else ""
+        f.write(f"exec {pinned}env {' '.join(f'{k}={shlex.quote(v)}' for k, v in env.items())} {shlex.join(argv)}\n")
+    spec["servers"].append({"name": name, "url": f"http://127.0.0.1:{port}", "log": f"{w}/logs/{name}.log",
+                            **({"cpus": pins[name]} if name in pins else {})})
 json.dump(spec, open(f"{w}/spec-q{q}.json", "w"), indent=1)
 PY
 NAMES=$(python3 -c "import json; print(' '.join(s['name'] for s in json.load(open('$W/spec-q$Q.json'))['servers']))")
@@ -358,6 +370,11 @@ anatomy() {  # $1: the call's end (epoch s); $2: concurrency levels
   [ $rc -eq 0 ] && touch "$W/anatomy-c$c-q$Q.done"
 }
 url_of() { python3 -c "import json; print({s['name']: s['url'] for s in json.load(open('$W/spec-q$Q.json'))['servers']}['$1'])"; }
+# DA_PIN=1 (the spec's client_cpus): the load client on its own CPUs too
+CLIENT_CPUS=$(python3 -c "import json; print(json.load(open('$W/spec-q$Q.json')).get('client_cpus', ''))")
+CLIENT=(); [ -n "$CLIENT_CPUS" ] && CLIENT=(python3 benchmark/serving/cpu_sets.py --run "$CLIENT_CPUS" --)
+[ -n "$CLIENT_CPUS" ] && say "pinned (DA_PIN=1): $(python3 -c "import json, sys; d = json.load(open(sys.argv[1]))
+print(', '.join(s['name'] + ' ' + s.get('cpus', '-') for s in d['servers']) + ', client ' + d['client_cpus'])" "$W/spec-q$Q.json"); $(python3 benchmark/serving/cpu_sets.py 1 2>&1 >/dev/null)"
 NAMES=$(python3 -c "import json; print(' '.join(s['name'] for s in json.load(open('$W/spec-q$Q.json'))['servers']))")
 # DA_STEP=start: the servers outlive this call (started with setsid); it waits for all of them until DA_START_END_S
 # (560) after its own start, so that the measure call's rounds get the whole next call
@@ -391,7 +408,7 @@ for c in ${DA_ANATOMY_LEVELS:-128 1}; do anatomy $(( $(date +%s) + ${DA_ANATOMY_
 if [ "${DA_LOADSTEP:-0}" = 1 ]; then
   LS=()
   for n in ${DA_LOADSTEP_SERVERS:-plain ours}; do u=$(url_of "$n"); healthy "$u" && LS+=(--server "$n=$u"); done
-  timeout -s INT "${DA_LOADSTEP_S:-330}" python3 benchmark/serving/load_step.py "${LS[@]}" --baseline plain \
+  timeout -s INT "${DA_LOADSTEP_S:-330}" "${CLIENT[@]}" python3 benchmark/serving/load_step.py "${LS[@]}" --baseline plain \
     --json "$OUT/load-step-q$Q.json" --schedule "${DA_LOADSTEP_SCHEDULE:-1:15,128:20,1:15}" --rounds "${DA_LOADSTEP_ROUNDS:-3}"
   say "load_step.py exit $?"
   [ -s "$OUT/load-step-q$Q.json" ] && MEASURED=1
@@ -410,7 +427,7 @@ for n in $NAMES; do
 done
 DEADLINE=$((T0 + BUDGET_S))
 say "e2e over ${SERVERS[*]}; deadline in $((DEADLINE - $(date +%s))) s"
-timeout -s INT $((DEADLINE + 20 - $(date +%s))) python3 benchmark/serving/e2e.py "${SERVERS[@]}" --baseline plain \
+timeout -s INT $((DEADLINE + 20 - $(date +%s))) "${CLIENT[@]}" python3 benchmark/serving/e2e.py "${SERVERS[@]}" --baseline plain \
   --json "$OUT/e2e-q$Q.json" --workload chat --no-cold --concurrency "${CONC:-1,8,32,128}" \
   --temperatures "${DA_TEMPS:-0}" --rounds "${ROUNDS:-3}" --round-s 20 --max-new-tokens 128 --workload-cap "${CAP:-256}" \
   --cold-requests 1 --min-requests 4 --finish-by "$DEADLINE" --min-round-s "${MIN_ROUND_S:-10}"

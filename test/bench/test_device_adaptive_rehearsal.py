@@ -72,7 +72,8 @@ def test_the_never_slower_lease_runs_end_to_end_with_stub_servers(tmp_path):
                     DA_PREBUILD="0", DA_MOE="triton")
     try:
         c1 = _call(env, tmp_path / "o1", "benchmark/serving/device_adaptive_launch.sh", DA_SKIP="sglang", DA_PINNED=1, DA_UPKERN=1,
-                   DA_NORES=1, DA_Q2="0.9", DA_SUITE="test/planner/test_calibration.py", DA_SUITE_N=1, LAUNCH_WAIT_S=120)
+                   DA_NORES=1, DA_Q2="0.9", DA_SUITE="test/planner/test_calibration.py", DA_SUITE_N=1, LAUNCH_WAIT_S=120,
+                   DA_PIN=1)
         assert c1.returncode == 0, c1.stdout[-3000:] + c1.stderr[-2000:]
         start_log = (tmp_path / "start" / "device_adaptive-q0.3.log").read_text()
         assert "started plain" in start_log
@@ -107,6 +108,15 @@ def test_the_never_slower_lease_runs_end_to_end_with_stub_servers(tmp_path):
         e2e = json.loads((tmp_path / "o2" / "e2e-q0.3.json").read_text())
         assert set(PORTS) <= set(e2e["servers"]) and e2e["rows"], list(e2e["servers"])
         assert all(_listening(p) for p in PORTS.values())  # DA_KEEP=1: still serving for the next call
+        # DA_PIN=1 (the launch call): every server runs on its planned CPUs (the start script's exec chain keeps the
+        # pid: setsid bash -> cpu_sets.py --run -> env -> the server), the client's set is in the spec, the log says it
+        spec = json.loads((work / "spec-q0.3.json").read_text())
+        assert spec["client_cpus"] and "pinned (DA_PIN=1): plain " in c2.stdout, c2.stdout[-3000:]
+        for srv in spec["servers"]:
+            pid = (work / f"pid-q0.3-{srv['name']}").read_text().strip()
+            allowed = [ln for ln in Path(f"/proc/{pid}/status").read_text().splitlines()
+                       if ln.startswith("Cpus_allowed_list:")][0].split()[1]
+            assert allowed == srv["cpus"], (srv, allowed)
         c3 = _call(env, tmp_path / "o3", "benchmark/serving/device_adaptive.sh", DA_STEP="measure", STARTUP_S=60,
                    DA_LOADSTEP=1, DA_LOADSTEP_SCHEDULE="1:3,128:4,1:3", DA_LOADSTEP_ROUNDS=1, CONC="32",
                    ROUNDS=1, BUDGET_S=50, DA_TEMPS="0.7")
@@ -117,6 +127,7 @@ def test_the_never_slower_lease_runs_end_to_end_with_stub_servers(tmp_path):
         for o in ("o1", "o2", "o3"):  # a device call returns at most 8 files
             assert len(list((tmp_path / o).iterdir())) <= 8, o
         starts = {n: (work / f"start-{n}.sh").read_text() for n in PORTS}
+        assert all("cpu_sets.py --run " in t for t in starts.values()), starts
         assert "PINNED_LENS=1" in starts["pinned"] and "plain_clock" in starts["pinned"]
         assert "STEP_CLOCK_DIR=" in starts["plain"] and "PINNED_LENS" not in starts["ours"]
         assert "SGLANG_KIMI_EAGLE3_KERNELS=upstream" in starts["upkern"] and "KERNELS=" not in starts["ours"]
