@@ -1,10 +1,11 @@
-"""Disjoint CPU sets for servers that share one host in a side-by-side benchmark (device_adaptive.sh, DA_PIN=1).
+"""Disjoint CPU sets of whole cores, and a command run on one (device_adaptive.sh, DA_PIN=1: the co-resident servers
+on one set, the load client on another).
 
 Why: co-resident servers (plain / ours / ours_q2 on one GPU) and the load client share the host's CPUs, and a
-host-bound prefill runs as fast as the core its scheduler thread lands on: another busy process on the same core (or
-its SMT sibling) slows one server and not the other, and where the OS puts them changes from run to run. Pinned, each
-server's processes (the HTTP server, its scheduler, its detokenizer: children inherit the mask) and the client keep to
-cores of their own.
+host-bound prefill runs as fast as the CPU its scheduler thread lands on: a busy client on the same CPU slows it, and
+on an H100 lease (2026-12-07, benchmark/host/cpu_neighbours.py) the CPUs themselves launched at two speeds, some at
+one speed for minutes. Pinned, the servers' processes (the HTTP server, its scheduler, its detokenizer: children
+inherit the mask) keep to CPUs of their own, away from the client's.
 
     python3 benchmark/serving/cpu_sets.py N                  # N sets, one per line ("0-3"), the topology on stderr
     python3 benchmark/serving/cpu_sets.py --run 0-3 -- CMD   # run CMD with its CPU mask set to 0-3 (exec)
