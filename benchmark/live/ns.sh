@@ -12,7 +12,7 @@
 # B0: the device budget call 0's reply showed; call 0 wrote /tmp/lease_t0 (date +%s). Knobs pass through:
 # DA_Q (0.6), DA_Q2 (0.9; set empty for no second drafter, e.g. `DA_Q2= DA_KEEPEXT=1`: plain / ours / `keepext`, ours with
 # SGLang's draft extend at every steps-0 step, on every call of the lease), DA_SKIP ("sglang fixed"), MEMF (0.85),
-# MAXREQ (512), DA_PIN (1: on the launch call, the servers on the same CPUs, the client on others; 0: where the OS puts them), CONC (overrides the choice above),
+# MAXREQ (512), DA_PIN (1: the servers' schedulers on one and the same CPU, the rest and the client on others; 0: where the OS puts them), CONC (overrides the choice above),
 # ROUNDS (3), DA_KEEP (1); LEASE_T0 (/tmp/lease_t0); NS_DRY=1: measure and hooks print their budget and command
 # instead of running it (a CPU test).
 set -uo pipefail

@@ -9,6 +9,9 @@ inherit the mask) keep to CPUs of their own, away from the client's.
 
     python3 benchmark/serving/cpu_sets.py N                  # N sets, one per line ("0-3"), the topology on stderr
     python3 benchmark/serving/cpu_sets.py --run 0-3 -- CMD   # run CMD with its CPU mask set to 0-3 (exec)
+    python3 benchmark/serving/cpu_sets.py --pin-tree PID 0 1-11
+        # PID and every process below it, each of its threads: a process titled `sglang::scheduler...` (SGLang's
+        # scheduler) on the first list, the others on the second
 
 Sets are whole physical cores (a core's SMT siblings stay together: /sys/devices/system/cpu/cpuN/topology), split into
 N runs of consecutive cores as evenly as the cores allow (the first sets take the extra core); with fewer cores than
@@ -98,7 +101,64 @@ def plan(n: int, cpus=None, sysfs: str = "/sys/devices/system/cpu") -> list[list
     return [[cpus[i % len(cpus)]] for i in range(n)]
 
 
+SCHEDULER_TITLE = "sglang::scheduler"  # SGLang 0.5.23 titles its scheduler processes so (setproctitle: the cmdline)
+
+
+def descendants(root: int, proc: str = "/proc") -> list[int]:
+    """root and every process below it (by each process's parent in /proc/PID/stat), root first."""
+    parent: dict[int, int] = {}
+    for d in os.listdir(proc):
+        if d.isdigit():
+            try:
+                stat = Path(proc, d, "stat").read_text()
+                parent[int(d)] = int(stat[stat.rindex(")") + 2:].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+    out, todo = [], [root]
+    while todo:
+        p = todo.pop(0)
+        out.append(p)
+        todo.extend(sorted(c for c, pp in parent.items() if pp == p))
+    return out
+
+
+def pin_tree(root: int, sched: set[int], rest: set[int]) -> list[tuple[int, str, str]]:
+    """Every thread of root and of each process below it on `sched` (a scheduler: titled SCHEDULER_TITLE) or on
+    `rest`; (pid, its command line's first 60 characters, "sched" / "rest") for each process pinned. A process or a
+    thread gone meanwhile is skipped."""
+    done = []
+    for pid in descendants(root):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+            tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+        except OSError:
+            continue
+        which = "sched" if cmd.startswith(SCHEDULER_TITLE) else "rest"
+        for tid in tids:
+            try:
+                os.sched_setaffinity(tid, sched if which == "sched" else rest)
+            except OSError:
+                pass
+        done.append((pid, cmd[:60], which))
+    return done
+
+
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["--pin-tree"]:
+        try:
+            root, sched, rest = int(argv[1]), set(parse_list(argv[2])), set(parse_list(argv[3]))
+        except (IndexError, ValueError) as exc:
+            print(f"cpu_sets.py --pin-tree PID SCHED_LIST REST_LIST: {exc}", file=sys.stderr)
+            return 2
+        if not Path(f"/proc/{root}").is_dir():
+            print(f"cpu_sets.py --pin-tree: no process {root}", file=sys.stderr)
+            return 2
+        done = pin_tree(root, sched, rest)
+        n = sum(1 for d in done if d[2] == "sched")
+        print(f"{len(done)} process{'es' if len(done) != 1 else ''} pinned, {n} scheduler{'s' if n != 1 else ''} on "
+              f"{format_list(sched)}, the rest on "
+              f"{format_list(rest)}" + ("" if n else " (no process named a scheduler)"))
+        return 0
     if argv[:1] == ["--run"]:
         if len(argv) < 4 or argv[2] != "--":
             print("cpu_sets.py --run LIST -- CMD ...: give a CPU list and the command after --", file=sys.stderr)

@@ -44,7 +44,7 @@
 # 3-layer stress pair at vocab 163840, built without --int4 into $DA_WORK/kimi-width-qQ), DA_GRAPHS (128: decode
 # CUDA graphs to bs 128; sglang: SGLang's own sizes, to 512, clamped to MAXREQ), MAXREQ (128: --max-running-requests;
 # DA_PRESET=kimi-width DA_GRAPHS=sglang MAXREQ=512: the capped adaptive table, live), DA_SKIP (servers not
-# started, e.g. "sglang"), DA_ANATOMY_SERVERS ("off plain fixed"), DA_ANATOMY (0; 1: step 3b, c 128 in start, the rest of DA_ANATOMY_LEVELS ("128 1") in measure within DA_ANATOMY_S 150 per level), DA_RATIOS (step ratios of "off offskip"), DA_RATIO_S (100), DA_RATIO_CONC (1,8,32,128), DA_RATIO_REPEATS (3), DA_RATIO_CTX (64: the decode-step prompts' tokens; chat contexts are 400-1500), DA_E2E_SKIP (names left out of the rounds, e.g. "off offskip"), DA_LOADSTEP (0; 1: the load step before the rounds, DA_LOADSTEP_SERVERS / _SCHEDULE / _ROUNDS / _S), DA_FREEZE_GC (server names: POST /freeze_gc to each before the rounds), DA_PIN (0; 1, on the call that starts the servers: every server on the same three quarters of the cores, the load client on the rest, benchmark/serving/cpu_sets.py; the spec keeps the client's for the measure calls), DA_MOE (auto: SGLang's choice, Marlin on SM90; triton: no JIT build), DA_OWN_TRITON (0: one Triton cache for all servers), DA_START_END_S (560: DA_STEP=start waits for every server until then), DA_WARMUP (on; off: SGLANG_KIMI_EAGLE3_WARMUP=off, kernels compile while serving), DA_KEEP (0; 1: DA_STEP=measure leaves the servers running for another measure call, e.g. other levels), DA_OURS_ENV (more environment for ours / skipext / alone / pinned), DA_SUITE / DA_SUITE_N / DA_SUITE_S (step 0b), DA_WORK (/tmp/da).
+# started, e.g. "sglang"), DA_ANATOMY_SERVERS ("off plain fixed"), DA_ANATOMY (0; 1: step 3b, c 128 in start, the rest of DA_ANATOMY_LEVELS ("128 1") in measure within DA_ANATOMY_S 150 per level), DA_RATIOS (step ratios of "off offskip"), DA_RATIO_S (100), DA_RATIO_CONC (1,8,32,128), DA_RATIO_REPEATS (3), DA_RATIO_CTX (64: the decode-step prompts' tokens; chat contexts are 400-1500), DA_E2E_SKIP (names left out of the rounds, e.g. "off offskip"), DA_LOADSTEP (0; 1: the load step before the rounds, DA_LOADSTEP_SERVERS / _SCHEDULE / _ROUNDS / _S), DA_FREEZE_GC (server names: POST /freeze_gc to each before the rounds), DA_PIN (0; 1, on the call that starts the servers: every server on the same three quarters of the cores, the load client on the rest, and in each measure call every server's scheduler process on one and the same CPU, benchmark/serving/cpu_sets.py), DA_MOE (auto: SGLang's choice, Marlin on SM90; triton: no JIT build), DA_OWN_TRITON (0: one Triton cache for all servers), DA_START_END_S (560: DA_STEP=start waits for every server until then), DA_WARMUP (on; off: SGLANG_KIMI_EAGLE3_WARMUP=off, kernels compile while serving), DA_KEEP (0; 1: DA_STEP=measure leaves the servers running for another measure call, e.g. other levels), DA_OURS_ENV (more environment for ours / skipext / alone / pinned), DA_SUITE / DA_SUITE_N / DA_SUITE_S (step 0b), DA_WORK (/tmp/da).
 set -uo pipefail
 T0=$(date +%s)
 eval "$(benchmark/live/device.sh env)"
@@ -262,20 +262,23 @@ servers = [(n, p, x, {**e, **ours_env} if n in ("ours", "skipext", "alone", "pin
 skip = os.environ.get("DA_SKIP", "").split()  # servers not started, e.g. "sglang"
 servers = [s for s in servers if s[0] not in skip]
 spec = {"servers": [], "baseline": "plain"}
-# DA_PIN=1: every server on the same CPUs (three quarters of the cores; the rounds drive one server at a time, and its
-# processes inherit the mask) and the load client on the rest (benchmark/serving/cpu_sets.py). On an H100 lease
-# (2026-12-07, benchmark/host/cpu_neighbours.py) the host's CPUs launched CUDA kernels at two speeds, about 7.0 and
-# 9.0-9.6 µs a launch, some CPUs at one speed for minutes: servers on CPUs of their own would each inherit their CPUs'
-# speed for the whole run, servers on the same CPUs meet the same ones
+# DA_PIN=1: every server on the same CPUs (three quarters of the cores; its processes inherit the mask), the load
+# client on the rest (benchmark/serving/cpu_sets.py), and before the rounds every server's scheduler process on one
+# and the same CPU (the rounds drive one server at a time: the busy scheduler always runs there), its other processes
+# on the servers' other CPUs. On an H100 lease (2026-12-07, benchmark/host/cpu_neighbours.py) the host's CPUs launched
+# CUDA kernels at two speeds, about 7.0 and 9.0-9.6 µs a launch, some CPUs at one speed for minutes: a scheduler left
+# where the OS put it could keep a slow CPU for a whole run while another server's kept a fast one
 pin = os.path.abspath("benchmark/serving/cpu_sets.py")
 pins = {}
 if os.environ.get("DA_PIN", "0") == "1":
     sys.path.insert(0, os.path.dirname(pin))
     import cpu_sets
     sets = cpu_sets.plan(4)
-    shared = cpu_sets.format_list(c for s in sets[:-1] for c in s)
-    pins = {s[0]: shared for s in servers}
+    shared = [c for s in sets[:-1] for c in s]
+    pins = {s[0]: cpu_sets.format_list(shared) for s in servers}
     spec["client_cpus"] = cpu_sets.format_list(sets[-1])
+    spec["scheduler_cpus"] = cpu_sets.format_list(shared[:1])
+    spec["rest_cpus"] = cpu_sets.format_list(shared[1:] or shared)
 for name, port, extra, env_extra in servers:
     cache = f"{w}/cache/{name}"
     # one JIT cache and one Triton cache for all (the servers are not timed cold): see the staged start below. In run 18
@@ -416,6 +419,15 @@ if [ "${DA_LOADSTEP:-0}" = 1 ]; then
     --json "$OUT/load-step-q$Q.json" --schedule "${DA_LOADSTEP_SCHEDULE:-1:15,128:20,1:15}" --rounds "${DA_LOADSTEP_ROUNDS:-3}"
   say "load_step.py exit $?"
   [ -s "$OUT/load-step-q$Q.json" ] && MEASURED=1
+fi
+# 3a. DA_PIN=1 (the spec's scheduler_cpus): every server's scheduler process on the same CPU, its other processes on
+#     the servers' other CPUs (again each measure call: cheap, and a server restarted meanwhile is pinned too)
+SCHED_CPUS=$(python3 -c "import json; print(json.load(open('$W/spec-q$Q.json')).get('scheduler_cpus', ''))")
+if [ -n "$SCHED_CPUS" ]; then
+  REST_CPUS=$(python3 -c "import json; print(json.load(open('$W/spec-q$Q.json'))['rest_cpus'])")
+  for n in $NAMES; do
+    [ -f "$W/pid-q$Q-$n" ] && say "$n pinned: $(python3 benchmark/serving/cpu_sets.py --pin-tree "$(cat "$W/pid-q$Q-$n")" "$SCHED_CPUS" "$REST_CPUS" 2>&1 | grep -v LD_PRELOAD)"
+  done
 fi
 # 3b. DA_FREEZE_GC: the servers (names) whose processes freeze their garbage collector before the rounds (SGLang's own
 #     /freeze_gc: what they hold now leaves every later collection), e.g. "plain ours" against "ours_q2" unfrozen

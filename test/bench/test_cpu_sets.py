@@ -65,3 +65,38 @@ def test_run_sets_the_commands_mask_and_bad_input_exits_2():
                        (["0"], "number of sets")):
         cp = _run(*args)
         assert cp.returncode == 2 and says in cp.stderr and cp.stderr.count("\n") == 1, (args, cp.stderr)
+
+
+def _allowed(pid: int) -> str:
+    return [ln for ln in open(f"/proc/{pid}/status").read().splitlines() if ln.startswith("Cpus_allowed_list:")][0].split()[1]
+
+
+def test_pin_tree_puts_a_scheduler_on_its_own_cpu_and_the_rest_elsewhere(tmp_path):
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        pytest.skip("needs two CPUs")
+    # a server's shape: a main process, a child titled as SGLang titles its scheduler, another child (a detokenizer)
+    tree = ("import subprocess, sys, time\n"
+            "kids = [subprocess.Popen([sys.executable, '-c', 'import setproctitle, sys, time; "
+            "setproctitle.setproctitle(sys.argv[1]); print(1, flush=True); time.sleep(60)', t], stdout=subprocess.PIPE)"
+            " for t in ('sglang::scheduler_TP0', 'sglang::detokenizer')]\n"
+            "[k.stdout.readline() for k in kids]\n"  # each titled
+            "print(' '.join(str(k.pid) for k in kids), flush=True)\n"
+            "time.sleep(60)\n")
+    main = subprocess.Popen([sys.executable, "-c", tree], stdout=subprocess.PIPE, text=True)
+    try:
+        sched_pid, detok_pid = (int(p) for p in main.stdout.readline().split())
+        cp = _run("--pin-tree", str(main.pid), str(cpus[0]), str(cpus[-1]))
+        assert cp.returncode == 0, cp.stderr
+        assert f"3 processes pinned, 1 scheduler on {cpus[0]}, the rest on {cpus[-1]}" in cp.stdout, cp.stdout
+        assert _allowed(sched_pid) == str(cpus[0])
+        assert _allowed(detok_pid) == str(cpus[-1]) and _allowed(main.pid) == str(cpus[-1])
+    finally:
+        for p in cpu_sets.descendants(main.pid)[::-1]:
+            try:
+                os.kill(p, 9)
+            except OSError:
+                pass
+        main.wait(10)
+    cp = _run("--pin-tree", "999999999", "0", "0")
+    assert cp.returncode == 2 and "no process 999999999" in cp.stderr

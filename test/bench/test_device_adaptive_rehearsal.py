@@ -108,15 +108,17 @@ def test_the_never_slower_lease_runs_end_to_end_with_stub_servers(tmp_path):
         e2e = json.loads((tmp_path / "o2" / "e2e-q0.3.json").read_text())
         assert set(PORTS) <= set(e2e["servers"]) and e2e["rows"], list(e2e["servers"])
         assert all(_listening(p) for p in PORTS.values())  # DA_KEEP=1: still serving for the next call
-        # DA_PIN=1 (the launch call): every server runs on its planned CPUs (the start script's exec chain keeps the
-        # pid: setsid bash -> cpu_sets.py --run -> env -> the server), the client's set is in the spec, the log says it
+        # DA_PIN=1 (the launch call): every server started on the servers' CPUs (the start script's exec chain keeps
+        # the pid: setsid bash -> cpu_sets.py --run -> env -> the server) and, re-pinned by the measure call (a stub is
+        # no scheduler), on the servers' other CPUs now; the client's set is in the spec; the log says each
         spec = json.loads((work / "spec-q0.3.json").read_text())
         assert spec["client_cpus"] and "pinned (DA_PIN=1): plain " in c2.stdout, c2.stdout[-3000:]
         for srv in spec["servers"]:
+            assert f"{srv['name']} pinned: 1 process pinned, 0 schedulers on {spec['scheduler_cpus']}" in c2.stdout
             pid = (work / f"pid-q0.3-{srv['name']}").read_text().strip()
             allowed = [ln for ln in Path(f"/proc/{pid}/status").read_text().splitlines()
                        if ln.startswith("Cpus_allowed_list:")][0].split()[1]
-            assert allowed == srv["cpus"], (srv, allowed)
+            assert allowed == spec["rest_cpus"] and srv["cpus"], (srv, allowed)
         c3 = _call(env, tmp_path / "o3", "benchmark/serving/device_adaptive.sh", DA_STEP="measure", STARTUP_S=60,
                    DA_LOADSTEP=1, DA_LOADSTEP_SCHEDULE="1:3,128:4,1:3", DA_LOADSTEP_ROUNDS=1, CONC="32",
                    ROUNDS=1, BUDGET_S=50, DA_TEMPS="0.7")
