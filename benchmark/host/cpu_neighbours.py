@@ -102,10 +102,12 @@ def main(argv: list[str]) -> int:
 
 
 def _write(path: str | None, doc: dict) -> None:
+    """The project's atomic write (its module is pure Python: the bare image imports it from the checkout)."""
     if path:
-        with open(path + ".tmp", "w") as f:
-            json.dump(doc, f, indent=1)
-        os.replace(path + ".tmp", path)
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+        from sglang_kimi_eagle3.atomic import write_atomic
+
+        write_atomic(path, json.dumps(doc, indent=1), mkdir=True)
 
 
 if __name__ == "__main__":
