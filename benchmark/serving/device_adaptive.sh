@@ -465,4 +465,14 @@ for n in $NAMES; do
     break
   done
 done
+# where each round's seconds went, per server (the step clock's ledger around each round: decode, prefill, the rest),
+# and rounds of the same requests side by side (benchmark/serving/round_ledger.py)
+LEDGERS=()
+for n in $NAMES; do
+  if [ "$n" = plain ]; then l=$(ls "$W"/status/plain/clock/ledger-plain-pid*.json 2>/dev/null | head -1)
+  else l=$(ls "$W/status/$n"/ledger-port*.json 2>/dev/null | head -1); fi
+  [ -n "$l" ] && LEDGERS+=("$n=$l")
+done
+[ ${#LEDGERS[@]} -gt 0 ] && [ -f "$OUT/e2e-q$Q.json" ] && python3 benchmark/serving/round_ledger.py "$OUT/e2e-q$Q.json" \
+  "${LEDGERS[@]}" --json "$OUT/ledger-q$Q.json" 2>&1 | grep -v LD_PRELOAD | while IFS= read -r line; do say "round ledger: $line"; done
 exit 0  # (the loop's last test must not become the script's exit status: a server without a status file is no error)

@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -93,6 +94,10 @@ def test_the_never_slower_lease_runs_end_to_end_with_stub_servers(tmp_path):
         (work / "status" / "ours" / "warmup-port30504.json").write_text(json.dumps({"pid": 1, "detail": "applied"}))
         (work / "status" / "plain" / "clock").mkdir(parents=True, exist_ok=True)  # as plain_clock writes it
         (work / "status" / "plain" / "clock" / "plain-pid1.txt").write_text(PLAIN_CLOCK + "\n")
+        # the step clock's ledgers (one copy, taken before the rounds: no copy closes them, and the log says so)
+        before = [[time.time() - 100, {"decode": [1.0, 10, 40]}]]
+        (work / "status" / "plain" / "clock" / "ledger-plain-pid1.json").write_text(json.dumps({"copies": before}))
+        (work / "status" / "ours" / "ledger-port30504.json").write_text(json.dumps({"copies": before}))
         c2 = _call(env, tmp_path / "o2", "benchmark/serving/device_adaptive.sh", DA_STEP="measure", DA_KEEP=1,
                    STARTUP_S=120, DA_ANATOMY=1, DA_ANATOMY_SERVERS="ours plain", DA_ANATOMY_LEVELS=8, CONC="1,8",
                    ROUNDS=1, BUDGET_S=50, DA_FREEZE_GC="plain ours")
@@ -102,6 +107,9 @@ def test_the_never_slower_lease_runs_end_to_end_with_stub_servers(tmp_path):
         for n in ("fixed", "ours", "pinned", "upkern", "ours_q2", "nores"):
             assert f"greedy check {n} vs plain: 8/8 prompts identical" in c2.stdout, n
         assert f"ours step_clock: applied: {STEP_CLOCK}" in c2.stdout, c2.stdout[-3000:]
+        for n in ("plain", "ours"):  # the round ledger over both ledgers, each found where its writer puts it
+            assert f"round ledger:   {n:<10} round 1: no ledger copy after the round" in c2.stdout, c2.stdout[-3000:]
+        assert "round ledger:   ours_q2" not in c2.stdout  # (no ledger written for it)
         assert "ours status: adaptive_control applied {'steps 3->0': 7}" in c2.stdout, c2.stdout[-3000:]
         assert ("ours step_clock over plain's: steps 0 / plain decoding: bs 5-8: 1.558 (77.19 / 49.54 ms)"
                 in c2.stdout), c2.stdout[-3000:]

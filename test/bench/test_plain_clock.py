@@ -2,7 +2,7 @@
 interpreter with the folder on PYTHONPATH runs its sitecustomize: after SGLang's own load_plugins() the plain worker's
 forward_batch_generation routes through the step_clock's launch timer, which times this launch's decode steps (the
 plugin alone would not: not an EAGLE launch), and the medians land in $STEP_CLOCK_DIR/plain-pid<PID>.txt, labelled
-plain decoding. The decode steps are driven the way HookRegistry's AROUND wrapper calls the timer (SGLang's method
+plain decoding, the ledger of the loop's time beside it (ledger-plain-pid<PID>.json). The decode steps are driven the way HookRegistry's AROUND wrapper calls the timer (SGLang's method
 itself needs a GPU and a model)."""
 
 import json
@@ -30,16 +30,20 @@ hooked = registry._chain_contains(TpModelWorker.forward_batch_generation, sc._fo
 parts = [registry._chain_contains(ScheduleBatch.prepare_for_decode, sc._prepare),
          registry._chain_contains(FullCudaGraphBackend.replay, sc._replay)]  # the plugin's, as in any launch
 batch = types.SimpleNamespace(forward_mode=ForwardMode.DECODE, is_extend_in_batch=False)
+t_start = time.time()
 for _ in range(40):  # launch (1 ms of host), then the previous result's wait and processing (the plugin's timer around it), then the rest
     sc._forward(lambda w, b: time.sleep(0.001), object(), batch)
     sc._results(lambda p, b, r: time.sleep(0.0005), object(), object(),
                 types.SimpleNamespace(copy_done=types.SimpleNamespace(synchronize=lambda: time.sleep(0.004))))
     time.sleep(0.001)
+t_end = time.time()
 time.sleep(1.0)
 d = os.environ["STEP_CLOCK_DIR"]
 files = sorted(os.listdir(d))
-print(json.dumps({"hooked": hooked, "parts": parts, "all": sc._ALL[0], "files": files,
-                  "text": open(os.path.join(d, files[0])).read() if files else None}))
+text = [open(os.path.join(d, f)).read() for f in files if f.startswith("plain-pid")]
+ledger = [json.load(open(os.path.join(d, f))) for f in files if f.startswith("ledger-plain-pid")]
+print(json.dumps({"hooked": hooked, "parts": parts, "all": sc._ALL[0], "files": files, "text": text[0] if text else None,
+                  "ledger": ledger[0] if ledger else None, "t": [t_start, t_end]}))
 """
 
 
@@ -50,7 +54,15 @@ def test_a_plain_servers_decode_steps_are_timed_and_written(tmp_path):
     assert cp.returncode == 0, cp.stderr[-3000:]
     out = json.loads(cp.stdout.strip().splitlines()[-1])
     assert out["hooked"] and out["all"] and out["parts"] == [True, True]  # its preparation and graph launches too
-    assert out["files"] == [f for f in out["files"] if f.startswith("plain-pid")] and len(out["files"]) == 1
+    pid = out["files"][-1][len("plain-pid"):-len(".txt")]
+    assert out["files"] == [f"ledger-plain-pid{pid}.json", f"plain-pid{pid}.txt"], out["files"]
+    # the ledger: the 39 closed intervals of 6.5 ms each (1 + 4 + 0.5 + 1 ms of sleeps: the loop's whole time) under
+    # plain decoding's kind, in copies stamped with the wall clock within the run (a sleep never returns early)
+    copies = out["ledger"]["copies"]
+    assert copies and all(out["t"][0] <= t <= out["t"][1] + 1.0 for t, _ in copies), (copies, out["t"])
+    seconds, intervals, requests = copies[-1][1]["decode"]
+    assert intervals == 39 and requests == 0 and seconds >= 39 * 6.5e-3, copies[-1]
+    assert list(copies[-1][1]) == ["decode"]
     text = out["text"]
     assert text.startswith("plain decoding: 39 steps read") and text.rstrip().endswith("GPU-bound"), text
     # the 0.5-ms sleep after the wait is read as the result's processing (a sleep never returns early; no upper bound:

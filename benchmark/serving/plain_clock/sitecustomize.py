@@ -6,8 +6,9 @@ own load_plugins() in each process, as for the plugin), the step_clock's launch 
 `TpModelWorker.forward_batch_generation` and turns it on for this launch (`step_clock.enable_everywhere()`); the
 plugin, loaded in that server as in any, already queues the GPU-wait timer (`process_batch_result_decode`), which reads
 only while a launch timer runs. A daemon thread writes the medians (`step_clock.summary()`) every STEP_CLOCK_PERIOD_S
-seconds (5) to $STEP_CLOCK_DIR/plain-pid<PID>.txt, atomically, once the process has read a decode step. The plugin
-itself never does this: for a launch that is not EAGLE/EAGLE3 with a draft it changes nothing.
+seconds (5) to $STEP_CLOCK_DIR/plain-pid<PID>.txt, atomically, once the process has read a decode step, and the step
+clock's ledger (the loop's busy seconds by launch kind, timestamped copies) to ledger-plain-pid<PID>.json beside it.
+The plugin itself never does this: for a launch that is not EAGLE/EAGLE3 with a draft it changes nothing.
 A sitecustomize further on sys.path (the one this file shadows) is run first.
 
 With PINNED_LENS=1 (the `pinned` server of device_adaptive.sh, DA_PINNED=1: ours with this folder on its path) it
@@ -51,6 +52,9 @@ def _writer(step_clock, folder: str, period: float) -> None:
     last = None
     while True:
         time.sleep(period)
+        if step_clock.ledger_copy():  # the ledger (where the loop's time went, by launch kind) when it changed
+            write_atomic(os.path.join(folder, f"ledger-plain-pid{os.getpid()}.json"), step_clock.ledger_json() + "\n",
+                         mkdir=True)
         try:
             text = step_clock.summary()
         except RuntimeError:  # a reading landed while it copied: next period

@@ -10,6 +10,7 @@ own load_plugins() the four targets route through the hook, or with SGLANG_KIMI_
 """
 
 import gc
+import json
 import statistics
 import types
 
@@ -532,6 +533,54 @@ print(json.dumps({"hooked": {k: registry._chain_contains(a, fn) for k, (a, fn) i
                               hasattr(EAGLEWorkerV2.on_verify_complete_cpu, "__wrapped__")],
                   "rows": {r.name: r.state for r in hookstatus.rows() if r.name.startswith("step_clock")}}))
 """
+
+
+def test_the_ledger_puts_each_interval_under_the_launch_that_opened_it(clock, monkeypatch, tmp_path):
+    """The ledger: the scheduler loop's busy time, launch to next launch, by the kind of the launch that began each
+    interval (a decode state, a prefill with its host work after it), cumulative; an idle interval (over MAX_WALL_S)
+    or one opened by a launch that raised is not counted. The status writer keeps a timestamped copy when it changed
+    and writes the copies beside the status file."""
+    w = Worker(0)
+    _step(clock, w, bs=4)  # opens a steps-0 interval: each _step is 9.7 ms of the loop
+    _step(clock, w, bs=4)
+
+    def prefill_launch(worker, batch):
+        clock[0] += 0.030  # the prefill's launch (host-bound)
+
+    hook._forward(prefill_launch, w, types.SimpleNamespace(forward_mode=ForwardMode.EXTEND, is_extend_in_batch=False,
+                                                           extend_num_tokens=700))
+    clock[0] += 0.200  # the host's work after it (its result, the next batch) before the next launch
+    w.speculative_num_steps = 3
+    _step(clock, w, bs=2)
+    _step(clock, w, bs=2)
+    clock[0] += 6.0  # idle
+    _step(clock, w, bs=2)  # the interval holding the idle time is not counted
+
+    def raising(worker, batch):
+        clock[0] += 0.001
+        raise RuntimeError("launch failed")
+
+    with pytest.raises(RuntimeError):
+        hook._forward(raising, w, types.SimpleNamespace(forward_mode=ForwardMode.DECODE, is_extend_in_batch=False))
+    clock[0] += 0.004
+    _step(clock, w, bs=2)  # the raised launch's interval (5 ms) is not counted; this one stays open
+    got = {k: [round(v[0] * 1e3, 3), v[1], v[2]] for k, v in hook.LEDGER.items()}
+    assert got == {"steps 0": [19.4, 2, 8], "prefill": [230.0, 1, 700], "steps 3": [19.4, 2, 4]}
+
+    assert hook.ledger_copy(now=50.0) and not hook.ledger_copy(now=52.0)  # unchanged: no second copy
+    _step(clock, w, bs=2)
+    assert hook.ledger_copy(now=54.0)
+    copies = [(t, {k: [round(v[0] * 1e3, 3), v[1], v[2]] for k, v in c.items()}) for t, c in hook.LEDGER_COPIES]
+    assert copies == [(50.0, got), (54.0, {**got, "steps 3": [29.1, 3, 6]})]
+
+    from sglang_kimi_eagle3.integration.hooks import runtime_status
+
+    monkeypatch.setitem(runtime_status._STATE, "path", tmp_path / "port30000.json")
+    _step(clock, w, bs=2)
+    hook.tick()  # the writer's poll: a copy (the ledger changed) into ledger-port30000.json
+    data = json.loads((tmp_path / "ledger-port30000.json").read_text())
+    assert [c[1]["steps 3"][1] for c in data["copies"]] == [2, 3, 4] and data["idle_over_s"] == hook.MAX_WALL_S
+    assert not (tmp_path / "port30000.json").exists()  # the status file is the status writer's, not this one's
 
 
 NAMES = ["step_clock", "step_clock_verify", "step_clock_draft_extend", "step_clock_wait", "step_clock_control",

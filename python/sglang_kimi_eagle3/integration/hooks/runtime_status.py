@@ -287,6 +287,12 @@ def status_path(port, dp_rank=None, tp_rank=0, pp_rank=0) -> Path:
                            + (f"-tp{tp_rank}" if tp_rank else "") + ".json")
 
 
+def side_path(prefix: str) -> Path | None:
+    """A file a hook keeps beside this process's status file: <prefix>-<its name> (None before it is published)."""
+    path = _STATE["path"]
+    return None if path is None else path.with_name(f"{prefix}-{path.name}")
+
+
 def write_status(path: Path | None = None) -> Path | None:
     """Write the snapshot atomically (atomic.write_atomic) to `path` or this process's status path."""
     path = path or _STATE["path"]

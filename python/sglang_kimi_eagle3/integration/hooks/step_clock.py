@@ -75,6 +75,17 @@ How: the scheduler thread launches a step (forward_batch_generation: CUDA runs i
   first reading (an H100, 2026-12-06): the chat workload, then replayed as written, made every prefill a prefix-cache
   hit of 1-2 new tokens, and such a batch took 159 ms for plain decoding and 173 for ours (the draft's prefill 2.9 of
   it): a prefill launch of the 84-layer pair costs its launches, whatever its tokens.
+  The ledger. Medians per step say what a step costs, not where a round's seconds went: on an H200 (2026-12-07, run
+  43, the deployment-shaped pair, chat traffic at c 8) ours took 20.7 s for a round that plain decoding served in
+  19.6 s, the same requests and tokens, while ours' median decode step was 2.8 % above plain's and its median prefill
+  below it. So every launch (decode, prefill, anything else) also opens an interval that the next launch closes, and
+  its wall time goes to a cumulative ledger under the kind of the launch that opened it (`steps N`, plain decoding's
+  `decode`, `prefill`, `other`; per kind seconds, intervals, and their requests: the decode batches' sizes summed, the
+  prefills' new tokens): the scheduler loop's whole busy time, the host work after a launch included (an interval over
+  MAX_WALL_S is idle, not counted). The status writer keeps a timestamped copy whenever it changed (`time.time()`, at
+  most every FLUSH_S s) in `ledger-<status file name>` beside the status file (plain decoding's:
+  benchmark/serving/plain_clock); benchmark/serving/round_ledger.py subtracts the copies around each measured round
+  (every server idles between its rounds) and sets a round's seconds by kind against plain decoding's on the same work.
 Scope: our launches only (EAGLE/EAGLE3 with a draft); SGLANG_KIMI_EAGLE3_STEP_CLOCK=off registers nothing.
 Status row `step_clock`: registered / applied (the medians once 16 steps of a state, or 8 prefills of a size, were read) / skipped (off) /
   failed (a target missing).
@@ -84,10 +95,15 @@ Remove when: SGLang reports the host and GPU-wait time of its decode steps itsel
 from __future__ import annotations
 
 import gc
+import json
+import os
 import time
 from collections import deque
 from statistics import median
-from time import perf_counter as _gc_now  # the collector's clock (the real one, whatever replaces `time` in tests)
+from time import (
+    perf_counter as _gc_now,  # the collector's clock (the real one, whatever replaces `time` in tests)
+    time as _wall_now,  # the ledger copies' clock: the one e2e.py stamps its rounds with
+)
 
 from ...base import ENV_STEP_CLOCK, env_choice
 from ...status import hookstatus
@@ -145,6 +161,15 @@ MIN_PREFILL = 8  # prefill batches of a size bucket before its median is shown
 # Python's garbage collector in this process (gc.callbacks, turned on at the first launch this clock reads): seconds in
 # collections, collections, full ones (generation 2), the longest, the open collection's start
 _GCK = {"s": 0.0, "n": 0, "full": 0, "max": 0.0, "t": None, "on": False}
+# the ledger: kind -> [seconds, intervals, requests] since the process started (the kind of the launch that opened the
+# interval: "steps N", "decode" for plain decoding, "prefill", "other"; requests: a decode batch's size, a prefill's
+# new tokens); the open interval (its start, its kind once known, its requests); timestamped copies for the writer
+LEDGER: dict[str, list] = {}
+_LED = {"t": None, "kind": None, "size": 0}
+LEDGER_KEEP = 1024  # copies kept (one per FLUSH_S while serving: 34 minutes of traffic)
+LEDGER_COPIES: deque = deque(maxlen=LEDGER_KEEP)
+_LEDGER_TEXT: deque = deque(maxlen=LEDGER_KEEP)  # each copy as JSON, made once: the file is their join (no re-dump)
+_LEDGER_LAST = [None]
 
 
 def install() -> None:
@@ -183,20 +208,27 @@ def _forward(original, worker, batch, *args, **kwargs):
     the next; anything else (a prefill, an idle batch) breaks it. A prefill launch is timed on the GPU (_prefill)."""
     if not _is_decode(batch) or (not _ALL[0] and our_launch() is False):
         _OPEN["t0"] = None
-        if _is_prefill(batch) and (_ALL[0] or our_launch() is not False):
-            return _prefill(original, worker, batch, *args, **kwargs)
+        if _ALL[0] or our_launch() is not False:
+            prefill = _is_prefill(batch)
+            _ledger_open(time.perf_counter(), "prefill" if prefill else "other", _new_tokens(batch) if prefill else 0)
+            if prefill:
+                return _prefill(original, worker, batch, *args, **kwargs)
         return original(worker, batch, *args, **kwargs)
     if not _GCK["on"]:
         gc_clock_on()
     t0 = time.perf_counter()
+    bs = _batch_size(batch)
+    _ledger_open(t0, None, bs)  # its kind once the launch chose its steps
     closed = _close(t0)  # the interval just closed was read: a timed step in it gets its end
     _OPEN.update(t0=t0, verify=0.0, extend=0.0, wait=0.0, launch=0.0, steps=None, prepare=0.0, replay=0.0,
-                 results=0.0, control=0.0, bs=_batch_size(batch))
+                 results=0.0, control=0.0, bs=bs)
     sample = _gpu_open(batch, closed)
     out = original(worker, batch, *args, **kwargs)
     _OPEN["launch"] = time.perf_counter() - t0
     # after activate_step_by_batch: the state it ran (a plain worker has none: PLAIN)
     _OPEN["steps"] = getattr(worker, "speculative_num_steps", PLAIN)
+    if _LED["t"] == t0:
+        _LED["kind"] = "decode" if _OPEN["steps"] == PLAIN else f"steps {_OPEN['steps']}"
     if sample is not None and _GPU["on"]:  # (a failed record turned the timing off meanwhile)
         _gpu_record(sample, "L1")
         sample["steps"], sample["bs"] = _OPEN["steps"], _OPEN["bs"]
@@ -283,6 +315,59 @@ def _draft_prefill(original, *args, **kwargs):
         sample["dhost"] = (time.perf_counter() - t0) * 1e3
         if _PF["open"] is sample and _GPU["on"]:
             _gpu_record(sample, "D1")
+
+
+# ---- the ledger: the scheduler loop's busy time by the kind of launch that began each interval ------------------------
+
+
+def _ledger_open(now: float, kind: str | None, size: int) -> None:
+    """A launch at `now`: the open interval (since the last launch) goes to the ledger under its kind, unless it was
+    idle (over MAX_WALL_S) or its launch raised (kind never set); then this launch's interval opens."""
+    t, k = _LED["t"], _LED["kind"]
+    if t is not None and k is not None and 0 < now - t <= MAX_WALL_S:
+        e = LEDGER.get(k)
+        if e is None:
+            e = LEDGER[k] = [0.0, 0, 0]
+        e[0] += now - t
+        e[1] += 1
+        e[2] += _LED["size"]
+    _LED["t"], _LED["kind"], _LED["size"] = now, kind, size
+
+
+def ledger_copy(now: float | None = None) -> bool:
+    """The writer's poll: keep a timestamped copy of the ledger when it changed since the last one (True then)."""
+    copy = {k: [round(v[0], 6), v[1], v[2]] for k, v in list(LEDGER.items())}
+    if not copy or copy == _LEDGER_LAST[0]:
+        return False
+    _LEDGER_LAST[0] = copy
+    entry = [round(_wall_now() if now is None else now, 3), copy]
+    LEDGER_COPIES.append(entry)
+    _LEDGER_TEXT.append(json.dumps(entry))
+    return True
+
+
+def ledger_json() -> str:
+    """The copies kept, as round_ledger.py reads them (each copy's JSON made when it was taken: a tick joins them)."""
+    if len(_LEDGER_TEXT) != len(LEDGER_COPIES):  # copies put there by hand (tests): dump them all
+        _LEDGER_TEXT.clear()
+        _LEDGER_TEXT.extend(json.dumps(c) for c in LEDGER_COPIES)
+    head = json.dumps({"pid": os.getpid(), "clock": "time.time()", "idle_over_s": MAX_WALL_S,
+                       "kinds": "seconds, intervals, requests (decode: batch sizes summed; prefill: new tokens)"})
+    return head[:-1] + ', "copies": [' + ", ".join(_LEDGER_TEXT) + "]}"
+
+
+def _ledger_write() -> None:
+    """Beside the status file (the lead scheduler's writer): ledger-<its name>, atomically; nothing without one."""
+    from ...atomic import write_atomic
+    from . import runtime_status
+
+    path = runtime_status.side_path("ledger")
+    if path is None:
+        return
+    try:
+        write_atomic(path, ledger_json() + "\n", mkdir=True)
+    except OSError:  # the status file's own write says so, once
+        pass
 
 
 # ---- the GPU's side: CUDA timing events on one decode step in GPU_EVERY ---------------------------------------------
@@ -669,7 +754,10 @@ def _by_batch(rows: list) -> str:
 
 
 def tick() -> None:
-    """The status writer's poll (every FLUSH_S s, its own thread): the medians into the row when they changed."""
+    """The status writer's poll (every FLUSH_S s, its own thread): the ledger's copy into its file and the medians
+    into the row, each when it changed."""
+    if ledger_copy():
+        _ledger_write()
     try:
         detail = summary()
     except RuntimeError:  # a reading landed while this copied (one more try in FLUSH_S seconds)
@@ -702,3 +790,8 @@ def reset() -> None:
     if _GCK["on"] and _gc_on_cb in gc.callbacks:
         gc.callbacks.remove(_gc_on_cb)
     _GCK.update(s=0.0, n=0, full=0, max=0.0, t=None, on=False)
+    LEDGER.clear()
+    _LED.update(t=None, kind=None, size=0)
+    LEDGER_COPIES.clear()
+    _LEDGER_TEXT.clear()
+    _LEDGER_LAST[0] = None
