@@ -4,7 +4,11 @@
 #              calls while the machine stays warm (it goes back after 30 s idle: calls must follow closely)
 #   install    check every part's md5, reassemble, pip install --no-deps --target /tmp/site, and give the
 #              plugin a dist-info there so SGLang finds its entry point (the code itself comes from ./python)
-#   env        print the exports that make python3 use the carried stack (eval "$(benchmark/live/device.sh env)")
+#   env        print the exports that make python3 use the carried stack (eval "$(benchmark/live/device.sh env)"),
+#              and unset the image's PYTHONDONTWRITEBYTECODE: the install writes no byte-code (pip --no-compile), so
+#              with it set every process compiled SGLang's ~9000 imported modules from source again (the servers' and
+#              every test subprocess's); without it the first process to import a module leaves its byte-code in
+#              $SITE (an atomic write) for every later one
 #   smoke      versions, the H200, NCCL, sgl_kernel's rmsnorm and `import sglang.launch_server`
 #   jit-pack DIR    SGLang's Marlin MoE JIT builds in DIR (SGLANG_JIT_CACHE_DIR, content-addressed) as gzip'd tar
 #              pieces of JIT_PART_MB (15) MiB in $OUT (jit-marlin.tgz.part-NN + jit-marlin.md5; at most JIT_MAX_PARTS,
@@ -62,6 +66,7 @@ export PATH=$SITE/bin:\$PATH
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 export TRITON_CACHE_DIR=/tmp/cache/triton XDG_CACHE_HOME=/tmp/cache
+unset PYTHONDONTWRITEBYTECODE
 EOT
   ;;
 smoke)
