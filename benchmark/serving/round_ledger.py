@@ -114,6 +114,11 @@ def _states(e: dict) -> str:
     return " (" + ", ".join(f"{k} {v[0]:.2f} in {v[1]}" for k, v in ks) + ")"
 
 
+def _mean(seconds: float, n: int) -> str:
+    """Mean ms per interval (the ledger's means, where the step clock's row shows medians: a tail shows here)."""
+    return f"{seconds * 1e3 / n:.2f}" if n else "-"
+
+
 def report(entries: list[dict], baseline: str) -> list[str]:
     lines = []
     levels: dict[tuple, list[dict]] = {}
@@ -141,10 +146,14 @@ def report(entries: list[dict], baseline: str) -> list[str]:
                     d = {k: e[k] - b[k] for k in ("wall_s", "decode_s", "prefill_s", "other_s", "outside_s")}
                     steps_e = sum(v[1] for k, v in e["kinds"].items() if is_decode(k))
                     steps_b = sum(v[1] for k, v in b["kinds"].items() if is_decode(k))
+                    pf_e, pf_b = (x["kinds"].get("prefill", [0.0, 0])[1] for x in (e, b))
                     lines.append(f"  same work: {e['server']} round {e['index']} - {baseline} round {b['index']} "
                                  f"({e['requests']} requests, {e['tokens']} tokens): wall {d['wall_s']:+.2f} s = decode "
-                                 f"{d['decode_s']:+.2f} ({steps_e} against {steps_b} steps), prefill "
-                                 f"{d['prefill_s']:+.2f}, other {d['other_s']:+.2f}, outside {d['outside_s']:+.2f}")
+                                 f"{d['decode_s']:+.2f} ({steps_e} against {steps_b} steps, {_mean(e['decode_s'], steps_e)}"
+                                 f" against {_mean(b['decode_s'], steps_b)} ms each), prefill {d['prefill_s']:+.2f} "
+                                 f"({pf_e} against {pf_b} launches, {_mean(e['prefill_s'], pf_e)} against "
+                                 f"{_mean(b['prefill_s'], pf_b)} ms each with the work after them), other "
+                                 f"{d['other_s']:+.2f}, outside {d['outside_s']:+.2f}")
         # every round, whatever its requests: per output token, each server's median over its rounds against baseline's
         def med(server, field):
             vals = [e[field] * 1e3 / e["tokens"] for e in es if e["server"] == server and "missing" not in e

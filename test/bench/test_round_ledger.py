@@ -63,7 +63,8 @@ def test_each_rounds_seconds_by_kind_and_the_same_work_side_by_side(tmp_path):
     assert got[("ours", 2)]["kinds"]["steps 3"] == [0.5, 20, 40]
     text = cp.stdout
     assert ("same work: ours round 2 - plain round 2 (47 requests, 7087 tokens): wall +1.00 s = decode +1.30 (1020 "
-            "against 1000 steps), prefill +0.20, other +0.00, outside -0.50") in text, text
+            "against 1000 steps, 11.08 against 10.00 ms each), prefill +0.20 (40 against 40 launches, 205.00 against "
+            "200.00 ms each with the work after them), other +0.00, outside -0.50") in text, text
     assert "same work: ours round 1" not in text  # round 1 served other requests
     assert "(steps 0 10.80 in 1000, steps 3 0.50 in 20)" in text
 
