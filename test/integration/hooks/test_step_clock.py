@@ -583,6 +583,22 @@ def test_the_ledger_puts_each_interval_under_the_launch_that_opened_it(clock, mo
     assert not (tmp_path / "port30000.json").exists()  # the status file is the status writer's, not this one's
 
 
+def test_an_unwritable_ledger_is_said_once_and_the_writer_goes_on(clock, monkeypatch, tmp_path, caplog):
+    from sglang_kimi_eagle3.integration.hooks import runtime_status
+
+    (tmp_path / "ledger-port30001.json").mkdir()  # where the file should go: a folder (the rename fails)
+    monkeypatch.setitem(runtime_status._STATE, "path", tmp_path / "port30001.json")
+    w = Worker(0)
+    with caplog.at_level("WARNING"):
+        for _ in range(3):
+            _step(clock, w, bs=2)
+            _step(clock, w, bs=2)
+            hook.tick()  # a new copy each time, each write refused: no exception into the writer
+    said = [r for r in caplog.records if "cannot write the ledger" in r.getMessage()]
+    assert len(said) == 1 and "ledger-port30001.json" in said[0].getMessage(), caplog.text
+    assert len(hook.LEDGER_COPIES) == 3
+
+
 NAMES = ["step_clock", "step_clock_verify", "step_clock_draft_extend", "step_clock_wait", "step_clock_control",
          "step_clock_prepare", "step_clock_replay", "step_clock_draft_prefill"]
 

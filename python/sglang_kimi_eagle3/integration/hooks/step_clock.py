@@ -105,7 +105,7 @@ from time import (
     time as _wall_now,  # the ledger copies' clock: the one e2e.py stamps its rounds with
 )
 
-from ...base import ENV_STEP_CLOCK, env_choice
+from ...base import ENV_STEP_CLOCK, env_choice, logger
 from ...status import hookstatus
 from .. import registry
 from ..launch_record import our_launch
@@ -170,6 +170,7 @@ LEDGER_KEEP = 1024  # copies kept (one per FLUSH_S while serving: 34 minutes of 
 LEDGER_COPIES: deque = deque(maxlen=LEDGER_KEEP)
 _LEDGER_TEXT: deque = deque(maxlen=LEDGER_KEEP)  # each copy as JSON, made once: the file is their join (no re-dump)
 _LEDGER_LAST = [None]
+_LEDGER_WARNED = [False]  # an unwritable ledger file is said once in the log
 
 
 def install() -> None:
@@ -366,8 +367,10 @@ def _ledger_write() -> None:
         return
     try:
         write_atomic(path, ledger_json() + "\n", mkdir=True)
-    except OSError:  # the status file's own write says so, once
-        pass
+    except OSError as exc:  # said once; the status row and its file go on
+        if not _LEDGER_WARNED[0]:
+            _LEDGER_WARNED[0] = True
+            logger().warning("step clock: cannot write the ledger %s: %s", path, exc)
 
 
 # ---- the GPU's side: CUDA timing events on one decode step in GPU_EVERY ---------------------------------------------
@@ -795,3 +798,4 @@ def reset() -> None:
     LEDGER_COPIES.clear()
     _LEDGER_TEXT.clear()
     _LEDGER_LAST[0] = None
+    _LEDGER_WARNED[0] = False
