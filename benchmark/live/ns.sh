@@ -2,7 +2,8 @@
 # The never-slower lease's long calls in a few words each, so that the batch sent after call 0 is short to write: the
 # machine goes back 30 s after a call ends, and a batch of 36 calls with full commands took longer than that to send
 # (2026-12-07). Steps (docs/gpu-ci.md, "The never-slower lease"):
-#   launch        part 033 received, the install, then device_adaptive_launch.sh (plain / ours / ours_q2)
+#   launch        part 033 received, the install, then device_adaptive_launch.sh (plain / ours / ours_q2);
+#                 LAUNCH_HOOK_FILES: hook test files run beside the JIT prebuild (at most LAUNCH_HOOK_S, 240)
 #   measure B0    one measure call: budget B0 - (seconds since call 0) - HOOKS_RESERVE_S (at most 560); CONC 8,32
 #                 where it holds more than 330 s, else 8. HOOKS_RESERVE_S (370): the hook tests after it ran 318 s to
 #                 their end in run 39 and were cut at 309 s in run 40 with 330 reserved
@@ -32,7 +33,14 @@ case $step in
 launch)
   bash benchmark/live/device.sh recv && bash benchmark/live/device.sh install | tail -1
   eval "$(bash benchmark/live/device.sh env)"
+  # LAUNCH_HOOK_FILES: hook test files run beside the JIT prebuild (a short lease: no separate hooks call), at most
+  # LAUNCH_HOOK_S (240) s, so they end before the servers size their memory; their tail is printed at the end
+  if [ -n "${LAUNCH_HOOK_FILES:-}" ]; then
+    (timeout -s INT "${LAUNCH_HOOK_S:-240}" python3 -m pytest -q -rf -p no:cacheprovider -n 4 --dist loadfile \
+      $LAUNCH_HOOK_FILES > /tmp/launch-hooks.txt 2>&1 &)
+  fi
   LAUNCH_HEALTHY_S=${LAUNCH_HEALTHY_S:-480} bash benchmark/serving/device_adaptive_launch.sh 2>&1 | grep -v LD_PRELOAD | tail -40
+  [ -n "${LAUNCH_HOOK_FILES:-}" ] && { echo "hook tests beside the launch:"; tail -8 /tmp/launch-hooks.txt; }
   ;;
 measure)
   b=$(( $(left "$2") - ${HOOKS_RESERVE_S:-370} )); [ $b -gt 560 ] && b=560
