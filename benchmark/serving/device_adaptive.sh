@@ -23,7 +23,7 @@
 #   4. benchmark/serving/e2e.py --workload chat, greedy, c $CONC, $ROUNDS rotated rounds per level, no cold passes
 #      (one uncounted warm pass per level and server), rounds sized to end by the deadline -> $OUT/e2e-q$Q.json
 #      (rewritten after every round; no plots: a call returns at most 8 files)
-#   5. $OUT: device_adaptive-q$Q.log, versions.txt, build-q$Q.log, e2e-q$Q.json, step_ratio-*-q$Q.json, logs-q$Q.tgz
+#   5. $OUT (at most 8 files come back): device_adaptive-q$Q.log, versions.txt, build-q$Q.log, e2e-q$Q.json, step_ratio-*-q$Q.json, logs-q$Q.tgz
 #      (server logs, status files with the adaptive_control switch counters and the step_clock rows; plain's decode
 #      steps timed by benchmark/serving/plain_clock into status/plain/clock/; the log prints both after the rounds)
 # Knobs: DA_Q (0.9), DA_OFF (0), CONC (1,8,32,128), DA_TEMPS (0: the rounds' temperatures, e.g. 0.7 or 0,0.7), ROUNDS (3), MIN_ROUND_S (10: rounds are not fitted to the deadline below this; the last levels are left out instead, as run 37's rounds of 6 s at c 64 did not resolve a few percent), CAP (256: output tokens per request at most), MEMF (0.7: --mem-fraction-static as device_e2e.sh, five servers
@@ -476,4 +476,10 @@ done
 # (the writers copy every 2 s, plain's every 5: the last round's closing copy is there after a few seconds)
 [ ${#LEDGERS[@]} -gt 0 ] && [ -f "$OUT/e2e-q$Q.json" ] && sleep "${LEDGER_WAIT_S:-6}" && python3 benchmark/serving/round_ledger.py "$OUT/e2e-q$Q.json" \
   "${LEDGERS[@]}" --json "$OUT/ledger-q$Q.json" 2>&1 | grep -v LD_PRELOAD | while IFS= read -r line; do say "round ledger: $line"; done
+# the same-work rounds from the servers' own logs: their prefill batches and decode log lines (a cross-check of the
+# ledger's split that needs no hook: benchmark/serving/round_logs.py)
+SLOGS=()
+for n in $NAMES; do [ -f "$W/logs/$n-q$Q.log" ] && SLOGS+=("$n=$W/logs/$n-q$Q.log"); done
+[ ${#SLOGS[@]} -gt 0 ] && [ -f "$OUT/e2e-q$Q.json" ] && python3 benchmark/serving/round_logs.py "$OUT/e2e-q$Q.json" \
+  "${SLOGS[@]}" 2>&1 | grep "same work\|round_logs" | while IFS= read -r line; do say "round logs: $line"; done
 exit 0  # (the loop's last test must not become the script's exit status: a server without a status file is no error)
