@@ -100,6 +100,59 @@ def split(rows: list[dict], ledgers: dict[str, list]) -> list[dict]:
     return out
 
 
+def steady_rows(path: str, prog: str) -> list[dict] | None:
+    """e2e.py's measured rounds (steady phase, with their start and end) from its --json file; None where the file
+    is not one, said in one line on stderr."""
+    try:
+        with open(path) as f:
+            rows = json.load(f).get("rows")
+    except (OSError, ValueError, AttributeError) as exc:
+        print(f"{prog}: {path}: not a readable e2e.py --json file ({exc}); give the file e2e.py wrote", file=sys.stderr)
+        return None
+    if not isinstance(rows, list):
+        print(f"{prog}: {path}: no 'rows' list: give the file e2e.py --json wrote", file=sys.stderr)
+        return None
+    return [r for r in rows if isinstance(r, dict) and r.get("phase", "steady") == "steady"
+            and isinstance(r.get("t_start"), (int, float)) and isinstance(r.get("t_end"), (int, float))]
+
+
+def parser(prog: str, doc: str, dest: str, metavar: str, what: str) -> argparse.ArgumentParser:
+    """The arguments every round tool takes: e2e.py's file, NAME=PATH per server, --baseline, --json."""
+    ap = argparse.ArgumentParser(prog=prog, description=doc.split("\n")[0])
+    ap.add_argument("e2e", help="e2e.py's --json file (its rows: each round's server, start and end)")
+    ap.add_argument(dest, nargs="+", metavar=metavar, help=f"a server's name (as in e2e.py) and {what}")
+    ap.add_argument("--baseline", default="plain", help="the server the others are set against (default plain)")
+    ap.add_argument("--json", help="write the rounds here as well (atomically)")
+    return ap
+
+
+def load_named(specs: list[str], prog: str, what: str, example: str, load) -> dict | None:
+    """{NAME: load(PATH)} for NAME=PATH arguments; None where one is not such an argument or its file does not load
+    (load raises OSError, EOFError, ValueError, TypeError or AttributeError), said in one line on stderr."""
+    out = {}
+    for spec in specs:
+        name, sep, path = spec.partition("=")
+        if not sep or not name or not path:
+            print(f"{prog}: '{spec}': give each {what} as NAME=PATH (e.g. {example})", file=sys.stderr)
+            return None
+        try:
+            out[name] = load(path)
+        except (OSError, EOFError, ValueError, TypeError, AttributeError) as exc:
+            print(f"{prog}: {name}: {path}: {exc}", file=sys.stderr)
+            return None
+    return out
+
+
+def emit(lines: list[str], json_path: str | None, payload: dict) -> int:
+    """Print the report; write the payload atomically where --json asked for it."""
+    print("\n".join(lines))
+    if json_path:
+        from sglang_kimi_eagle3.atomic import write_atomic
+
+        write_atomic(json_path, json.dumps(payload, indent=1), mkdir=True)
+    return 0
+
+
 def same_work(a: dict, b: dict) -> bool:
     """Two rounds that served the same requests (e2e.py's rounds draw from one prompt stream)."""
     keys = ("temperature", "concurrency", "requests", "tokens")
@@ -119,15 +172,28 @@ def _mean(seconds: float, n: int) -> str:
     return f"{seconds * 1e3 / n:.2f}" if n else "-"
 
 
+def levels(entries: list[dict]) -> list[tuple]:
+    """(temperature, concurrency, its rounds ordered by server and index) per level, in order."""
+    by: dict[tuple, list[dict]] = {}
+    for e in entries:
+        by.setdefault((e["temperature"], e["concurrency"]), []).append(e)
+    return [(t, c, sorted(es, key=lambda e: (e["server"], e["index"] or 0)))
+            for (t, c), es in sorted(by.items(), key=lambda kv: (kv[0][0] or 0, kv[0][1] or 0))]
+
+
+def pairs(es: list[dict], baseline: str) -> list[tuple[dict, dict]]:
+    """(round, baseline's round) for every two rounds of one level that served the same work (rounds without their
+    data, `missing`, left out)."""
+    base = [b for b in es if b["server"] == baseline and "missing" not in b]
+    return [(e, b) for e in es if e["server"] != baseline and "missing" not in e for b in base if same_work(e, b)]
+
+
 def report(entries: list[dict], baseline: str) -> list[str]:
     lines = []
-    levels: dict[tuple, list[dict]] = {}
-    for e in entries:
-        levels.setdefault((e["temperature"], e["concurrency"]), []).append(e)
-    for (temp, conc), es in sorted(levels.items(), key=lambda kv: (kv[0][0] or 0, kv[0][1] or 0)):
+    for temp, conc, es in levels(entries):
         lines.append(f"T={temp:g} c={conc}: a round's seconds by what the scheduler launched (decode, prefill, other; "
                      "outside: no launch interval), ms per output token in brackets")
-        for e in sorted(es, key=lambda e: (e["server"], e["index"] or 0)):
+        for e in es:
             head = f"  {e['server']:<10} round {e['index']}: "
             if "missing" in e:
                 lines.append(head + e["missing"])
@@ -137,23 +203,18 @@ def report(entries: list[dict], baseline: str) -> list[str]:
                          f"{e['decode_s']:.2f} ({e['decode_s'] * per:.3f}){_states(e)}, prefill {e['prefill_s']:.2f} "
                          f"({e['prefill_s'] * per:.3f}) in {e['kinds'].get('prefill', [0, 0])[1]}, other "
                          f"{e['other_s']:.2f}, outside {e['outside_s']:.2f}")
-        base = [e for e in es if e["server"] == baseline and "missing" not in e]
-        for e in sorted(es, key=lambda e: (e["server"], e["index"] or 0)):
-            if e["server"] == baseline or "missing" in e:
-                continue
-            for b in base:
-                if same_work(e, b):
-                    d = {k: e[k] - b[k] for k in ("wall_s", "decode_s", "prefill_s", "other_s", "outside_s")}
-                    steps_e = sum(v[1] for k, v in e["kinds"].items() if is_decode(k))
-                    steps_b = sum(v[1] for k, v in b["kinds"].items() if is_decode(k))
-                    pf_e, pf_b = (x["kinds"].get("prefill", [0.0, 0])[1] for x in (e, b))
-                    lines.append(f"  same work: {e['server']} round {e['index']} - {baseline} round {b['index']} "
-                                 f"({e['requests']} requests, {e['tokens']} tokens): wall {d['wall_s']:+.2f} s = decode "
-                                 f"{d['decode_s']:+.2f} ({steps_e} against {steps_b} steps, {_mean(e['decode_s'], steps_e)}"
-                                 f" against {_mean(b['decode_s'], steps_b)} ms each), prefill {d['prefill_s']:+.2f} "
-                                 f"({pf_e} against {pf_b} launches, {_mean(e['prefill_s'], pf_e)} against "
-                                 f"{_mean(b['prefill_s'], pf_b)} ms each with the work after them), other "
-                                 f"{d['other_s']:+.2f}, outside {d['outside_s']:+.2f}")
+        for e, b in pairs(es, baseline):
+            d = {k: e[k] - b[k] for k in ("wall_s", "decode_s", "prefill_s", "other_s", "outside_s")}
+            steps_e = sum(v[1] for k, v in e["kinds"].items() if is_decode(k))
+            steps_b = sum(v[1] for k, v in b["kinds"].items() if is_decode(k))
+            pf_e, pf_b = (x["kinds"].get("prefill", [0.0, 0])[1] for x in (e, b))
+            lines.append(f"  same work: {e['server']} round {e['index']} - {baseline} round {b['index']} "
+                         f"({e['requests']} requests, {e['tokens']} tokens): wall {d['wall_s']:+.2f} s = decode "
+                         f"{d['decode_s']:+.2f} ({steps_e} against {steps_b} steps, {_mean(e['decode_s'], steps_e)}"
+                         f" against {_mean(b['decode_s'], steps_b)} ms each), prefill {d['prefill_s']:+.2f} "
+                         f"({pf_e} against {pf_b} launches, {_mean(e['prefill_s'], pf_e)} against "
+                         f"{_mean(b['prefill_s'], pf_b)} ms each with the work after them), other "
+                         f"{d['other_s']:+.2f}, outside {d['outside_s']:+.2f}")
         # every round, whatever its requests: per output token, each server's median over its rounds against baseline's
         def med(server, field):
             vals = [e[field] * 1e3 / e["tokens"] for e in es if e["server"] == server and "missing" not in e
@@ -171,47 +232,19 @@ def report(entries: list[dict], baseline: str) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(prog="round_ledger.py", description=__doc__.split("\n")[0])
-    ap.add_argument("e2e", help="e2e.py's --json file (its rows: each round's server, start and end)")
-    ap.add_argument("ledgers", nargs="+", metavar="NAME=LEDGER", help="a server's name (as in e2e.py) and its ledger")
-    ap.add_argument("--baseline", default="plain", help="the server the others are set against (default plain)")
-    ap.add_argument("--json", help="write the rounds' splits here as well (atomically)")
-    args = ap.parse_args(argv)
-    try:
-        with open(args.e2e) as f:
-            rows = json.load(f).get("rows")
-    except (OSError, ValueError, AttributeError) as exc:
-        print(f"round_ledger.py: {args.e2e}: not a readable e2e.py --json file ({exc}); give the file e2e.py wrote",
-              file=sys.stderr)
+    args = parser("round_ledger.py", __doc__, "ledgers", "NAME=LEDGER", "its ledger").parse_args(argv)
+    rows = steady_rows(args.e2e, "round_ledger.py")
+    if rows is None:
         return 2
-    if not isinstance(rows, list):
-        print(f"round_ledger.py: {args.e2e}: no 'rows' list: give the file e2e.py --json wrote", file=sys.stderr)
+    ledgers = load_named(args.ledgers, "round_ledger.py", "ledger", "plain=ledger-plain-pid123.json", load_ledger)
+    if ledgers is None:
         return 2
-    ledgers = {}
-    for spec in args.ledgers:
-        name, sep, path = spec.partition("=")
-        if not sep or not name or not path:
-            print(f"round_ledger.py: '{spec}': give each ledger as NAME=PATH (e.g. plain=ledger-plain-pid123.json)",
-                  file=sys.stderr)
-            return 2
-        try:
-            ledgers[name] = load_ledger(path)
-        except (OSError, ValueError, TypeError, AttributeError) as exc:
-            print(f"round_ledger.py: {name}: {path}: {exc}", file=sys.stderr)
-            return 2
-    rows = [r for r in rows if isinstance(r, dict) and r.get("phase", "steady") == "steady"
-            and isinstance(r.get("t_start"), (int, float)) and isinstance(r.get("t_end"), (int, float))]
     entries = split(rows, ledgers)
     if not entries:
         print("round_ledger.py: no measured round of a server with a ledger (names as in e2e.py's --server)",
               file=sys.stderr)
         return 2
-    print("\n".join(report(entries, args.baseline)))
-    if args.json:
-        from sglang_kimi_eagle3.atomic import write_atomic
-
-        write_atomic(args.json, json.dumps({"baseline": args.baseline, "rounds": entries}, indent=1), mkdir=True)
-    return 0
+    return emit(report(entries, args.baseline), args.json, {"baseline": args.baseline, "rounds": entries})
 
 
 if __name__ == "__main__":

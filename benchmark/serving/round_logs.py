@@ -16,15 +16,14 @@ launches. Nothing here imports sglang.
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
-import json
 import re
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from prefill_mix import _read, batches  # noqa: E402 (this folder: the `Prefill batch` line, parsed once)
+from round_ledger import emit, levels, load_named, pairs, parser, steady_rows  # noqa: E402 (the e2e rounds and the same-work rule, shared)
 
 DECODE = re.compile(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)\] Decode batch, #running-req: (\d+)")
 
@@ -67,95 +66,56 @@ def split(rows: list[dict], logs: dict[str, tuple], before_s: float, after_s: fl
     return out
 
 
-def same_work(a: dict, b: dict) -> bool:
-    keys = ("temperature", "concurrency", "requests", "tokens")
-    return (all(a.get(k) == b.get(k) for k in keys) and bool(a.get("tokens"))
-            and abs((a.get("prompt_tokens_mean") or 0) - (b.get("prompt_tokens_mean") or 0)) < 1e-6)
-
-
 def _f(x, fmt="{:.2f}") -> str:
     return "-" if x is None else fmt.format(x)
 
 
 def report(entries: list[dict], baseline: str) -> list[str]:
     lines = []
-    levels: dict[tuple, list[dict]] = {}
-    for e in entries:
-        levels.setdefault((e["temperature"], e["concurrency"]), []).append(e)
-    for (temp, conc), es in sorted(levels.items(), key=lambda kv: (kv[0][0] or 0, kv[0][1] or 0)):
+    for temp, conc, es in levels(entries):
         lines.append(f"T={temp:g} c={conc}: each round from its server's log (prefill batches; decode lines, one per "
                      "decode log interval)")
-        for e in sorted(es, key=lambda e: (e["server"], e["index"] or 0)):
+        for e in es:
             lines.append(f"  {e['server']:<10} round {e['index']}: wall {_f(e['wall_s'])} s (last start "
                          f"{_f(e['last_start_s'])}, drain {_f(e['drain_s'])}), {e['requests']} requests, {e['tokens']} "
                          f"tokens: prefill batches {e['prefill_batches']} ({e['prefill_seqs']} seqs, "
                          f"{e['prefill_new_tokens']} new tokens, {e['prefill_cached_tokens']} cached), decode lines "
                          f"{e['decode_lines']}")
-        base = [e for e in es if e["server"] == baseline]
-        for e in sorted(es, key=lambda e: (e["server"], e["index"] or 0)):
-            if e["server"] == baseline:
-                continue
-            for b in base:
-                if not same_work(e, b):
-                    continue
-                ratio = e["wall_s"] / b["wall_s"] if e["wall_s"] and b["wall_s"] else None
-                lines.append(f"  same work: {e['server']} round {e['index']} / {baseline} round {b['index']} "
-                             f"({e['requests']} requests, {e['tokens']} tokens): wall {_f(e['wall_s'])} / "
-                             f"{_f(b['wall_s'])} s ({_f(ratio, '{:.3f}')}x), last start {_f(e['last_start_s'])} / "
-                             f"{_f(b['last_start_s'])}, drain {_f(e['drain_s'])} / {_f(b['drain_s'])}; prefill batches "
-                             f"{e['prefill_batches']} / {b['prefill_batches']} ({e['prefill_seqs']} / "
-                             f"{b['prefill_seqs']} seqs), decode lines {e['decode_lines']} / {b['decode_lines']}")
+        for e, b in pairs(es, baseline):
+            ratio = e["wall_s"] / b["wall_s"] if e["wall_s"] and b["wall_s"] else None
+            lines.append(f"  same work: {e['server']} round {e['index']} / {baseline} round {b['index']} "
+                         f"({e['requests']} requests, {e['tokens']} tokens): wall {_f(e['wall_s'])} / "
+                         f"{_f(b['wall_s'])} s ({_f(ratio, '{:.3f}')}x), last start {_f(e['last_start_s'])} / "
+                         f"{_f(b['last_start_s'])}, drain {_f(e['drain_s'])} / {_f(b['drain_s'])}; prefill batches "
+                         f"{e['prefill_batches']} / {b['prefill_batches']} ({e['prefill_seqs']} / "
+                         f"{b['prefill_seqs']} seqs), decode lines {e['decode_lines']} / {b['decode_lines']}")
     return lines
 
 
 def main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(prog="round_logs.py", description=__doc__.split("\n")[0])
-    ap.add_argument("e2e", help="e2e.py's --json file (its rows: each round's server, start and end)")
-    ap.add_argument("logs", nargs="+", metavar="NAME=LOG", help="a server's name (as in e2e.py) and its log (.gz read)")
-    ap.add_argument("--baseline", default="plain", help="the server the others are set against (default plain)")
+    ap = parser("round_logs.py", __doc__, "logs", "NAME=LOG", "its log (.gz read)")
     ap.add_argument("--log-utc-offset-h", type=float, default=0.0,
                     help="the servers' local time zone in hours east of UTC (default 0: the lent machines)")
     ap.add_argument("--slack-s", type=float, nargs=2, default=(1.5, 0.5), metavar=("BEFORE", "AFTER"),
                     help="seconds a round's window is widened by (whole-second log timestamps; default 1.5 0.5)")
-    ap.add_argument("--json", help="write the rounds here as well (atomically)")
     args = ap.parse_args(argv)
-    try:
-        with open(args.e2e) as f:
-            rows = json.load(f).get("rows")
-    except (OSError, ValueError, AttributeError) as exc:
-        print(f"round_logs.py: {args.e2e}: not a readable e2e.py --json file ({exc}); give the file e2e.py wrote",
-              file=sys.stderr)
+    rows = steady_rows(args.e2e, "round_logs.py")
+    if rows is None:
         return 2
-    if not isinstance(rows, list):
-        print(f"round_logs.py: {args.e2e}: no 'rows' list: give the file e2e.py --json wrote", file=sys.stderr)
+    logs = load_named(args.logs, "round_logs.py", "log", "plain=plain.log.gz",
+                      lambda path: read_log(path, args.log_utc_offset_h))
+    if logs is None:
         return 2
-    logs = {}
-    for spec in args.logs:
-        name, sep, path = spec.partition("=")
-        if not sep or not name or not path:
-            print(f"round_logs.py: '{spec}': give each log as NAME=PATH (e.g. plain=plain.log.gz)", file=sys.stderr)
+    for name, (pf, dc) in logs.items():
+        if not pf and not dc:
+            print(f"round_logs.py: {name}: no 'Prefill batch' or 'Decode batch' line in its log: give the server's own "
+                  "log (its stdout and stderr)", file=sys.stderr)
             return 2
-        try:
-            logs[name] = read_log(path, args.log_utc_offset_h)
-        except (OSError, EOFError, ValueError) as exc:
-            print(f"round_logs.py: {name}: {path}: {exc}", file=sys.stderr)
-            return 2
-        if not logs[name][0] and not logs[name][1]:
-            print(f"round_logs.py: {name}: {path}: no 'Prefill batch' or 'Decode batch' line: give the server's own log "
-                  "(its stdout and stderr)", file=sys.stderr)
-            return 2
-    rows = [r for r in rows if isinstance(r, dict) and r.get("phase", "steady") == "steady"
-            and isinstance(r.get("t_start"), (int, float)) and isinstance(r.get("t_end"), (int, float))]
     entries = split(rows, logs, *args.slack_s)
     if not entries:
         print("round_logs.py: no measured round of a server with a log (names as in e2e.py's --server)", file=sys.stderr)
         return 2
-    print("\n".join(report(entries, args.baseline)))
-    if args.json:
-        from sglang_kimi_eagle3.atomic import write_atomic
-
-        write_atomic(args.json, json.dumps({"baseline": args.baseline, "rounds": entries}, indent=1), mkdir=True)
-    return 0
+    return emit(report(entries, args.baseline), args.json, {"baseline": args.baseline, "rounds": entries})
 
 
 if __name__ == "__main__":
