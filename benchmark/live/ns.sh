@@ -14,8 +14,8 @@
 # DA_Q (0.6), DA_Q2 (0.9; set empty for no second drafter, e.g. `DA_Q2= DA_KEEPEXT=1`: plain / ours / `keepext`, ours with
 # SGLang's draft extend at every steps-0 step, on every call of the lease), DA_SKIP ("sglang fixed"), MEMF (0.85),
 # MAXREQ (512), DA_PIN (1: the servers' schedulers on one and the same CPU, the rest and the client on others; 0: where the OS puts them), CONC (overrides the choice above),
-# ROUNDS (3), DA_KEEP (1); LEASE_T0 (/tmp/lease_t0); NS_DRY=1: measure and hooks print their budget and command
-# instead of running it (a CPU test).
+# ROUNDS (3), DA_KEEP (1); LEASE_T0 (/tmp/lease_t0); NS_DRY=1: every step prints its budget and commands instead of
+# running them (a CPU test).
 set -uo pipefail
 export OUT=${OUT:?ns.sh writes into \$OUT}
 export DA_Q=${DA_Q:-0.6} DA_Q2=${DA_Q2-0.9} DA_SKIP=${DA_SKIP:-sglang fixed} MEMF=${MEMF:-0.85} MAXREQ=${MAXREQ:-512} DA_PIN=${DA_PIN:-1}
@@ -31,16 +31,19 @@ left() { echo $(( $1 - ($(date +%s) - $(cat "$T0_FILE")) )); }
 run() { if [ "${NS_DRY:-0}" = 1 ]; then echo "would run: $*"; else "$@"; fi; }
 case $step in
 launch)
-  bash benchmark/live/device.sh recv && bash benchmark/live/device.sh install | tail -1
-  eval "$(bash benchmark/live/device.sh env)"
+  run bash benchmark/live/device.sh recv && run bash benchmark/live/device.sh install | tail -1
+  [ "${NS_DRY:-0}" = 1 ] || eval "$(bash benchmark/live/device.sh env)"
   # LAUNCH_HOOK_FILES: hook test files run beside the JIT prebuild (a short lease: no separate hooks call), at most
   # LAUNCH_HOOK_S (240) s, so they end before the servers size their memory; their tail is printed at the end
+  hk=(timeout -s INT "${LAUNCH_HOOK_S:-240}" python3 -m pytest -q -rf -p no:cacheprovider -n 4 --dist loadfile)
   if [ -n "${LAUNCH_HOOK_FILES:-}" ]; then
-    (timeout -s INT "${LAUNCH_HOOK_S:-240}" python3 -m pytest -q -rf -p no:cacheprovider -n 4 --dist loadfile \
-      $LAUNCH_HOOK_FILES > /tmp/launch-hooks.txt 2>&1 &)
+    if [ "${NS_DRY:-0}" = 1 ]; then echo "would run beside the launch: ${hk[*]} $LAUNCH_HOOK_FILES"
+    else ("${hk[@]}" $LAUNCH_HOOK_FILES > /tmp/launch-hooks.txt 2>&1 &); fi
   fi
-  LAUNCH_HEALTHY_S=${LAUNCH_HEALTHY_S:-480} bash benchmark/serving/device_adaptive_launch.sh 2>&1 | grep -v LD_PRELOAD | tail -40
-  [ -n "${LAUNCH_HOOK_FILES:-}" ] && { echo "hook tests beside the launch:"; tail -8 /tmp/launch-hooks.txt; }
+  LAUNCH_HEALTHY_S=${LAUNCH_HEALTHY_S:-480} run bash benchmark/serving/device_adaptive_launch.sh 2>&1 | grep -v LD_PRELOAD | tail -40
+  if [ -n "${LAUNCH_HOOK_FILES:-}" ] && [ "${NS_DRY:-0}" != 1 ]; then
+    echo "hook tests beside the launch:"; tail -8 /tmp/launch-hooks.txt
+  fi
   ;;
 measure)
   b=$(( $(left "$2") - ${HOOKS_RESERVE_S:-370} )); [ $b -gt 560 ] && b=560

@@ -53,3 +53,19 @@ def test_the_second_drafter_is_on_by_default_and_an_empty_da_q2_leaves_it_out(tm
     assert "second drafter 0.9\n" in _ns(tmp_path, "measure", "1176").stdout
     r = _ns(tmp_path, "measure", "1176", DA_Q2="", DA_KEEPEXT="1")
     assert r.returncode == 0 and "second drafter none, keepext" in r.stdout, (r.stdout, r.stderr)
+
+
+def test_the_launch_call_runs_the_named_hook_tests_beside_the_build_and_none_unless_named(tmp_path):
+    """`LAUNCH_HOOK_FILES`: a short lease (no hooks call) runs some hook tests beside the launch's JIT prebuild, bounded
+    by `LAUNCH_HOOK_S` so that they end before the servers size their GPU memory."""
+    r = _ns(tmp_path, "launch")
+    assert r.returncode == 0, r.stderr
+    assert "would run: bash benchmark/live/device.sh install" in r.stdout
+    assert "would run: bash benchmark/serving/device_adaptive_launch.sh" in r.stdout and "pytest" not in r.stdout
+    files = "test/integration/hooks/test_step_clock.py test/integration/hooks/test_runtime_status_writer.py"
+    r = _ns(tmp_path, "launch", LAUNCH_HOOK_FILES=files, LAUNCH_HOOK_S="150")
+    assert r.returncode == 0, r.stderr
+    beside = [ln for ln in r.stdout.splitlines() if ln.startswith("would run beside the launch: ")]
+    assert beside == ["would run beside the launch: timeout -s INT 150 python3 -m pytest -q -rf -p no:cacheprovider -n 4 "
+                      "--dist loadfile " + files], r.stdout
+    assert r.stdout.index("device.sh install") < r.stdout.index(beside[0]) < r.stdout.index("device_adaptive_launch.sh")
