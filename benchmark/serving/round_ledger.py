@@ -61,7 +61,9 @@ def delta(before: dict, after: dict) -> dict:
 
 
 def is_decode(kind: str) -> bool:
-    return kind == "decode" or kind.startswith("steps ")
+    """A decode launch's kind: `steps N` (ours), `decode` (plain), each with its tags in brackets where it had any
+    (`steps 0 (flush)`, `decode (after a prefill)`)."""
+    return kind == "decode" or kind.startswith(("steps ", "decode ("))
 
 
 def split(rows: list[dict], ledgers: dict[str, list]) -> list[dict]:
@@ -164,7 +166,7 @@ def _states(e: dict) -> str:
     ks = [(k, v) for k, v in e["kinds"].items() if is_decode(k)]
     if len(ks) <= 1:
         return ""
-    return " (" + ", ".join(f"{k} {v[0]:.2f} in {v[1]}" for k, v in ks) + ")"
+    return " (" + "; ".join(f"{k} {v[0]:.2f} in {v[1]}, {_mean(v[0], v[1])} ms each" for k, v in ks) + ")"
 
 
 def _mean(seconds: float, n: int) -> str:

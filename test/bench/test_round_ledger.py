@@ -66,7 +66,30 @@ def test_each_rounds_seconds_by_kind_and_the_same_work_side_by_side(tmp_path):
             "against 1000 steps, 11.08 against 10.00 ms each), prefill +0.20 (40 against 40 launches, 205.00 against "
             "200.00 ms each with the work after them), other +0.00, outside -0.50") in text, text
     assert "same work: ours round 1" not in text  # round 1 served other requests
-    assert "(steps 0 10.80 in 1000, steps 3 0.50 in 20)" in text
+    assert "(steps 0 10.80 in 1000, 10.80 ms each; steps 3 0.50 in 20, 25.00 ms each)" in text
+
+
+def test_tagged_decode_steps_count_as_decode_and_are_shown_apart_with_their_mean(tmp_path):
+    """The step clock's tagged kinds (`steps 0 (flush)`, `decode (after a prefill)`, ...): decode time, each beside
+    the others with its mean, so the flush steps' and the post-prefill steps' tail shows against the state's other steps."""
+    e2e = tmp_path / "e2e.json"
+    e2e.write_text(json.dumps({"rows": [_row("plain", 1, 100.0, 120.0, 47, 7087, 576.0),
+                                        _row("ours", 1, 130.0, 151.0, 47, 7087, 576.0)]}))
+    _ledger(tmp_path / "plain.json", [
+        [99.0, {}],
+        [121.0, {"decode": [9.0, 960, 6000], "decode (after a prefill)": [1.0, 40, 250], "prefill": [8.0, 40, 20000]}],
+    ])
+    _ledger(tmp_path / "ours.json", [
+        [129.0, {}],
+        [152.0, {"steps 0": [8.4, 840, 5200], "steps 0 (flush)": [1.6, 120, 800],
+                 "steps 0 (after a prefill)": [1.2, 40, 250], "prefill": [8.0, 40, 20000]}],
+    ])
+    cp = _run(e2e, f"plain={tmp_path / 'plain.json'}", f"ours={tmp_path / 'ours.json'}")
+    assert cp.returncode == 0, cp.stderr
+    assert ("decode 11.20 (1.580) (steps 0 8.40 in 840, 10.00 ms each; steps 0 (after a prefill) 1.20 in 40, 30.00 ms "
+            "each; steps 0 (flush) 1.60 in 120, 13.33 ms each)") in cp.stdout, cp.stdout
+    assert "(decode 9.00 in 960, 9.38 ms each; decode (after a prefill) 1.00 in 40, 25.00 ms each)" in cp.stdout
+    assert "wall +1.00 s = decode +1.20 (1000 against 1000 steps, 11.20 against 10.00 ms each)" in cp.stdout
 
 
 def test_a_round_without_a_copy_after_it_says_so_and_bad_input_is_one_line(tmp_path):

@@ -162,6 +162,27 @@ def test_deferred_rows_write_the_draft_kv_the_per_step_extend_writes(ours):
     assert "2 flushes, 35 rows, 6 dropped" in hookstatus.get(hook.NAME).detail  # the row as of the last flush
 
 
+def test_a_flush_tags_the_decode_launch_it_runs_in_for_the_step_clocks_ledger(ours):
+    """The step clock's ledger reads the steps that flush apart (`steps 0 (flush)`): the flush names itself to the
+    decode launch it runs in, and only that one (K 8: the eighth deferred step)."""
+    from sglang_kimi_eagle3.integration.hooks import step_clock
+
+    a, b = Req(1), Req(2)
+    dw, ext, tagged, lens = _worker(), Extend(), [], [11, 12]
+    step_clock.reset()
+    try:
+        for t in range(12):
+            hook.ACTIVE[0] = True
+            step_clock._ledger_open(float(t), None, 2)  # a decode launch opened its interval: its kind not yet known
+            batch, result = _step([a, b], [1, 2], lens, t)
+            hook._around(ext, dw, batch, result, kv_loc_plan=None)
+            tagged.append(list(step_clock._LED["tags"]))
+            lens = [n + 1 for n in lens]
+    finally:
+        step_clock.reset()
+    assert len(ext.calls) == 1 and [t for t, tags in enumerate(tagged) if tags] == [7] and tagged[7] == ["flush"]
+
+
 def test_rows_of_a_request_gone_by_the_flush_go_to_the_padding_slot(ours):
     a, b, c = Req(1), Req(2), Req(3)
     dw = _worker()

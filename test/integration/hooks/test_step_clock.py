@@ -82,13 +82,13 @@ def gpu(clock, monkeypatch):
 
 def _step(now, worker, mode=ForwardMode.DECODE, launch=(0.3e-3, 1.0e-3, 0.4e-3), wait=0.0, rest=8.0e-3,
           prev_result=True, prepare=0.5e-3, replay=0.1e-3, bs=0, results=0.0, control=0.0, gpu=None,
-          gpu_ms=(0.1, 10.0, 0.45, 0.3), plain=False):
+          gpu_ms=(0.1, 10.0, 0.45, 0.3), plain=False, in_extend=None):
     """One pass of the scheduler loop: launch a batch (its own host time, then verify, then draft extend), then the
     previous step's result (its GPU wait first, then its processing, `results` of `rest`, which feeds the adaptive
     controller, `control` of `results`), then the rest of the loop, which ends preparing the next batch (`prepare` of
     `rest`). With `gpu` (a Gpu on a CUDA batch), each part also enqueues its GPU work (`gpu_ms`: before the verify,
     the verify, the draft extend, the scheduler's own after the launch); `plain`: a plain worker's launch (no verify,
-    no draft extend: its whole forward is `gpu_ms[1]`)."""
+    no draft extend: its whole forward is `gpu_ms[1]`); `in_extend`: called inside the draft extend (a hook there)."""
     own, verify, extend = launch
     g_before, g_verify, g_extend, g_between = gpu_ms
 
@@ -106,6 +106,8 @@ def _step(now, worker, mode=ForwardMode.DECODE, launch=(0.3e-3, 1.0e-3, 0.4e-3),
 
     def sglang_extend(dw, batch, out, kv_loc_plan=None):
         now[0] += extend - replay
+        if in_extend is not None:
+            in_extend()
         enqueue(g_extend)
         hook._replay(sglang_replay, object(), None, None)
 
@@ -565,13 +567,15 @@ def test_the_ledger_puts_each_interval_under_the_launch_that_opened_it(clock, mo
     clock[0] += 0.004
     _step(clock, w, bs=2)  # the raised launch's interval (5 ms) is not counted; this one stays open
     got = {k: [round(v[0] * 1e3, 3), v[1], v[2]] for k, v in hook.LEDGER.items()}
-    assert got == {"steps 0": [19.4, 2, 8], "prefill": [230.0, 1, 700], "steps 3": [19.4, 2, 4]}
+    # (the first step after the prefill read apart, under its tag)
+    assert got == {"steps 0": [19.4, 2, 8], "prefill": [230.0, 1, 700], "steps 3 (after a prefill)": [9.7, 1, 2],
+                   "steps 3": [9.7, 1, 2]}
 
     assert hook.ledger_copy(now=50.0) and not hook.ledger_copy(now=52.0)  # unchanged: no second copy
     _step(clock, w, bs=2)
     assert hook.ledger_copy(now=54.0)
     copies = [(t, {k: [round(v[0] * 1e3, 3), v[1], v[2]] for k, v in c.items()}) for t, c in hook.LEDGER_COPIES]
-    assert copies == [(50.0, got), (54.0, {**got, "steps 3": [29.1, 3, 6]})]
+    assert copies == [(50.0, got), (54.0, {**got, "steps 3": [19.4, 2, 4]})]
 
     from sglang_kimi_eagle3.integration.hooks import runtime_status
 
@@ -579,8 +583,48 @@ def test_the_ledger_puts_each_interval_under_the_launch_that_opened_it(clock, mo
     _step(clock, w, bs=2)
     hook.tick()  # the writer's poll: a copy (the ledger changed) into ledger-port30000.json
     data = json.loads((tmp_path / "ledger-port30000.json").read_text())
-    assert [c[1]["steps 3"][1] for c in data["copies"]] == [2, 3, 4] and data["idle_over_s"] == hook.MAX_WALL_S
+    assert [c[1]["steps 3"][1] for c in data["copies"]] == [1, 2, 3] and data["idle_over_s"] == hook.MAX_WALL_S
     assert not (tmp_path / "port30000.json").exists()  # the status file is the status writer's, not this one's
+
+
+def test_the_ledger_reads_tagged_decode_steps_apart_the_step_after_a_prefill_and_a_flush(clock):
+    """A decode launch right after a prefill launch, and one in which a hook named what it did (deferred_extend's
+    flush: tag_launch), go to the ledger under their kind with the tag in brackets, so their seconds are read apart
+    from the state's other steps (a tail the medians do not show). A tag outside a decode launch is dropped."""
+    w = Worker(0)
+    _step(clock, w, bs=4)
+
+    def prefill_launch(worker, batch):
+        clock[0] += 0.030
+        hook.tag_launch("flush")  # inside a prefill launch: no decode step's tag
+
+    hook._forward(prefill_launch, w, types.SimpleNamespace(forward_mode=ForwardMode.EXTEND, is_extend_in_batch=False,
+                                                           extend_num_tokens=700))
+    clock[0] += 0.050
+    _step(clock, w, bs=4)  # right after the prefill
+    for _ in range(6):
+        _step(clock, w, bs=4)
+
+    def flush():  # the draft extend flushes the stashed rows in this step (tagged twice: kept once)
+        clock[0] += 0.003
+        hook.tag_launch("flush")
+        hook.tag_launch("flush")
+
+    _step(clock, w, bs=4, in_extend=flush)
+    hook.tag_launch("flush")  # between launches (the open interval's kind known): nothing
+    _step(clock, w, bs=4)
+    _step(clock, w, bs=4)
+    got = {k: [round(v[0] * 1e3, 3), v[1]] for k, v in hook.LEDGER.items()}
+    assert got == {"steps 0": [77.6, 8], "prefill": [80.0, 1], "steps 0 (after a prefill)": [9.7, 1],
+                   "steps 0 (flush)": [12.7, 1]}, got
+
+    plain = Worker(0)
+    del plain.speculative_num_steps  # plain decoding's worker: no steps
+    hook._forward(prefill_launch, plain, types.SimpleNamespace(forward_mode=ForwardMode.EXTEND,
+                                                               is_extend_in_batch=False, extend_num_tokens=10))
+    _step(clock, plain, bs=2, plain=True)
+    _step(clock, plain, bs=2, plain=True)
+    assert hook.LEDGER["decode (after a prefill)"][1] == 1 and hook.LEDGER["steps 0"][1] == 9
 
 
 def test_an_unwritable_ledger_is_said_once_and_the_writer_goes_on(clock, monkeypatch, tmp_path, caplog):

@@ -55,6 +55,7 @@ from ...base import DEFER_STEPS, ENV_DEFER_FLUSH, ENV_OFFSTATE_EXTEND, UserError
 from ...status import hookstatus
 from .. import registry, upstream_has
 from ..launch_record import our_launch
+from . import step_clock
 
 NAME = "deferred_extend"
 TARGET = "sglang.srt.speculative.eagle_worker_v2.EagleDraftWorker._draft_extend_for_decode"
@@ -318,6 +319,7 @@ def _flush(original, dw, batch, batch_result) -> None:
     slots allow (max_rows); outputs discarded."""
     pending = list(_PENDING)
     _PENDING.clear()
+    step_clock.tag_launch("flush")  # the step clock's ledger reads the steps that flush apart
     kv = kv_flush(dw) is None
     for group in chunks(pending, flush_rows(dw)):
         if kv:

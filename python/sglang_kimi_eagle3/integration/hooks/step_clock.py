@@ -163,9 +163,12 @@ MIN_PREFILL = 8  # prefill batches of a size bucket before its median is shown
 _GCK = {"s": 0.0, "n": 0, "full": 0, "max": 0.0, "t": None, "on": False}
 # the ledger: kind -> [seconds, intervals, requests] since the process started (the kind of the launch that opened the
 # interval: "steps N", "decode" for plain decoding, "prefill", "other"; requests: a decode batch's size, a prefill's
-# new tokens); the open interval (its start, its kind once known, its requests); timestamped copies for the writer
+# new tokens); a decode launch's kind carries its tags in brackets where it had any, read apart from the others: "after
+# a prefill" (the launch right after a prefill launch), and what a hook inside it named (tag_launch: "flush", the
+# deferred draft extend's rows extended in it); the open interval (its start, its kind once known, its requests, its
+# tags); timestamped copies for the writer
 LEDGER: dict[str, list] = {}
-_LED = {"t": None, "kind": None, "size": 0}
+_LED = {"t": None, "kind": None, "size": 0, "tags": []}
 LEDGER_KEEP = 1024  # copies kept (one per FLUSH_S while serving: 34 minutes of traffic)
 LEDGER_COPIES: deque = deque(maxlen=LEDGER_KEEP)
 _LEDGER_TEXT: deque = deque(maxlen=LEDGER_KEEP)  # each copy as JSON, made once: the file is their join (no re-dump)
@@ -219,6 +222,7 @@ def _forward(original, worker, batch, *args, **kwargs):
         gc_clock_on()
     t0 = time.perf_counter()
     bs = _batch_size(batch)
+    after_prefill = _LED["kind"] == "prefill"
     _ledger_open(t0, None, bs)  # its kind once the launch chose its steps
     closed = _close(t0)  # the interval just closed was read: a timed step in it gets its end
     _OPEN.update(t0=t0, verify=0.0, extend=0.0, wait=0.0, launch=0.0, steps=None, prepare=0.0, replay=0.0,
@@ -229,7 +233,9 @@ def _forward(original, worker, batch, *args, **kwargs):
     # after activate_step_by_batch: the state it ran (a plain worker has none: PLAIN)
     _OPEN["steps"] = getattr(worker, "speculative_num_steps", PLAIN)
     if _LED["t"] == t0:
-        _LED["kind"] = "decode" if _OPEN["steps"] == PLAIN else f"steps {_OPEN['steps']}"
+        tags = (["after a prefill"] if after_prefill else []) + _LED["tags"]
+        _LED["kind"] = ("decode" if _OPEN["steps"] == PLAIN else f"steps {_OPEN['steps']}") + (
+            f" ({', '.join(tags)})" if tags else "")
     if sample is not None and _GPU["on"]:  # (a failed record turned the timing off meanwhile)
         _gpu_record(sample, "L1")
         sample["steps"], sample["bs"] = _OPEN["steps"], _OPEN["bs"]
@@ -332,7 +338,15 @@ def _ledger_open(now: float, kind: str | None, size: int) -> None:
         e[0] += now - t
         e[1] += 1
         e[2] += _LED["size"]
-    _LED["t"], _LED["kind"], _LED["size"] = now, kind, size
+    _LED["t"], _LED["kind"], _LED["size"], _LED["tags"] = now, kind, size, []
+
+
+def tag_launch(tag: str) -> None:
+    """Called by a hook inside the decode launch now running (e.g. deferred_extend's flush): that launch's interval
+    goes to the ledger under its kind with this tag, so its seconds are read apart. Outside a decode launch (a prefill,
+    the clock off): nothing."""
+    if _LED["t"] is not None and _LED["kind"] is None and tag not in _LED["tags"]:
+        _LED["tags"].append(tag)
 
 
 def ledger_copy(now: float | None = None) -> bool:
@@ -794,7 +808,7 @@ def reset() -> None:
         gc.callbacks.remove(_gc_on_cb)
     _GCK.update(s=0.0, n=0, full=0, max=0.0, t=None, on=False)
     LEDGER.clear()
-    _LED.update(t=None, kind=None, size=0)
+    _LED.update(t=None, kind=None, size=0, tags=[])
     LEDGER_COPIES.clear()
     _LEDGER_TEXT.clear()
     _LEDGER_LAST[0] = None
