@@ -600,6 +600,7 @@ def test_the_ledger_reads_tagged_decode_steps_apart_the_step_after_a_prefill_and
 
     hook._forward(prefill_launch, w, types.SimpleNamespace(forward_mode=ForwardMode.EXTEND, is_extend_in_batch=False,
                                                            extend_num_tokens=700))
+    assert hook._LED["tags"] == []
     clock[0] += 0.050
     _step(clock, w, bs=4)  # right after the prefill
     for _ in range(6):
@@ -611,8 +612,9 @@ def test_the_ledger_reads_tagged_decode_steps_apart_the_step_after_a_prefill_and
         hook.tag_launch("flush")
 
     _step(clock, w, bs=4, in_extend=flush)
-    hook.tag_launch("flush")  # between launches (the open interval's kind known): nothing
     _step(clock, w, bs=4)
+    hook.tag_launch("flush")  # between launches (the open interval's kind known): nothing
+    assert hook._LED["tags"] == []
     _step(clock, w, bs=4)
     got = {k: [round(v[0] * 1e3, 3), v[1]] for k, v in hook.LEDGER.items()}
     assert got == {"steps 0": [77.6, 8], "prefill": [80.0, 1], "steps 0 (after a prefill)": [9.7, 1],
