@@ -322,6 +322,18 @@ class StubConfig:
     garbage_every: int = 0
     model_path: str = "protocol-stub (synthetic)"
     salt: str = ""  # mixed into the per-prompt seed: a stub with another salt answers other ids (a wrong server)
+    sglang_log: bool = False  # print SGLang 0.5.23's `Prefill batch` / `Decode batch` log lines (UTC) on stdout
+
+
+def _log_line(kind: str, running: int, prompt_tokens: int = 0) -> None:
+    """One SGLang-shaped scheduler log line, as round_logs.py and prefill_mix.py read a live server's log."""
+    t = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
+    if kind == "prefill":
+        print(f"[{t}] Prefill batch, #new-seq: 1, #new-token: {prompt_tokens}, #cached-token: 0, token usage: 0.00, "
+              f"#running-req: {running}, #queue-req: 0, ", flush=True)
+    else:
+        print(f"[{t}] Decode batch, #running-req: {running}, #token: 0, token usage: 0.00, gen throughput (token/s): "
+              "0.00, #queue-req: 0, ", flush=True)
 
 
 def _simulate(cfg: StubConfig, prompt: str, max_new: int, in_flight: int) -> tuple[dict, list[int], float]:
@@ -461,9 +473,14 @@ class ProtocolStub:
                 spec, ids, secs = _simulate(c, body["text"], int(sp.get("max_new_tokens", 128)), stub.in_flight)
                 if c.nospec_every and n % c.nospec_every == 0:
                     spec = {}
+                prompt_tokens = max(1, len(body["text"]) // 4)
+                if c.sglang_log:
+                    _log_line("prefill", stub.in_flight, prompt_tokens)
                 time.sleep(secs)
+                if c.sglang_log:
+                    _log_line("decode", stub.in_flight)
                 meta = {"id": f"stub-{n}", "finish_reason": {"type": "length", "length": len(ids)},
-                        "prompt_tokens": max(1, len(body["text"]) // 4), "weight_version": "default",
+                        "prompt_tokens": prompt_tokens, "weight_version": "default",
                         "num_retractions": 0, "reasoning_tokens": 0, "completion_tokens": len(ids),
                         "cached_tokens": 0, "e2e_latency": secs, **spec}
                 self._send(200, {"text": " ".join(f"w{i % 97}" for i in ids), "output_ids": ids, "meta_info": meta})
@@ -493,8 +510,11 @@ def main() -> None:
     p.add_argument("--pass-ms", type=float, default=2.0)
     p.add_argument("--draft-ms", type=float, default=0.2)
     p.add_argument("--knee-tokens", type=float, default=64.0)
+    p.add_argument("--sglang-log", action="store_true",
+                   help="print a `Prefill batch` line per request and a `Decode batch` line when it ends, as SGLang logs")
     a = p.parse_args()
-    cfg = StubConfig(None if a.no_spec else [float(x) for x in a.alpha.split(",")], a.pass_ms, a.draft_ms, a.knee_tokens)
+    cfg = StubConfig(None if a.no_spec else [float(x) for x in a.alpha.split(",")], a.pass_ms, a.draft_ms, a.knee_tokens,
+                     sglang_log=a.sglang_log)
     stub = ProtocolStub(cfg, a.port)
     print(f"protocol stub (synthetic, not a model) on {stub.url}", flush=True)
     try:

@@ -24,7 +24,7 @@ SHIM = """#!/bin/bash
 if [ "$1" = "-m" ] && [ "$2" = "sglang.launch_server" ]; then
   port=30000; spec=--no-spec; prev=
   for a in "$@"; do [ "$prev" = "--port" ] && port=$a; [ "$a" = "--speculative-algorithm" ] && spec=; prev=$a; done
-  exec "{py}" test/bench/stub_server.py --port "$port" $spec --pass-ms 2
+  exec "{py}" test/bench/stub_server.py --port "$port" $spec --pass-ms 2 --sglang-log
 fi
 if [ "$1" = "-m" ] && [ "$2" = "sglang_kimi_eagle3.tiny" ]; then mkdir -p "$3/target" "$3/draft"; exit 0; fi
 exec "{py}" "$@"
@@ -110,6 +110,16 @@ def test_the_never_slower_lease_runs_end_to_end_with_stub_servers(tmp_path):
         for n in ("plain", "ours"):  # the round ledger over both ledgers, each found where its writer puts it
             assert f"round ledger:   {n:<10} round 1: no ledger copy after the round" in c2.stdout, c2.stdout[-3000:]
         assert "round ledger:   ours_q2" not in c2.stdout  # (no ledger written for it)
+        # the servers' logs against the rounds (round_logs.py, SGLang's log lines as the stub prints them, in UTC):
+        # parsed, and every request of every round found in its server's log
+        assert "round logs: round_logs.py" not in c2.stdout, c2.stdout[-3000:]
+        logs = [f"{n}={work / 'logs' / f'{n}-q0.3.log'}" for n in PORTS]
+        rl = subprocess.run([sys.executable, "benchmark/serving/round_logs.py", str(tmp_path / "o2" / "e2e-q0.3.json"),
+                             *logs, "--json", str(tmp_path / "rl.json")], capture_output=True, text=True, cwd=str(ROOT))
+        assert rl.returncode == 0, rl.stdout[-2000:] + rl.stderr[-2000:]
+        rounds = json.loads((tmp_path / "rl.json").read_text())["rounds"]
+        assert {r["server"] for r in rounds} == set(PORTS), rounds
+        assert all(r["prefill_seqs"] >= r["requests"] > 0 and r["decode_lines"] for r in rounds), rounds
         assert "ours status: adaptive_control applied {'steps 3->0': 7}" in c2.stdout, c2.stdout[-3000:]
         assert ("ours step_clock over plain's: steps 0 / plain decoding: bs 5-8: 1.558 (77.19 / 49.54 ms)"
                 in c2.stdout), c2.stdout[-3000:]
