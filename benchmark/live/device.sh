@@ -13,7 +13,8 @@
 #   jit-pack DIR    SGLang's Marlin MoE JIT builds in DIR (SGLANG_JIT_CACHE_DIR, content-addressed) as gzip'd tar
 #              pieces of JIT_PART_MB (15) MiB in $OUT (jit-marlin.tgz.part-NN + jit-marlin.md5; at most JIT_MAX_PARTS,
 #              4: a call returns 8 files of 16 MiB): kept in .jit/ here, they spare the next lease the ~5.5-min nvcc
-#              build (run 24: 324-346 s, two variants side by side)
+#              build (run 24: 324-346 s, two variants side by side); only finished builds (a .so), the rest named
+#   jit-new DIR     the finished Marlin builds in DIR the carried pieces lack, one a line (the launch packs again then)
 #   jit-pack-spec DIR FIDIR  the same for what a speculative server's kernel warm-up builds (prebuild_jit.py --spec):
 #              SGLang's other JIT modules in DIR (every module but Marlin's: tree, tree sampling) and FlashInfer's JIT
 #              workspace FIDIR (its sampling module), as jit-spec.tgz.part-NN + jit-spec.md5 (run 32: 150 s of the
@@ -24,7 +25,7 @@
 # README.md in this folder is the whole recipe.
 set -euo pipefail
 PARTS=/tmp/parts SITE=${DEVICE_SITE:-/tmp/site}  # DEVICE_SITE: the CPU rehearsal's (test/bench/test_device_adaptive_rehearsal.py)
-step=${1:?usage: device.sh recv|install|env|smoke|jit-pack DIR|jit-pack-spec DIR FIDIR|jit-recv|jit-unpack DIR|jit-unpack-spec DIR FIDIR}
+step=${1:?usage: device.sh recv|install|env|smoke|jit-pack DIR|jit-new DIR|jit-pack-spec DIR FIDIR|jit-recv|jit-unpack DIR|jit-unpack-spec DIR FIDIR}
 JITPARTS=${JITPARTS:-/tmp/jitparts}
 # split $tmp/$1.tgz into pieces of JIT_PART_MB in $OUT with an md5 list, or say why not (over JIT_MAX_PARTS); $2: what
 split_pieces() {
@@ -38,6 +39,8 @@ split_pieces() {
   mv "$tmp"/* "$out"/ && rm -rf "$tmp"
   echo "$step: $what in $n pieces: $(cd "$out" && ls "$name".* | tr '\n' ' ')"
 }
+# the module folders among $2... (relative to $1) that hold a finished build (a .so somewhere below)
+complete() { local d=$1 n; shift; for n in "$@"; do [ -z "$(find "$d/$n" -name '*.so' -print -quit 2>/dev/null)" ] || echo "$n"; done; }
 # the pieces of set $1 (jit-marlin, jit-spec) all here with their md5s?
 have_set() { [ -f "$JITPARTS/$1.md5" ] && (cd "$JITPARTS" && md5sum -c --quiet "$1.md5" 2>/dev/null); }
 case "$step" in
@@ -93,8 +96,21 @@ jit-pack)
   # (found at any depth up to 3, so that a layout change packs what is there rather than nothing)
   names=$(cd "$dir" 2>/dev/null && find . -mindepth 1 -maxdepth 3 -type d -name '*moe_wna16_marlin*' -prune -printf '%P\n' | sort)
   [ -n "$names" ] || { echo "jit-pack: no *moe_wna16_marlin* build in $dir: nothing packed; it holds: $(cd "$dir" 2>/dev/null && find . -mindepth 1 -maxdepth 3 | head -8 | tr '\n' ' ')"; exit 0; }
-  tmp=$(mktemp -d); tar czf "$tmp/jit-marlin.tgz" --exclude='.staging-*' -C "$dir" $names
-  split_pieces jit-marlin "$(echo $names | wc -w) builds"
+  # only finished builds (a .so): run 44 (2026-12-07) packed a variant its prebuild's timeout had cut, an empty folder
+  # with SGLang's .lock, beside the finished one
+  done_=$(complete "$dir" $names); cut_=$(for n in $names; do echo "$done_" | grep -qxF "$n" || echo "$n"; done)
+  [ -z "$cut_" ] || echo "jit-pack: not finished (no .so), left out: $(echo $cut_)"
+  [ -n "$done_" ] || { echo "jit-pack: no finished Marlin build in $dir: nothing packed"; exit 0; }
+  tmp=$(mktemp -d); tar czf "$tmp/jit-marlin.tgz" --exclude='.staging-*' -C "$dir" $done_
+  split_pieces jit-marlin "$(echo $done_ | wc -w) builds"
+  ;;
+jit-new)
+  # the finished Marlin builds in DIR that the carried jit-marlin pieces lack (one a line; none: nothing printed): the
+  # launch packs again where this lease finished a build its carried set did not hold
+  dir=${2:?usage: device.sh jit-new DIR}
+  names=$(cd "$dir" 2>/dev/null && find . -mindepth 1 -maxdepth 3 -type d -name '*moe_wna16_marlin*' -prune -printf '%P\n' | sort) || true
+  carried=$(have_set jit-marlin && cat $JITPARTS/jit-marlin.tgz.part-* | tar tzf - 2>/dev/null | grep '\.so$' || true)
+  for n in $(complete "$dir" $names); do echo "$carried" | grep -q "^$n/" || echo "$n"; done
   ;;
 jit-pack-spec)
   dir=${2:?usage: device.sh jit-pack-spec DIR FIDIR}; fidir=${3:?usage: device.sh jit-pack-spec DIR FIDIR}

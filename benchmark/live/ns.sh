@@ -14,7 +14,7 @@
 # DA_Q (0.6), DA_Q2 (0.9; set empty for no second drafter, e.g. `DA_Q2= DA_KEEPEXT=1`: plain / ours / `keepext`, ours with
 # SGLang's draft extend at every steps-0 step, on every call of the lease), DA_SKIP ("sglang fixed"), MEMF (0.85),
 # MAXREQ (512), DA_PIN (1: the servers' schedulers on one and the same CPU, the rest and the client on others; 0: where the OS puts them), CONC (overrides the choice above),
-# ROUNDS (3), DA_KEEP (1); LEASE_T0 (/tmp/lease_t0); NS_DRY=1: every step prints its budget and commands instead of
+# ROUNDS (3), DA_KEEP (1), STARTUP_S (200: the measure call's wait for every server); LEASE_T0 (/tmp/lease_t0); NS_DRY=1: every step prints its budget and commands instead of
 # running them (a CPU test).
 set -uo pipefail
 export OUT=${OUT:?ns.sh writes into \$OUT}
@@ -35,7 +35,9 @@ launch)
   [ "${NS_DRY:-0}" = 1 ] || eval "$(bash benchmark/live/device.sh env)"
   # LAUNCH_HOOK_FILES: hook test files run beside the JIT prebuild (a short lease: no separate hooks call), at most
   # LAUNCH_HOOK_S (240) s, so they end before the servers size their memory; their tail is printed at the end
-  hk=(timeout -s INT "${LAUNCH_HOOK_S:-240}" python3 -m pytest -q -rf -p no:cacheprovider -n 4 --dist loadfile)
+  # (two threads a worker, as DA_SUITE's: in run 44 the uncached Marlin build beside them took 374 s and more, 324-346
+  # in run 24 without them)
+  hk=(env OMP_NUM_THREADS=2 MKL_NUM_THREADS=2 timeout -s INT "${LAUNCH_HOOK_S:-240}" python3 -m pytest -q -rf -p no:cacheprovider -n 4 --dist loadfile)
   if [ -n "${LAUNCH_HOOK_FILES:-}" ]; then
     if [ "${NS_DRY:-0}" = 1 ]; then echo "would run beside the launch: ${hk[*]} $LAUNCH_HOOK_FILES"
     else ("${hk[@]}" $LAUNCH_HOOK_FILES > /tmp/launch-hooks.txt 2>&1 &); fi
@@ -50,7 +52,7 @@ measure)
   c=8; [ $b -gt 330 ] && c=8,32
   echo "budget $b s, conc ${CONC:-$c}, second drafter ${DA_Q2:-none}$([ "${DA_KEEPEXT:-0}" = 1 ] && echo ', keepext')"
   [ "${NS_DRY:-0}" = 1 ] || eval "$(bash benchmark/live/device.sh env)"
-  export DA_STEP=measure DA_KEEP=${DA_KEEP:-1} STARTUP_S=200 ROUNDS=${ROUNDS:-3} BUDGET_S=$b CONC=${CONC:-$c}
+  export DA_STEP=measure DA_KEEP=${DA_KEEP:-1} STARTUP_S=${STARTUP_S:-200} ROUNDS=${ROUNDS:-3} BUDGET_S=$b CONC=${CONC:-$c}
   run bash benchmark/serving/device_adaptive.sh 2>&1 | grep -v LD_PRELOAD | tail -60
   ;;
 hooks)

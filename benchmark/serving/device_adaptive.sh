@@ -9,7 +9,7 @@
 # counts from that call's start): the rounds get a whole call. DA_STEP=all (default) does everything in one call.
 # Steps:
 #   0. SGLang's Marlin MoE JIT kernels prebuilt (benchmark/live/prebuild_jit.py); if that fails or outlasts
-#      DA_PREBUILD_S (400; 900 in prep), the servers take --moe-runner-backend triton
+#      DA_PREBUILD_S (450; 900 in prep), the servers take --moe-runner-backend triton
 #   1. build the deploy-shaped pair (python3 -m sglang_kimi_eagle3.tiny --preset deploy --int4, draft agreement
 #      DA_Q; it prints the planner's modelled draft-step / target-step ratios of the seed and of this pair)
 #   2. start side by side (setsid, own caches, the plugin's warm-ups as DA_WARMUP says: on by default, as users run
@@ -95,7 +95,9 @@ if [ "$STEP" != measure ]; then
 #    for the next call. Where it fails or outlasts DA_PREBUILD_S, the servers take SGLang's Triton WNA16 MoE instead
 #    (DA_MOE=triton: no JIT build), so that a call still measures
 # Marlin builds an earlier lease packed (benchmark/live/device.sh jit-pack, carried back by jit-recv) go into the shared
-# JIT cache first: the prebuild then finds them in seconds (it took 324-346 s in run 24)
+# JIT cache first: the prebuild then finds them in seconds (it took 324-346 s in run 24; in run 44, an H100 with hook
+# tests beside it, 374 s, and its other variant was cut at the 400 s this default was then: 450 ends by the launch
+# call's LAUNCH_WAIT_S, 480, so the call still packs what it built)
 [ -d "${JITPARTS:-/tmp/jitparts}" ] && bash benchmark/live/device.sh jit-unpack "$W/cache/jit-shared"
 # and the speculative modules an earlier lease packed (jit-spec): the prebuild below then finds them too
 [ -d "${JITPARTS:-/tmp/jitparts}" ] && bash benchmark/live/device.sh jit-unpack-spec "$W/cache/jit-shared" "$W/cache/flashinfer-shared"
@@ -107,7 +109,7 @@ if (cd "${JITPARTS:-/tmp/jitparts}" 2>/dev/null && md5sum -c --quiet jit-marlin.
   say "both JIT sets carried: every server starts at once (DA_FIRST_S=${DA_FIRST_S:-0})"
 fi
 if [ "${DA_PREBUILD:-1}" = 1 ] && [ "${DA_MOE:-auto}" = auto ]; then
-  setsid python3 benchmark/live/prebuild_jit.py --cache "$W/cache/jit-shared" --timeout "${DA_PREBUILD_S:-$([ "$STEP" = prep ] && echo 900 || echo 400)}" \
+  setsid python3 benchmark/live/prebuild_jit.py --cache "$W/cache/jit-shared" --timeout "${DA_PREBUILD_S:-$([ "$STEP" = prep ] && echo 900 || echo 450)}" \
     > "$W/prebuild-$STEP.log" 2>&1 < /dev/null &
   PREBUILD=$!
 fi
@@ -154,8 +156,9 @@ if [ "${DA_PREBUILD:-1}" = 1 ]; then
   V=$(python3 -c "import json, sys; c = json.load(open(sys.argv[1])); print((c.get('text_config') or c)['vocab_size'])" \
       "$P/target/config.json" 2>/dev/null)
   if [ -n "$V" ]; then
-    setsid python3 benchmark/live/prebuild_jit.py --spec "$V" --cache "$W/cache/jit-shared" \
+    setsid -w python3 benchmark/live/prebuild_jit.py --spec "$V" --cache "$W/cache/jit-shared" \
       --flashinfer "$W/cache/flashinfer-shared" --timeout 600 > "$W/prebuild-spec.log" 2>&1 < /dev/null &
+    SPECPB=$!
     say "prebuilding SGLang's speculative JIT modules (vocab $V): $W/prebuild-spec.log"
   else
     say "no vocab_size in $P/target/config.json: SGLang's speculative JIT modules build in each server's warm-up"
@@ -315,6 +318,15 @@ NAMES=$(python3 -c "import json; print(' '.join(s['name'] for s in json.load(ope
 # servers started together, each with its own JIT cache, sat in their first CUDA-graph capture for over 7 minutes:
 # a lone deploy-pair server's bs-128 decode capture ran a single-threaded nvcc (cicc) compile for over 100 s, and
 # each of the five paid its own. With one shared SGLANG_JIT_CACHE_DIR the later servers find the first's kernels.
+# Nothing left to build (the speculative prebuild ended well; the Marlin prebuild, or its Triton fallback, is behind
+# us): every server starts at once. Run 44 (2026-12-07, an H100, no JIT pieces carried): the speculative prebuild began
+# at 68 s, the Marlin prebuild ended at 410 s, and ours, started only after plain's staged wait (plain healthy about
+# 140 s later), was still starting when the measure call's 200-s wait ran out
+if [ -z "${DA_FIRST_S:-}" ] && [ "$FIRST_DEFAULT" != 0 ] && [ -n "${SPECPB:-}" ] && ! kill -0 "$SPECPB" 2>/dev/null; then
+  wait "$SPECPB"; rc=$?
+  if [ $rc -eq 0 ]; then FIRST_DEFAULT=0; say "the speculative JIT prebuild ended (exit 0): every server starts at once"
+  else say "the speculative JIT prebuild exit $rc: the first server starts alone"; fi
+fi
 first=1
 for n in $NAMES; do
   setsid bash "$W/start-$n.sh" > "$W/logs/$n-q$Q.log" 2>&1 < /dev/null &

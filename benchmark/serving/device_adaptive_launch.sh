@@ -3,7 +3,8 @@
 # starts benchmark/serving/device_adaptive.sh DA_STEP=start detached, with its own output folder (DA_START_OUT,
 # /tmp/da-start), so that its staged server start goes on past this call (in run 24 the install, the 6-minute Marlin
 # build and plain's start alone filled a 600-s call), waits for its JIT prebuild, packs the Marlin builds into $OUT
-# (device.sh jit-pack: keep the pieces in .jit/ for the next lease; not when this lease unpacked carried ones) and the
+# (device.sh jit-pack: keep the pieces in .jit/ for the next lease; not when the carried ones hold every finished build,
+# device.sh jit-new) and the
 # speculative JIT modules (jit-pack-spec, the same way), and
 # returns with start.tgz (install, build and suite logs so far) and the start log so far. The measure calls after it
 # (DA_STEP=measure, STARTUP_S long enough) wait for the servers; DA_STEP=measure's logs-q$Q.tgz holds every server log.
@@ -37,7 +38,9 @@ if [ -f "$spec" ]; then
   until [ "$(up)" -ge "$(echo $urls | wc -w)" ] || [ $(( $(date +%s) - T0 )) -ge "${LAUNCH_HEALTHY_S:-540}" ]; do sleep 5; done
   echo "[launch $(( $(date +%s) - T0 )) s] $(up) of $(echo $urls | wc -w) servers answer /health"
 fi
-if [ -f "${JITPARTS:-/tmp/jitparts}/jit-marlin.md5" ]; then echo "Marlin builds carried in: not packed again"
+# packed again where this lease finished a build the carried pieces lack (run 44 carried away one of two variants)
+new_=$(bash benchmark/live/device.sh jit-new "${DA_WORK:-/tmp/da}/cache/jit-shared")
+if [ -f "${JITPARTS:-/tmp/jitparts}/jit-marlin.md5" ] && [ -z "$new_" ]; then echo "Marlin builds carried in: not packed again"
 else bash benchmark/live/device.sh jit-pack "${DA_WORK:-/tmp/da}/cache/jit-shared"; fi
 # the speculative modules (SGLang's tree and tree sampling, FlashInfer's sampling) too, in the pieces this call may still
 # return (8 files a call: start.tgz, the log and their md5 besides)

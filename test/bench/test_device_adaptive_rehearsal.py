@@ -161,3 +161,62 @@ def test_the_never_slower_lease_runs_end_to_end_with_stub_servers(tmp_path):
                 os.killpg(int(pid_file.read_text()), signal.SIGKILL)
             except (OSError, ValueError):
                 pass
+
+
+STAGE_SHIM = """#!/bin/bash
+# the staged start: SGLang's server -> the protocol stub; the pair -> a target config with its vocabulary; the JIT
+# prebuilds -> done at once (the speculative one with SPEC_RC), the Marlin one after 3 s (a build behind the servers)
+if [ "$1" = "-m" ] && [ "$2" = "sglang.launch_server" ]; then
+  port=30000; spec=--no-spec; prev=
+  for a in "$@"; do [ "$prev" = "--port" ] && port=$a; [ "$a" = "--speculative-algorithm" ] && spec=; prev=$a; done
+  exec "{py}" test/bench/stub_server.py --port "$port" $spec --pass-ms 2
+fi
+if [ "$1" = "-m" ] && [ "$2" = "sglang_kimi_eagle3.tiny" ]; then
+  mkdir -p "$3/target" "$3/draft"; echo '{{"vocab_size": 20480}}' > "$3/target/config.json"; exit 0
+fi
+if [ "$1" = "benchmark/live/prebuild_jit.py" ]; then
+  case " $* " in *" --spec "*) exit $SPEC_RC;; *) sleep 3; exit 0;; esac
+fi
+exec "{py}" "$@"
+"""
+
+
+@pytest.mark.parametrize("spec_rc", [0, 1])
+def test_servers_start_together_once_nothing_is_left_to_build(tmp_path, spec_rc):
+    """No JIT pieces carried (run 44, 2026-12-07): the speculative prebuild ended long before the Marlin one, yet the
+    start kept its staged wait (ours only after plain answered) and ours missed the measure call. Once the speculative
+    prebuild has ended well every server starts at once; where it failed the first starts alone, as before."""
+    if any(_listening(PORTS[n]) for n in ("plain", "ours")):
+        pytest.skip("a port of the rehearsal's servers is taken on this machine")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python3").write_text(STAGE_SHIM.format(py=sys.executable))
+    (bin_dir / "python3").chmod(0o755)
+    site, work = tmp_path / "site", tmp_path / "da"
+    site.mkdir()
+    (site / ".installed").write_text("rehearsal\n")
+    env = clean_env(PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}", DEVICE_SITE=str(site), DA_WORK=str(work),
+                    DA_START_OUT=str(tmp_path / "start"), JITPARTS=str(tmp_path / "none"), DA_Q="0.3", DA_PIN="0",
+                    SPEC_RC=str(spec_rc))
+    try:
+        c = _call(env, tmp_path / "o1", "benchmark/serving/device_adaptive_launch.sh", DA_SKIP="sglang fixed",
+                  LAUNCH_WAIT_S=60, LAUNCH_HEALTHY_S=60)
+        assert c.returncode == 0, c.stdout[-3000:] + c.stderr[-2000:]
+        log = (tmp_path / "start" / "device_adaptive-q0.3.log").read_text()
+        assert "JIT prebuild exit 0" in log, log[-3000:]
+        if spec_rc == 0:
+            assert "the speculative JIT prebuild ended (exit 0): every server starts at once" in log, log[-3000:]
+            assert "plain: 000 after the staged wait" in log, log[-3000:]  # no wait: ours started before plain answered
+        else:
+            assert "the speculative JIT prebuild exit 1: the first server starts alone" in log, log[-3000:]
+            assert "plain: 200 after the staged wait" in log, log[-3000:]
+        assert "2 of 2 servers answer /health" in c.stdout, c.stdout[-3000:]
+    finally:
+        for pid_file in work.glob("pid-q0.3-*"):
+            try:
+                os.killpg(int(pid_file.read_text()), signal.SIGKILL)
+            except (OSError, ValueError):
+                pass
+        end = time.time() + 15  # the next case binds the same ports
+        while any(_listening(PORTS[n]) for n in ("plain", "ours")) and time.time() < end:
+            time.sleep(0.2)

@@ -63,6 +63,34 @@ def test_an_incomplete_set_or_too_many_pieces_changes_nothing(tmp_path):
     assert not new.exists()
 
 
+def test_a_build_cut_by_the_prebuilds_timeout_stays_behind_and_a_later_lease_packs_it(tmp_path):
+    """Run 44 (2026-12-07): the prebuild's timeout cut one Marlin variant (its folder: SGLang's .lock, no .so) and the
+    pack took the empty folder beside the finished one. Only finished builds travel; where a lease finishes a build its
+    carried pieces lack, jit-new names it (the launch packs again), and where they hold all, nothing."""
+    cache, out, repo, parts = (tmp_path / d for d in ("cache", "out", "repo", "parts"))
+    done = cache / "sm90a" / (MARLIN[:-4] + "false_true") / "build-a" / "deps-b"
+    done.mkdir(parents=True)
+    (done / "m.so").write_bytes(b"so")
+    cut = cache / "sm90a" / MARLIN / "build-c"
+    cut.mkdir(parents=True)
+    (cut / ".lock").write_text("")
+    out.mkdir()
+    said = _sh("jit-pack", str(cache), cwd=tmp_path, OUT=str(out), JIT_PART_MB="1")
+    assert f"not finished (no .so), left out: sm90a/{MARLIN}" in said and "1 builds in 1 pieces" in said, said
+    (repo / ".jit").mkdir(parents=True)
+    for p in out.iterdir():
+        (repo / ".jit" / p.name).write_bytes(p.read_bytes())
+    _sh("jit-recv", cwd=repo, JITPARTS=str(parts))
+    _sh("jit-unpack", str(tmp_path / "new"), cwd=repo, JITPARTS=str(parts))
+    assert sorted(p.name for p in (tmp_path / "new" / "sm90a").iterdir()) == [MARLIN[:-4] + "false_true"]
+    assert _sh("jit-new", str(cache), cwd=repo, JITPARTS=str(parts)) == ""  # the carried pieces hold the finished one
+    (cut / "deps-d").mkdir()
+    (cut / "deps-d" / "m.so").write_bytes(b"so")  # the next lease finishes the other
+    assert _sh("jit-new", str(cache), cwd=repo, JITPARTS=str(parts)).split() == [f"sm90a/{MARLIN}"]
+    assert _sh("jit-new", str(cache), cwd=repo, JITPARTS=str(tmp_path / "none")).split() == sorted(
+        [f"sm90a/{MARLIN}", f"sm90a/{MARLIN[:-4]}false_true"])  # nothing carried: every finished build is new
+
+
 def test_the_speculative_modules_and_flashinfers_workspace_travel_apart_from_marlin(tmp_path):
     """jit-pack-spec: every SGLang module but Marlin's (the tree and tree-sampling builds the kernel warm-up makes) and
     FlashInfer's JIT workspace (its sampling module) as the jit-spec pieces; jit-recv brings both sets; jit-unpack-spec

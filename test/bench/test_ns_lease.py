@@ -66,6 +66,6 @@ def test_the_launch_call_runs_the_named_hook_tests_beside_the_build_and_none_unl
     r = _ns(tmp_path, "launch", LAUNCH_HOOK_FILES=files, LAUNCH_HOOK_S="150")
     assert r.returncode == 0, r.stderr
     beside = [ln for ln in r.stdout.splitlines() if ln.startswith("would run beside the launch: ")]
-    assert beside == ["would run beside the launch: timeout -s INT 150 python3 -m pytest -q -rf -p no:cacheprovider -n 4 "
-                      "--dist loadfile " + files], r.stdout
+    assert beside == ["would run beside the launch: env OMP_NUM_THREADS=2 MKL_NUM_THREADS=2 timeout -s INT 150 "
+                      "python3 -m pytest -q -rf -p no:cacheprovider -n 4 --dist loadfile " + files], r.stdout
     assert r.stdout.index("device.sh install") < r.stdout.index(beside[0]) < r.stdout.index("device_adaptive_launch.sh")
