@@ -27,7 +27,8 @@
 #      (server logs, status files with the adaptive_control switch counters and the step_clock rows; plain's decode
 #      steps timed by benchmark/serving/plain_clock into status/plain/clock/; the log prints both after the rounds)
 # Knobs: DA_Q (0.9), DA_OFF (0), CONC (1,8,32,128), DA_TEMPS (0: the rounds' temperatures, e.g. 0.7 or 0,0.7), ROUNDS (3), MIN_ROUND_S (10: rounds are not fitted to the deadline below this; the last levels are left out instead, as run 37's rounds of 6 s at c 64 did not resolve a few percent), CAP (256: output tokens per request at most), MEMF (0.7: --mem-fraction-static as device_e2e.sh, five servers
-# co-resident), MAXTOK (65536: --max-total-tokens), BUDGET_S (555), STARTUP_S (330), DA_FIRST_S (420: the staged
+# co-resident), MAXTOK (65536: --max-total-tokens), BUDGET_S (555), STARTUP_S (330; a server still starting is waited
+# for past it while DA_MEASURE_MIN_S, 150, of BUDGET_S would remain), DA_FIRST_S (420: the staged
 # start's wait for the first server; 0 where both JIT sets were carried), DA_PREBUILD (1: step 0), DA_PREBUILD_S, DA_OFFSKIP (0; 1: a sixth server, the off-state with
 # SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND=1, and its step ratio), DA_OFFEXT (0; 1: the off-state with
 # SGLANG_KIMI_EAGLE3_OFFSTATE=off, port 30507: SGLang's extend-kernel verify; `off` has the hook at every bs), DA_ALONE (0; 1: `alone`,
@@ -416,6 +417,17 @@ for n in $NAMES; do
   u=$(url_of "$n")
   until healthy "$u" || [ "$(date +%s)" -ge $END ]; do sleep 2; done
   healthy "$u" && say "$n healthy" || say "$n NOT healthy after ${STARTUP_S} s: $(tail -3 "$W/logs/$n-q$Q.log" | cut -c1-300)"
+done
+# past STARTUP_S, a server still starting (its process group alive) is waited for while DA_MEASURE_MIN_S (150) of the
+# budget would remain for the rounds: run 44 (2026-12-07) measured nothing, ours answering just after a 200-s wait
+LATE=$((T0 + BUDGET_S - ${DA_MEASURE_MIN_S:-150}))
+for n in $NAMES; do
+  u=$(url_of "$n"); healthy "$u" && continue
+  pid=$(cat "$W/pid-q$Q-$n" 2>/dev/null) && [ -n "$pid" ] && kill -0 -- "-$pid" 2>/dev/null || continue
+  [ "$(date +%s)" -lt $LATE ] || break
+  say "$n still starting: waited for until $((LATE - T0)) s of this call (DA_MEASURE_MIN_S ${DA_MEASURE_MIN_S:-150} left after)"
+  until healthy "$u" || [ "$(date +%s)" -ge $LATE ]; do sleep 2; done
+  healthy "$u" && say "$n healthy at $(( $(date +%s) - T0 )) s" || say "$n NOT healthy at $((LATE - T0)) s"
 done
 grep -h "adaptive steps\|Built adaptive runtime state\|launch_step" "$W"/logs/*-q$Q.log | cut -c1-300 | head -20
 step_ratios

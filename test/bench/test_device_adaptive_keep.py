@@ -41,8 +41,8 @@ def _measure(tmp_path: Path, work: Path, **extra) -> subprocess.CompletedProcess
     (bin_dir / "nvidia-smi").write_text("#!/bin/bash\nexit 0\n")
     (bin_dir / "nvidia-smi").chmod(0o755)
     env = clean_env(PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}", OUT=str(out), DA_WORK=str(work), DA_Q="0.3",
-                    DA_STEP="measure", STARTUP_S="1", BUDGET_S="3", CONC="8", ROUNDS="1",
-                    **{k: str(v) for k, v in extra.items()})
+                    **{"DA_STEP": "measure", "STARTUP_S": "1", "BUDGET_S": "3", "CONC": "8", "ROUNDS": "1",
+                       **{k: str(v) for k, v in extra.items()}})
     return subprocess.run(["bash", "benchmark/serving/device_adaptive.sh"], capture_output=True, text=True, timeout=120,
                           env=env, cwd=str(ROOT))
 
@@ -145,3 +145,35 @@ def test_device_e2e_keeps_a_starting_server_the_same_way(tmp_path, work):
                         cwd=str(ROOT))
     assert "kept every server running: this call measured nothing and ours still starting" in cp.stdout, cp.stdout[-3000:]
     assert starting.poll() is None
+
+
+def test_a_server_still_starting_is_waited_for_past_startup_s_while_the_budget_allows(tmp_path):
+    """Run 44 (2026-12-07): ours answered just after the measure call's 200-s start-up wait, the rounds ran over plain
+    alone (e2e.py exit 2) and the call measured nothing. A server whose process group lives is waited for past STARTUP_S
+    while DA_MEASURE_MIN_S of the budget would remain, and then it is in the rounds."""
+    w = tmp_path / "da"
+    (w / "logs").mkdir(parents=True)
+    (w / "status").mkdir()
+    ports = {n: _free_port() for n in ("plain", "ours")}
+    servers = [{"name": n, "url": f"http://127.0.0.1:{p}", "log": f"{w}/logs/{n}.log"} for n, p in ports.items()]
+    (w / "spec-q0.3.json").write_text(json.dumps({"servers": servers}))
+    stub = [sys.executable, "test/bench/stub_server.py", "--pass-ms", "1"]
+    procs = [subprocess.Popen([*stub, "--no-spec", "--port", str(ports["plain"])], cwd=str(ROOT),
+                              stdout=subprocess.DEVNULL, start_new_session=True),
+             subprocess.Popen(["bash", "-c", f"sleep 4; exec {' '.join(stub)} --port {ports['ours']}"], cwd=str(ROOT),
+                              stdout=subprocess.DEVNULL, start_new_session=True)]  # answers only after STARTUP_S
+    for n, p in zip(ports, procs):
+        (w / f"pid-q0.3-{n}").write_text(f"{p.pid}\n")
+    try:
+        cp = _measure(tmp_path, w, BUDGET_S=40, DA_MEASURE_MIN_S=25, CONC=1, MIN_ROUND_S=2)
+        assert "ours NOT healthy after 1 s" in cp.stdout, cp.stdout[-3000:]
+        assert "ours still starting: waited for until 15 s of this call" in cp.stdout, cp.stdout[-3000:]
+        assert f"--server ours=http://127.0.0.1:{ports['ours']}" in cp.stdout, cp.stdout[-3000:]  # in the rounds
+        assert "e2e.py exit 0" in cp.stdout, cp.stdout[-3000:]
+    finally:
+        for p in procs:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except OSError:
+                pass
+            p.wait()
