@@ -44,6 +44,15 @@ def _listening(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) == 0
 
 
+def _stop(work: Path) -> None:
+    """Every server the start left (their process groups: pid-q0.3-NAME)."""
+    for pid_file in work.glob("pid-q0.3-*"):
+        try:
+            os.killpg(int(pid_file.read_text()), signal.SIGKILL)
+        except (OSError, ValueError):
+            pass
+
+
 def _call(env: dict, out: Path, script: str, **extra) -> subprocess.CompletedProcess:
     out.mkdir()
     e = {**env, "OUT": str(out), **{k: str(v) for k, v in extra.items()}}
@@ -156,11 +165,7 @@ def test_the_never_slower_lease_runs_end_to_end_with_stub_servers(tmp_path):
         assert f"{work}/q0.9/draft" in starts["ours_q2"] and f"{work}/q0.3/target" in starts["ours_q2"]
         assert not any(_listening(p) for p in PORTS.values())  # the last call stopped them
     finally:
-        for pid_file in work.glob("pid-q0.3-*"):
-            try:
-                os.killpg(int(pid_file.read_text()), signal.SIGKILL)
-            except (OSError, ValueError):
-                pass
+        _stop(work)
 
 
 STAGE_SHIM = """#!/bin/bash
@@ -212,11 +217,7 @@ def test_servers_start_together_once_nothing_is_left_to_build(tmp_path, spec_rc)
             assert "plain: 200 after the staged wait" in log, log[-3000:]
         assert "2 of 2 servers answer /health" in c.stdout, c.stdout[-3000:]
     finally:
-        for pid_file in work.glob("pid-q0.3-*"):
-            try:
-                os.killpg(int(pid_file.read_text()), signal.SIGKILL)
-            except (OSError, ValueError):
-                pass
+        _stop(work)
         end = time.time() + 15  # the next case binds the same ports
         while any(_listening(PORTS[n]) for n in ("plain", "ours")) and time.time() < end:
             time.sleep(0.2)
