@@ -14,8 +14,8 @@
 # DA_Q (0.6), DA_Q2 (0.9; set empty for no second drafter, e.g. `DA_Q2= DA_KEEPEXT=1`: plain / ours / `keepext`, ours with
 # SGLang's draft extend at every steps-0 step, on every call of the lease), DA_SKIP ("sglang fixed"), MEMF (0.85),
 # MAXREQ (512), DA_PIN (1: the servers' schedulers on one and the same CPU, the rest and the client on others; 0: where the OS puts them), CONC (overrides the choice above),
-# ROUNDS (3), DA_KEEP (1), STARTUP_S (200: the measure call's wait for every server); LEASE_T0 (/tmp/lease_t0); NS_DRY=1: every step prints its budget and commands instead of
-# running them (a CPU test).
+# ROUNDS (3), DA_KEEP (1), STARTUP_S (200: the measure call's wait for every server); LEASE_T0 (/tmp/lease_t0);
+# NS_DRY=1: every step prints its budget and commands instead of running them (a CPU test).
 set -uo pipefail
 export OUT=${OUT:?ns.sh writes into \$OUT}
 export DA_Q=${DA_Q:-0.6} DA_Q2=${DA_Q2-0.9} DA_SKIP=${DA_SKIP:-sglang fixed} MEMF=${MEMF:-0.85} MAXREQ=${MAXREQ:-512} DA_PIN=${DA_PIN:-1}
