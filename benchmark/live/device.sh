@@ -22,10 +22,12 @@
 #   jit-recv   copy the carried .jit/* (one or more pieces per call) to /tmp/jitparts
 #   jit-unpack DIR  when every piece is there (md5), unpack them into DIR; exit 0 either way (what it did, one line)
 #   jit-unpack-spec DIR FIDIR  the same for the jit-spec pieces (FlashInfer's part into FIDIR)
+#   jit-unpack-local DIR  the same for the jit-local pieces: Marlin libraries compiled on the CPU box
+#              (`prebuild_jit.py --local .jit`), which `prebuild_jit.py --adopt DIR` hands to SGLang's JIT cache
 # README.md in this folder is the whole recipe.
 set -euo pipefail
 PARTS=/tmp/parts SITE=${DEVICE_SITE:-/tmp/site}  # DEVICE_SITE: the CPU rehearsal's (test/bench/test_device_adaptive_rehearsal.py)
-step=${1:?usage: device.sh recv|install|env|smoke|jit-pack DIR|jit-new DIR|jit-pack-spec DIR FIDIR|jit-recv|jit-unpack DIR|jit-unpack-spec DIR FIDIR}
+step=${1:?usage: device.sh recv|install|env|smoke|jit-pack DIR|jit-new DIR|jit-pack-spec DIR FIDIR|jit-recv|jit-unpack DIR|jit-unpack-spec DIR FIDIR|jit-unpack-local DIR}
 JITPARTS=${JITPARTS:-/tmp/jitparts}
 # split $tmp/$1.tgz into pieces of JIT_PART_MB in $OUT with an md5 list, or say why not (over JIT_MAX_PARTS); $2: what
 split_pieces() {
@@ -127,8 +129,8 @@ jit-pack-spec)
   ;;
 jit-recv)
   mkdir -p $JITPARTS
-  cp .jit/jit-marlin.* .jit/jit-spec.* $JITPARTS/ 2>/dev/null || true
-  for set in jit-marlin jit-spec; do
+  cp .jit/jit-marlin.* .jit/jit-spec.* .jit/jit-local.* $JITPARTS/ 2>/dev/null || true
+  for set in jit-marlin jit-spec jit-local; do
     if [ -f $JITPARTS/$set.md5 ]; then
       echo "jit pieces here ($set): $(ls $JITPARTS | grep -c "^$set.tgz.part-" || true) of $(wc -l < $JITPARTS/$set.md5)"
     fi
@@ -152,6 +154,14 @@ jit-unpack-spec)
   cat $JITPARTS/jit-spec.tgz.part-* | tar xzf - -C "$dir" --exclude='flashinfer' --exclude='flashinfer/*'
   cat $JITPARTS/jit-spec.tgz.part-* | tar xzf - -C "$fidir" --wildcards 'flashinfer/*' --strip-components=1 2>/dev/null || true
   echo "jit-unpack-spec: $(cat $JITPARTS/jit-spec.tgz.part-* | tar tzf - | grep -v '^flashinfer' | cut -d/ -f1-2 | sort -u | tr '\n' ' ')into $dir; FlashInfer's workspace into $fidir"
+  ;;
+jit-unpack-local)
+  dir=${2:?usage: device.sh jit-unpack-local DIR}
+  if ! have_set jit-local; then
+    echo "jit-unpack-local: no complete set of jit-local pieces in $JITPARTS: nothing to adopt"; exit 0
+  fi
+  mkdir -p "$dir" && cat $JITPARTS/jit-local.tgz.part-* | tar xzf - -C "$dir"
+  echo "jit-unpack-local: $(cd "$dir" && find . -name '*.so' | sed 's,^\./,,' | tr '\n' ' ')($(head -1 "$dir/BUILT_WITH" 2>/dev/null)) into $dir"
   ;;
 *) echo "unknown step $step"; exit 2 ;;
 esac

@@ -13,8 +13,18 @@ listens: SGLang's tree and tree-sampling JIT modules and FlashInfer's sampling m
 box, two speculative servers starting together) that part of the warm-up took 167-172 s of each server's start; built
 while the plain server starts, the speculative servers find them.
 
-    python3 benchmark/live/prebuild_jit.py [--cache DIR] [--timeout S]     (on the GPU machine, the carried stack)
+--local DIR builds the Marlin variants here, on a machine without a GPU but with the CUDA toolkit (nvcc), for
+--arch (9.0: the H100 and the H200), and packs their libraries into DIR as the jit-local pieces (jit-local.tgz.part-NN +
+jit-local.md5, the format of benchmark/live/device.sh's pieces); a lease carries them, and on the GPU machine --adopt
+hands each library to SGLang's own JIT cache in place of the nvcc run: SGLang computes its keys there, the compile step
+only lists the dependencies (`nvcc -M`, under a second) and the link step copies the carried library, then SGLang loads
+it and publishes it as its own build. Adopted only where the GPU machine's nvcc names the same release as the one that
+built it (else built there as before). The nvcc runs move off the lease: 324-450 s of device time where no finished
+`jit-marlin` pieces are carried.
+
+    python3 benchmark/live/prebuild_jit.py [--cache DIR] [--timeout S] [--adopt DIR]  (on the GPU machine)
     python3 benchmark/live/prebuild_jit.py --spec 20480 [--draft-tokens 4 --steps 3 --topk 1] [--flashinfer DIR]
+    python3 benchmark/live/prebuild_jit.py --local .jit [--arch 9.0]      (here: nvcc, no GPU)
 
 Exit 0 when every module is in the cache (--spec without CUDA: nothing to build, said so), 1 when one failed (its error
 printed), 2 on bad arguments.
@@ -23,9 +33,16 @@ printed), 2 on bad arguments.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import multiprocessing as mp
 import os
+import pathlib
+import shlex
+import shutil
+import subprocess
 import sys
+import tarfile
+import tempfile
 import time
 
 # (dtype, is_ep, has_bias, expert_ids_are_sorted, zero_inactive_output, has_inactive_prefix_count): the variants the
@@ -33,13 +50,137 @@ import time
 MARLIN_VARIANTS = ((False, False, True, True, True), (False, False, True, False, True))
 
 
-def _build(flags: tuple) -> str:
+BUILT_WITH = "BUILT_WITH"  # in the jit-local pieces: the nvcc release line and SGLang's version that built them
+# SGLang 0.5.23's rules (kernels/jit/utils/compile/ninja.py) and what adoption runs instead: the dependency list only
+# (what SGLang's cache hashes), an empty object for ninja, and the carried library as the link's output
+_ADOPT_SWAPS = (
+    ('  command = $nvcc -MD -MF "$out.d" $cudaflags -c "$in" -o "$out"',
+     '  command = $nvcc -M -MT "$out" -MF "$out.d" $cudaflags "$in" && touch "$out"'),
+    ('  command = $cxx -MD -MF "$out.d" $cxxflags -c "$in" -o "$out"',
+     '  command = $cxx -M -MT "$out" -MF "$out.d" $cxxflags "$in" && touch "$out"'),
+)
+_LINK = '  command = $cxx $in $ldflags -o "$out"'
+
+
+def adopt_rules(build_file: str, library: str) -> str | None:
+    """SGLang's build file with its compile rules listing dependencies only and its link copying `library`; None where
+    a rule is not SGLang 0.5.23's (the build then runs as SGLang wrote it)."""
+    for old, new in _ADOPT_SWAPS + ((_LINK, f'  command = cp {shlex.quote(library).replace("$", "$$")} "$out"'),):
+        if build_file.count(old) != 1:
+            return None
+        build_file = build_file.replace(old, new)
+    return build_file
+
+
+def nvcc_release(nvcc: str) -> str:
+    """The `release` line of `nvcc --version` ('' where it cannot run)."""
+    try:
+        out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return next((ln.strip() for ln in out.splitlines() if "release" in ln), "")
+
+
+def _adopting(adopt: str, adopted: list) -> str | None:
+    """Make SGLang's ninja.build take a carried library from `adopt`/<target>/<module>.so where there is one; None when
+    set, else why not."""
+    from sglang.kernels.jit.utils.compile import cache, ninja, toolchain
+
+    have = nvcc_release(toolchain.device_compiler_path())
+    try:
+        built = (pathlib.Path(adopt) / BUILT_WITH).read_text().splitlines()[0].strip()
+    except (OSError, IndexError):
+        return f"no {BUILT_WITH} in {adopt}"
+    if not have or have != built:
+        return f"built with nvcc '{built}', this machine's is '{have or 'not found'}'"
+    build = ninja.build
+
+    def adopting_build(*, spec, build_dir, build_file):
+        lib = pathlib.Path(adopt) / cache._target_tag() / f"{spec.module_name}.so"
+        text = adopt_rules(build_file, str(lib.resolve())) if lib.is_file() else None
+        if text is None:
+            return build(spec=spec, build_dir=build_dir, build_file=build_file)
+        adopted.append(spec.module_name)
+        return build(spec=spec, build_dir=build_dir, build_file=text)
+
+    adopting_build.original = build
+    ninja.build = adopting_build
+    return None
+
+
+def _build(flags: tuple, adopt: str | None = None) -> str:
     import torch
     from sglang.kernels.ops.moe import moe_wna16_marlin as m
 
     t0 = time.time()
-    m._jit_moe_wna16_marlin_module(torch.bfloat16, *flags)
-    return f"built moe_wna16_marlin bf16 {flags}: {time.time() - t0:.0f} s"
+    adopted: list = []
+    why = _adopting(adopt, adopted) if adopt else "none carried"
+    try:
+        m._jit_moe_wna16_marlin_module(torch.bfloat16, *flags)
+    except Exception as exc:  # an adopted library that does not load: built here after all
+        if not adopted:
+            raise
+        from sglang.kernels.jit.utils.compile import ninja
+
+        ninja.build = getattr(ninja.build, "original", ninja.build)
+        why = f"the carried library failed ({type(exc).__name__}: {str(exc)[:200]})"
+        adopted.clear()
+        m._jit_moe_wna16_marlin_module(torch.bfloat16, *flags)
+    if adopted:
+        return f"adopted moe_wna16_marlin bf16 {flags} (a library built elsewhere, its dependencies listed here): " \
+               f"{time.time() - t0:.0f} s"
+    return f"built moe_wna16_marlin bf16 {flags}: {time.time() - t0:.0f} s (adoption: {why})"
+
+
+def _build_local(flags: tuple, arch: tuple, into: str) -> str:
+    """One Marlin variant compiled on this machine for `arch` (no GPU needed), its library copied to
+    `into`/<target>/<module>.so; SGLang's own JIT path, only its load (which needs the GPU) left out."""
+    import torch
+    from sglang.kernels.jit.utils import arch as jit_arch
+    from sglang.kernels.jit.utils.compile import cache, loader
+    from sglang.kernels.ops.moe import moe_wna16_marlin as m
+
+    def keep(library):  # the freshly built library, or the cache's own from an earlier run
+        library = pathlib.Path(library)
+        dest = pathlib.Path(into) / cache._target_tag() / library.name
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = dest.with_name(dest.name + ".tmp")
+        shutil.copyfile(library, tmp)
+        os.replace(tmp, dest)
+        return None
+
+    loader._load = keep
+    t0 = time.time()
+    with jit_arch.override_jit_cuda_arch(*arch):
+        m._jit_moe_wna16_marlin_module(torch.bfloat16, *flags)
+        target = cache._target_tag()
+    return f"built moe_wna16_marlin bf16 {flags} for {target}: {time.time() - t0:.0f} s"
+
+
+def pack_local(src: pathlib.Path, dest: pathlib.Path, part_mb: int = 15) -> list:
+    """`src` (BUILT_WITH and <target>/<module>.so) as dest/jit-local.tgz.part-NN + jit-local.md5 (device.sh's format);
+    the md5 list written last, each file by rename. Returns the names written."""
+    dest.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=dest) as tmp:
+        tgz = pathlib.Path(tmp) / "jit-local.tgz"
+        with tarfile.open(tgz, "w:gz") as tar:
+            for p in sorted(src.rglob("*")):
+                if p.is_file():
+                    tar.add(p, arcname=str(p.relative_to(src)))
+        data, size = tgz.read_bytes(), part_mb * 1048576
+        names, lines = [], []
+        for i in range(0, max(len(data), 1), size):
+            name = f"jit-local.tgz.part-{i // size:02d}"
+            (pathlib.Path(tmp) / name).write_bytes(data[i:i + size])
+            names.append(name)
+            lines.append(f"{hashlib.md5(data[i:i + size]).hexdigest()}  {name}\n")
+        for old in dest.glob("jit-local.*"):
+            old.unlink()
+        for name in names:
+            os.replace(pathlib.Path(tmp) / name, dest / name)
+        (pathlib.Path(tmp) / "jit-local.md5").write_text("".join(lines))
+        os.replace(pathlib.Path(tmp) / "jit-local.md5", dest / "jit-local.md5")
+    return names + ["jit-local.md5"]
 
 
 def _shapes(a):
@@ -68,7 +209,8 @@ SPEC_PARTS = ("tree", "sampling", "flashinfer")
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cache", help="SGLANG_JIT_CACHE_DIR to fill (default: the environment's, else SGLang's default)")
-    ap.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for all variants (default 900)")
+    ap.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for all variants (default 900; "
+                    "--local on a 2-core box: give it 2400)")
     ap.add_argument("--spec", type=int, metavar="VOCAB", help="the speculative servers' modules instead, for a target "
                     "of this vocabulary (the verify logits' width)")
     ap.add_argument("--draft-tokens", type=int, default=4, help="--speculative-num-draft-tokens (default 4)")
@@ -77,7 +219,14 @@ def main(argv=None) -> int:
     ap.add_argument("--flashinfer", help="FLASHINFER_WORKSPACE_BASE to fill (with --spec; default: the environment's)")
     ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"),
                     help="with --spec: cpu runs the same processes and calls, which build nothing (a rehearsal)")
+    ap.add_argument("--adopt", metavar="DIR", help="take the Marlin libraries in DIR (the jit-local pieces unpacked: "
+                    f"{BUILT_WITH}, <target>/<module>.so) instead of compiling them, where nvcc's release matches")
+    ap.add_argument("--local", metavar="DIR", help="compile the Marlin variants here for --arch (nvcc, no GPU) and pack "
+                    "them into DIR as the jit-local pieces")
+    ap.add_argument("--arch", default="9.0", help="with --local: the compute capability to build for (default 9.0)")
     args = ap.parse_args(argv)
+    if args.local is not None:
+        return _main_local(args, ap)
     if args.spec is not None:
         try:
             _shapes(args)
@@ -99,14 +248,21 @@ def main(argv=None) -> int:
         print(f"prebuild_jit: SGLang's speculative modules ({', '.join(SPEC_PARTS)}; vocab {args.spec}, N "
               f"{args.draft_tokens}) into {where}", flush=True)
     else:
-        jobs = [(f"moe_wna16_marlin {v}", (v,)) for v in MARLIN_VARIANTS]
+        if args.adopt and not os.path.isdir(args.adopt):
+            ap.error(f"--adopt {args.adopt}: no such folder (the jit-local pieces unpacked: device.sh jit-unpack-local)")
+        jobs = [(f"moe_wna16_marlin {v}", (v, args.adopt)) for v in MARLIN_VARIANTS]
         fn = _build
-        print(f"prebuild_jit: {len(MARLIN_VARIANTS)} variants of moe_wna16_marlin into {where}", flush=True)
+        print(f"prebuild_jit: {len(MARLIN_VARIANTS)} variants of moe_wna16_marlin into {where}"
+              + (f", adopting the libraries in {args.adopt}" if args.adopt else ""), flush=True)
+    return _run(jobs, fn, args.timeout)
+
+
+def _run(jobs, fn, timeout: float) -> int:
     ctx = mp.get_context("spawn")  # CUDA is initialised in each child, never in this parent
     with ctx.Pool(len(jobs)) as pool:
         started = [(name, pool.apply_async(fn, fargs)) for name, fargs in jobs]
         bad = 0
-        deadline = time.time() + args.timeout
+        deadline = time.time() + timeout
         for name, j in started:
             try:
                 print(j.get(max(1.0, deadline - time.time())), flush=True)
@@ -114,6 +270,36 @@ def main(argv=None) -> int:
                 bad += 1
                 print(f"prebuild_jit: {name} failed: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
     return 1 if bad else 0
+
+
+def _main_local(args, ap) -> int:
+    try:
+        arch = tuple(int(x) for x in args.arch.split("."))
+        assert len(arch) == 2
+    except (ValueError, AssertionError):
+        ap.error(f"--arch {args.arch}: a compute capability such as 9.0")
+    from sglang.kernels.jit.utils.compile import toolchain
+
+    nvcc = toolchain.device_compiler_path()
+    release = nvcc_release(nvcc)
+    if not release:
+        ap.error(f"--local: no nvcc at {nvcc} (set CUDA_HOME to the CUDA toolkit)")
+    from importlib.metadata import version
+
+    with tempfile.TemporaryDirectory() as tmp:
+        src = pathlib.Path(tmp) / "local"
+        src.mkdir()
+        (src / BUILT_WITH).write_text(f"{release}\nsglang {version('sglang')}\ncompute capability {args.arch}\n")
+        print(f"prebuild_jit --local: {len(MARLIN_VARIANTS)} variants of moe_wna16_marlin for compute capability {args.arch} "
+              f"with {nvcc} ({release}), one process each; then packed into {args.local}", flush=True)
+        rc = _run([(f"moe_wna16_marlin {v}", (v, arch, str(src))) for v in MARLIN_VARIANTS], _build_local,
+                  args.timeout)
+        if rc:
+            print("prebuild_jit --local: nothing packed", flush=True)
+            return rc
+        names = pack_local(src, pathlib.Path(args.local))
+        print(f"prebuild_jit --local: packed {' '.join(names)} into {args.local}", flush=True)
+    return 0
 
 
 if __name__ == "__main__":

@@ -109,8 +109,13 @@ if (cd "${JITPARTS:-/tmp/jitparts}" 2>/dev/null && md5sum -c --quiet jit-marlin.
   FIRST_DEFAULT=0
   say "both JIT sets carried: every server starts at once (DA_FIRST_S=${DA_FIRST_S:-0})"
 fi
+# Marlin libraries compiled on the CPU box (the jit-local pieces, `prebuild_jit.py --local .jit`): the prebuild adopts
+# them into SGLang's cache (its keys computed here, the dependencies listed by `nvcc -M`) instead of the nvcc runs
+ADOPT=()
+[ -d "${JITPARTS:-/tmp/jitparts}" ] && bash benchmark/live/device.sh jit-unpack-local "$W/cache/jit-local"
+[ -f "$W/cache/jit-local/BUILT_WITH" ] && ADOPT=(--adopt "$W/cache/jit-local")
 if [ "${DA_PREBUILD:-1}" = 1 ] && [ "${DA_MOE:-auto}" = auto ]; then
-  setsid python3 benchmark/live/prebuild_jit.py --cache "$W/cache/jit-shared" --timeout "${DA_PREBUILD_S:-$([ "$STEP" = prep ] && echo 900 || echo 450)}" \
+  setsid python3 benchmark/live/prebuild_jit.py "${ADOPT[@]}" --cache "$W/cache/jit-shared" --timeout "${DA_PREBUILD_S:-$([ "$STEP" = prep ] && echo 900 || echo 450)}" \
     > "$W/prebuild-$STEP.log" 2>&1 < /dev/null &
   PREBUILD=$!
 fi
