@@ -81,10 +81,10 @@ def nvcc_release(nvcc: str) -> str:
     return next((ln.strip() for ln in out.splitlines() if "release" in ln), "")
 
 
-def _adopting(adopt: str, adopted: list) -> str | None:
-    """Make SGLang's ninja.build take a carried library from `adopt`/<target>/<module>.so where there is one; None when
-    set, else why not."""
-    from sglang.kernels.jit.utils.compile import cache, ninja, toolchain
+def _adoption(adopt: str) -> str | None:
+    """Why the libraries in `adopt` cannot be taken here (None: they can): another nvcc release built them, or no
+    record of which did."""
+    from sglang.kernels.jit.utils.compile import toolchain
 
     have = nvcc_release(toolchain.device_compiler_path())
     try:
@@ -93,43 +93,43 @@ def _adopting(adopt: str, adopted: list) -> str | None:
         return f"no {BUILT_WITH} in {adopt}"
     if not have or have != built:
         return f"built with nvcc '{built}', this machine's is '{have or 'not found'}'"
-    build = ninja.build
-
-    def adopting_build(*, spec, build_dir, build_file):
-        lib = pathlib.Path(adopt) / cache._target_tag() / f"{spec.module_name}.so"
-        text = adopt_rules(build_file, str(lib.resolve())) if lib.is_file() else None
-        if text is None:
-            return build(spec=spec, build_dir=build_dir, build_file=build_file)
-        adopted.append(spec.module_name)
-        return build(spec=spec, build_dir=build_dir, build_file=text)
-
-    adopting_build.original = build
-    ninja.build = adopting_build
     return None
 
 
 def _build(flags: tuple, adopt: str | None = None) -> str:
+    """One Marlin variant into SGLang's JIT cache: found there, adopted from `adopt` (see --adopt), or compiled."""
     import torch
+    from sglang.kernels.jit.utils.compile import cache, ninja
     from sglang.kernels.ops.moe import moe_wna16_marlin as m
 
     t0 = time.time()
-    adopted: list = []
-    why = _adopting(adopt, adopted) if adopt else "none carried"
-    try:
-        m._jit_moe_wna16_marlin_module(torch.bfloat16, *flags)
-    except Exception as exc:  # an adopted library that does not load: built here after all
-        if not adopted:
-            raise
-        from sglang.kernels.jit.utils.compile import ninja
+    why = (_adoption(adopt) if adopt else "none carried")
+    may_adopt, how = [why is None], []
+    build = ninja.build
 
-        ninja.build = getattr(ninja.build, "original", ninja.build)
-        why = f"the carried library failed ({type(exc).__name__}: {str(exc)[:200]})"
-        adopted.clear()
-        m._jit_moe_wna16_marlin_module(torch.bfloat16, *flags)
-    if adopted:
-        return f"adopted moe_wna16_marlin bf16 {flags} (a library built elsewhere, its dependencies listed here): " \
-               f"{time.time() - t0:.0f} s"
-    return f"built moe_wna16_marlin bf16 {flags}: {time.time() - t0:.0f} s (adoption: {why})"
+    def build_or_adopt(*, spec, build_dir, build_file):  # called by SGLang only where its cache has no build
+        lib = pathlib.Path(adopt or "") / cache._target_tag() / f"{spec.module_name}.so"
+        text = adopt_rules(build_file, str(lib.resolve())) if may_adopt[0] and lib.is_file() else None
+        how.append("compiled" if text is None else "adopted")
+        return build(spec=spec, build_dir=build_dir, build_file=build_file if text is None else text)
+
+    ninja.build = build_or_adopt
+    try:
+        try:
+            m._jit_moe_wna16_marlin_module(torch.bfloat16, *flags)
+        except Exception as exc:  # an adopted library that does not load: compiled here after all
+            if how[-1:] != ["adopted"]:
+                raise
+            may_adopt[0], why = False, f"the carried library failed ({type(exc).__name__}: {str(exc)[:200]})"
+            m._jit_moe_wna16_marlin_module(torch.bfloat16, *flags)
+    finally:
+        ninja.build = build
+    took = f"{time.time() - t0:.0f} s"
+    if not how:
+        return f"moe_wna16_marlin bf16 {flags}: in SGLang's JIT cache already ({took})"
+    if how[-1] == "adopted":
+        return f"adopted moe_wna16_marlin bf16 {flags} (a library built elsewhere, its dependencies listed here): {took}"
+    return f"built moe_wna16_marlin bf16 {flags}: {took} (adoption: {why or 'no library for this variant'})"
 
 
 def _build_local(flags: tuple, arch: tuple, into: str) -> str:

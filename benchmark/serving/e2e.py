@@ -74,6 +74,11 @@ OPTIONS = {  # option -> (default, kind); a spec may set any of them, a flag ove
     # prompt; false: replayed as written, each one a prefix-cache hit after its first send (decode alone)
     "fresh_prompts": (True, "bool"),
     "greedy_check": (8, "count"),  # prompts each server answers greedily, one at a time, compared with the baseline's
+    # seconds each server idles before a round or warm pass, counted from the end of its last one: the rotated order runs
+    # one server's rounds back to back at every rotation's turn (plain, ours | ours, plain), and a server's step-clock
+    # ledger (copied every 2-5 s, an interval over 5 s idle) then holds no copy between them (run 45, 2026-12-08: half
+    # the rounds had no closing copy, and the other half's opening copy held the tail of the round before)
+    "server_gap_s": (0.0, "float"),
 }
 
 
@@ -156,7 +161,8 @@ def drains(rows: list[dict], warm_rows: list[dict] = ()) -> dict[tuple[float, in
     return {**out, **measured}
 
 
-def fit_levels(left: list, round_s: float, min_round_s: float, finish_by: float, now: float, drain: dict) -> list:
+def fit_levels(left: list, round_s: float, min_round_s: float, finish_by: float, now: float, drain: dict,
+               gap_s: float = 0.0) -> list:
     """The (temperature, concurrency) levels of the steady rounds `left` (in run order) whose rounds all fit by
     finish_by at min_round_s or more each: the longest such run of leading levels, at least the first one. On an H100
     (2026-12-06) rounds fitted to 6.2 s at c 64 read plain at 956-1148 tok/s and ours at 0.84-1.09 of it: fewer
@@ -165,19 +171,26 @@ def fit_levels(left: list, round_s: float, min_round_s: float, finish_by: float,
     for n in range(len(levels), 0, -1):
         units = [v for v in left if (v.temperature, v.concurrency) in levels[:n]]
         fitted = round_length(round_s, finish_by, now, len(units),
-                              drain_s=sum(drain.get((v.temperature, v.concurrency), 0.0) for v in units))
+                              drain_s=sum(drain.get((v.temperature, v.concurrency), 0.0) for v in units)
+                              + gap_waits(units, gap_s))
         if fitted >= min(min_round_s, round_s):
             return levels[:n]
     return levels[:1]
 
 
-def rotation_fits(units: list, round_s: float, drain: dict, now: float, finish_by: float) -> bool:
+def rotation_fits(units: list, round_s: float, drain: dict, now: float, finish_by: float, gap_s: float = 0.0) -> bool:
     """Whether one whole rotation (the units of one round at one level, one per server) ends by finish_by: a round
-    that only some servers ran pairs with nothing, so the rounds stop at a rotation's start, not within it."""
+    that only some servers ran pairs with nothing, so the rounds stop at a rotation's start, not within it. gap_s:
+    --server-gap-s, waited at most once a rotation (at its turn)."""
     if not finish_by:
         return True
     need = sum(round_s + drain.get((u.temperature, u.concurrency), max(drain.values(), default=0.0)) for u in units)
-    return now + need <= finish_by
+    return now + need + gap_s <= finish_by
+
+
+def gap_waits(units: list, gap_s: float) -> float:
+    """The most --server-gap-s adds to running `units` in order: one gap wherever a server runs twice in a row."""
+    return gap_s * sum(1 for a, b in zip(units, units[1:]) if a.server == b.server)
 
 
 def _spread(xs: list[float]) -> dict | None:
@@ -716,9 +729,18 @@ def run(argv: list[str], progress=print, on_row=None) -> int:
         todo = [u for u in units if u.key not in done]
         warm_rows: list[dict] = []  # the uncounted passes: their drains plan the rounds
 
+        idle_since: dict[str, float] = {}  # each server's last pass or round's end (--server-gap-s)
+
+        def rest(server: str) -> None:
+            wait = opts["server_gap_s"] - (time.time() - idle_since.get(server, float("-inf")))
+            if wait > 0:
+                time.sleep(wait)
+
         def warm(server: str, t: float, levels: list[int], length: float) -> None:
             for c in levels:
+                rest(server)
                 warm_rows.append(run_unit(Unit("warm", t, c, 0, server), by_name[server], prompts, opts, length))
+                idle_since[server] = time.time()
                 sent.add((server, t, c))
             progress(f"warmed {server} at T={t:g}, c {','.join(map(str, levels))} (uncounted)")
 
@@ -748,15 +770,18 @@ def run(argv: list[str], progress=print, on_row=None) -> int:
                 group = [v for v in left if (v.temperature, v.concurrency, v.index) == rotation]
                 drain = drains(doc["rows"], warm_rows)
                 round_s = round_length(asked_s, opts["finish_by"], time.time(), len(left),
-                                       drain_s=sum(drain.get((v.temperature, v.concurrency), 0.0) for v in left))
+                                       drain_s=sum(drain.get((v.temperature, v.concurrency), 0.0) for v in left)
+                                       + gap_waits(left, opts["server_gap_s"]))
                 if "round_s_planned_at" not in doc["config"] and round_s < min(opts["min_round_s"], asked_s):
-                    keep = fit_levels(left, asked_s, opts["min_round_s"], opts["finish_by"], time.time(), drain)
+                    keep = fit_levels(left, asked_s, opts["min_round_s"], opts["finish_by"], time.time(), drain,
+                                      opts["server_gap_s"])
                     cut = [lv for lv in dict.fromkeys((v.temperature, v.concurrency) for v in left) if lv not in keep]
                     if cut:
                         dropped.update(cut)
                         left = [v for v in left if (v.temperature, v.concurrency) in keep]
                         round_s = round_length(asked_s, opts["finish_by"], time.time(), len(left),
-                                               drain_s=sum(drain.get((v.temperature, v.concurrency), 0.0) for v in left))
+                                               drain_s=sum(drain.get((v.temperature, v.concurrency), 0.0) for v in left)
+                                               + gap_waits(left, opts["server_gap_s"]))
                         doc["config"]["levels_dropped"] = (
                             f"{', '.join(f'T={t:g} c {c}' for t, c in cut)} not measured: with them the rounds would be "
                             f"shorter than --min-round-s {opts['min_round_s']:g} s by the deadline; the levels before "
@@ -775,7 +800,7 @@ def run(argv: list[str], progress=print, on_row=None) -> int:
                             "calls (no --finish-by, then --resume)")
                         progress("WARNING: " + doc["config"]["short_rounds"])
                 doc["config"]["drain_s"] = {f"T{t:g}/c{c}": round(d, 1) for (t, c), d in drain.items()}
-                if not rotation_fits(group, round_s, drain, time.time(), opts["finish_by"]):
+                if not rotation_fits(group, round_s, drain, time.time(), opts["finish_by"], opts["server_gap_s"]):
                     doc["config"]["rounds_cut"] = (
                         f"{len(left)} rounds not started (from round {u.index} at T={u.temperature:g}, "
                         f"c {u.concurrency} on): a whole rotation of {len(group)} would not end by the deadline; the "
@@ -783,7 +808,9 @@ def run(argv: list[str], progress=print, on_row=None) -> int:
                     progress("WARNING: " + doc["config"]["rounds_cut"])
                     save()
                     break
+            rest(u.server)
             row = run_unit(u, by_name[u.server], prompts, opts, round_s)
+            idle_since[u.server] = time.time()
             doc["rows"].append(row)
             save()
             s = row["summary"]

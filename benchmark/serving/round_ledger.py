@@ -7,7 +7,9 @@ launch to next launch, by the kind of the launch that began each interval) subtr
 The ledgers: ours' `ledger-port<PORT>.json` beside its status file (the plugin's step_clock), plain decoding's
 `ledger-plain-pid<PID>.json` (benchmark/serving/plain_clock); each holds timestamped copies of cumulative seconds,
 intervals and requests per kind (`steps N`, `decode`, `prefill`, `other`). device_adaptive.sh's rounds drive one
-server at a time and every server idles between its rounds, so the copy last taken before a round's start and the
+server at a time and every server idles between its rounds (at least e2e.py's --server-gap-s, 7 s there: the rotated
+order runs a server's rounds back to back at each rotation's turn, and without the gap run 45's half of the rounds had
+no copy between them), so the copy last taken before a round's start and the
 copy last taken before the same server's next round (at most 60 s after this one's end) hold the round between them:
 an interval holding idle time (over the ledger's `idle_over_s`) is never counted, so neither the idle time before the
 round nor the round's last interval (closed by the next round's first launch) is in it. Per round: the client's wall

@@ -109,8 +109,9 @@ def test_the_never_slower_lease_runs_end_to_end_with_stub_servers(tmp_path):
         (work / "status" / "ours" / "ledger-port30504.json").write_text(json.dumps({"copies": before}))
         c2 = _call(env, tmp_path / "o2", "benchmark/serving/device_adaptive.sh", DA_STEP="measure", DA_KEEP=1,
                    STARTUP_S=120, DA_ANATOMY=1, DA_ANATOMY_SERVERS="ours plain", DA_ANATOMY_LEVELS=8, CONC="1,8",
-                   ROUNDS=1, BUDGET_S=50, DA_FREEZE_GC="plain ours")
+                   ROUNDS=1, BUDGET_S=50, DA_FREEZE_GC="plain ours", DA_SERVER_GAP_S="0.5")
         assert c2.returncode == 0, c2.stdout[-3000:]
+        assert json.loads((tmp_path / "o2" / "e2e-q0.3.json").read_text())["config"]["server_gap_s"] == 0.5
         assert "plain /freeze_gc: 200" in c2.stdout and "ours /freeze_gc: 200" in c2.stdout, c2.stdout[-3000:]
         assert "ours_q2 /freeze_gc" not in c2.stdout
         for n in ("fixed", "ours", "pinned", "upkern", "ours_q2", "nores"):
@@ -148,7 +149,7 @@ def test_the_never_slower_lease_runs_end_to_end_with_stub_servers(tmp_path):
             assert allowed == spec["rest_cpus"] and srv["cpus"], (srv, allowed)
         c3 = _call(env, tmp_path / "o3", "benchmark/serving/device_adaptive.sh", DA_STEP="measure", STARTUP_S=60,
                    DA_LOADSTEP=1, DA_LOADSTEP_SCHEDULE="1:3,128:4,1:3", DA_LOADSTEP_ROUNDS=1, CONC="32",
-                   ROUNDS=1, BUDGET_S=50, DA_TEMPS="0.7")
+                   ROUNDS=1, BUDGET_S=50, DA_TEMPS="0.7", DA_SERVER_GAP_S="0.5")
         assert c3.returncode == 0, c3.stdout[-3000:]
         rows = json.loads((tmp_path / "o3" / "e2e-q0.3.json").read_text())["rows"]
         assert rows and {r["temperature"] for r in rows} == {0.7}, rows  # DA_TEMPS: the rounds' temperature

@@ -237,6 +237,26 @@ def test_drains_plan_the_rounds_and_a_rotation_runs_whole_or_not_at_all():
     assert e2e.rotation_fits(group, 20.0, {}, 0.0, 0.0)  # no deadline
 
 
+def test_a_server_idles_the_gap_before_each_of_its_rounds_and_the_plan_counts_it(tmp_path):
+    """--server-gap-s: the rotated order runs a server's rounds back to back at each rotation's turn (plain, ours |
+    ours, plain), where a step-clock ledger copied every 2-5 s held no copy between them (run 45: half the rounds
+    unread). Each server now idles the gap since its own last pass or round; between two servers nobody waits."""
+    out = tmp_path / "e2e.json"
+    a, b, _ = _stubs()
+    with a as ua, b as ub:
+        rc = e2e.main(["--server", f"plain={ua}", "--server", f"ours={ub}", "--json", str(out), "--no-cold",
+                       "--greedy-check", "0", "--server-gap-s", "1.2", "--concurrency", "1"] + FAST[2:])
+    assert rc == 0
+    rows = json.loads(out.read_text())["rows"]
+    assert [(r["server"], r["index"]) for r in rows] == [("plain", 1), ("ours", 1), ("ours", 2), ("plain", 2)]
+    assert rows[2]["t_start"] - rows[1]["t_end"] >= 1.2  # ours twice in a row: the gap
+    assert rows[3]["t_start"] - rows[2]["t_end"] < 1.0  # plain idled through ours' two rounds: no wait
+    assert rows[1]["t_start"] - rows[0]["t_end"] >= 0  # ours after its warm pass and plain's short round: what is left
+    units = [e2e.Unit("steady", 0.0, 1, r, s) for r, s in ((1, "plain"), (1, "ours"), (2, "ours"), (2, "plain"))]
+    assert e2e.gap_waits(units, 1.2) == pytest.approx(1.2) and e2e.gap_waits(units[:2], 1.2) == 0.0
+    assert not e2e.rotation_fits(units[2:], 20.0, {}, 0.0, 41.0, gap_s=1.2) and e2e.rotation_fits(units[2:], 20.0, {}, 0.0, 41.0)
+
+
 def test_rounds_with_long_drains_stop_at_a_whole_rotation_by_the_deadline(tmp_path, capsys):
     """H100, 2026-12-06: rounds planned at 20 s took 31-33 s at c 128 (the queue's drain) and the warm passes of two
     of three servers came after the plan; the caller's timeout stopped the run within a rotation (2 rounds of one

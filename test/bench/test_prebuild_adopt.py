@@ -107,6 +107,8 @@ def test_a_carried_library_becomes_sglangs_own_cached_build_without_a_compile(tm
     deps = json.loads((leaf / "sgl_deps.json").read_text())
     assert ["kernels", "csrc/gemm/marlin_moe/moe_wna16_marlin.cuh"] in [d[:2] for d in deps]
     assert len(deps) > 100  # the closure nvcc -M listed, system and toolkit headers with it
+    again = _adopt(tmp_path, carried)  # the next process (a server, or a later prebuild) finds it in the cache
+    assert "in SGLang's JIT cache already" in again["said"] and again["loaded"] == got["hit"], again
 
 
 def test_a_library_from_another_nvcc_release_or_none_carried_is_not_adopted(tmp_path):
