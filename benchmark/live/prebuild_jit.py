@@ -174,12 +174,13 @@ def pack_local(src: pathlib.Path, dest: pathlib.Path, part_mb: int = 15) -> list
             (pathlib.Path(tmp) / name).write_bytes(data[i:i + size])
             names.append(name)
             lines.append(f"{hashlib.md5(data[i:i + size]).hexdigest()}  {name}\n")
-        for old in dest.glob("jit-local.*"):
-            old.unlink()
-        for name in names:
+        for name in names:  # an old set stays whole until a piece is replaced; mixed, its md5s no longer match
             os.replace(pathlib.Path(tmp) / name, dest / name)
         (pathlib.Path(tmp) / "jit-local.md5").write_text("".join(lines))
         os.replace(pathlib.Path(tmp) / "jit-local.md5", dest / "jit-local.md5")
+        for old in dest.glob("jit-local.tgz.part-*"):  # an older, longer set's last pieces
+            if old.name not in names:
+                old.unlink()
     return names + ["jit-local.md5"]
 
 
